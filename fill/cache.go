@@ -1,0 +1,244 @@
+package fill
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"regexp"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/maypok86/otter/v2"
+)
+
+// LoadFunc loads the value of a key from the source of truth. It runs under the fill's own
+// context (not the caller's): it carries the caller's values, the fill chain, and the fill
+// timeout as its deadline. It may return ErrNotFound.
+type LoadFunc[V any] func(ctx context.Context, key string) (V, error)
+
+// Config configures a Cache. The zero value of every field means its default; New validates
+// and does not read the Config again.
+type Config[V any] struct {
+	// Name names the cache in errors, logs and fill chains: [a-zA-Z0-9_.-]{1,64}. "" = "default".
+	Name string
+	// TTL is how long a filled value stays fresh. 0 = it never expires.
+	TTL time.Duration
+	// Jitter spreads each stored TTL uniformly over TTL·(1 ± Jitter), so keys written together
+	// do not expire together. In [0, 1); 0 = none.
+	Jitter float64
+	// Grace is the stale-while-revalidate window: for this long past TTL a read returns the
+	// old value at once and starts one background refresh. 0 = none: past TTL is a miss.
+	Grace time.Duration
+	// RefreshAhead is XFetch's β: a fresh hit refreshes early with a probability that rises
+	// near expiry, scaled by the measured fill time. 1 is the usual choice; 0 = off.
+	RefreshAhead float64
+	// NegativeTTL is how long a loader's ErrNotFound is remembered, so a missing key does not
+	// reach the source on every read. 0 = not remembered.
+	NegativeTTL time.Duration
+	// FillTimeout bounds one fill, including its wait for an admission slot. 0 = 30 s.
+	FillTimeout time.Duration
+	// MaxBytes bounds the store: the weight of every entry (key, value and ≈128 bytes of
+	// overhead) in bytes. Beyond it, otter's policy evicts. 0 = 64 MiB.
+	MaxBytes int64
+	// Weigher returns a value's size in bytes. nil = len for string and []byte, 64 otherwise.
+	Weigher func(key string, v V) int64
+	// Refreshes bounds concurrent background refreshes; share one Limiter between caches to
+	// make the bound per process. A refresh that finds no free slot is skipped, and the key
+	// refreshes on a later read. nil = a Limiter of DefaultMaxRefreshes of this cache's own.
+	Refreshes *Limiter
+	// Fills bounds concurrent fills (admission control); a fill over the bound waits for a
+	// slot, within its fill timeout, while its callers wait within their own contexts.
+	// nil = unbounded.
+	Fills *Limiter
+	// Clock is the time source. nil = a coarse clock of 1 ms resolution, stopped by Close.
+	Clock Clock
+	// Rand returns numbers uniform in [0, 1), for jitter and XFetch; it must be safe for
+	// concurrent use. nil = math/rand/v2.Float64.
+	Rand func() float64
+	// Logger receives loader panics with their stacks. nil = discard.
+	Logger *slog.Logger
+	// OnFill, if set, is called after every loader run with its duration and error (for a
+	// histogram). It is called from the fill's goroutine and must not block.
+	OnFill func(d time.Duration, err error)
+}
+
+// DefaultMaxRefreshes is the default bound on concurrent background refreshes.
+const DefaultMaxRefreshes = 64
+
+var nameRE = regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,64}$`)
+
+// CheckName returns an error when name is not a valid cache (group) name.
+func CheckName(name string) error {
+	if !nameRE.MatchString(name) {
+		return fmt.Errorf("corral: invalid name %q: want [a-zA-Z0-9_.-]{1,64}", name)
+	}
+	return nil
+}
+
+func (c *Config[V]) validate() error {
+	if c.Name == "" {
+		c.Name = "default"
+	}
+	if err := CheckName(c.Name); err != nil {
+		return err
+	}
+	switch {
+	case c.TTL < 0:
+		return fmt.Errorf("corral: negative TTL %v", c.TTL)
+	case c.Jitter < 0 || c.Jitter >= 1 || math.IsNaN(c.Jitter):
+		return fmt.Errorf("corral: jitter %v out of [0, 1)", c.Jitter)
+	case c.Grace < 0:
+		return fmt.Errorf("corral: negative grace %v", c.Grace)
+	case c.RefreshAhead < 0 || math.IsNaN(c.RefreshAhead) || math.IsInf(c.RefreshAhead, 0):
+		return fmt.Errorf("corral: refresh-ahead β %v must be ≥ 0", c.RefreshAhead)
+	case c.NegativeTTL < 0:
+		return fmt.Errorf("corral: negative NegativeTTL %v", c.NegativeTTL)
+	case c.FillTimeout < 0:
+		return fmt.Errorf("corral: negative fill timeout %v", c.FillTimeout)
+	case c.MaxBytes < 0:
+		return fmt.Errorf("corral: negative MaxBytes %d", c.MaxBytes)
+	}
+	if c.FillTimeout == 0 {
+		c.FillTimeout = 30 * time.Second
+	}
+	if c.MaxBytes == 0 {
+		c.MaxBytes = 64 << 20
+	}
+	if c.Weigher == nil {
+		c.Weigher = defaultWeigher[V]
+	}
+	if c.Refreshes == nil {
+		c.Refreshes = NewLimiter(DefaultMaxRefreshes)
+	}
+	if c.Rand == nil {
+		c.Rand = rand.Float64
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+func defaultWeigher[V any](_ string, v V) int64 {
+	switch x := any(v).(type) {
+	case string:
+		return int64(len(x))
+	case []byte:
+		return int64(len(x))
+	}
+	return 64
+}
+
+// Cache is a bounded, expiring, read-through store: Get returns the stored value while it is
+// fresh and otherwise runs the loader once for all concurrent callers of the key. It is safe
+// for concurrent use. Create it with New and stop it with Close.
+type Cache[V any] struct {
+	cfg   Config[V]
+	load  LoadFunc[V]
+	store *otter.Cache[string, *entry[V]]
+	clock Clock
+	stop  func() // stops an owned clock; nil when the clock is the caller's
+
+	// mu guards calls and closed, and orders every store write that must not race with a
+	// revocation: a fill's store, Set, Put and Remove.
+	mu     sync.Mutex
+	calls  map[string]*call[V]
+	closed bool
+
+	wg       sync.WaitGroup // fill goroutines
+	versions atomic.Uint64  // last version handed out
+	stats    counters
+}
+
+// New returns a Cache that fills missing keys with load. A nil load makes a cache without a
+// loader: Get then returns ErrNotFound for a key that is not stored (a near cache, say).
+func New[V any](load LoadFunc[V], cfg Config[V]) (*Cache[V], error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	c := &Cache[V]{cfg: cfg, load: load, calls: make(map[string]*call[V])}
+	var oc otter.Clock
+	switch clk := cfg.Clock.(type) {
+	case nil:
+		cc := NewCoarseClock(time.Millisecond)
+		c.clock, c.stop, oc = cc, cc.Stop, cc
+	case *otter.CoarseClock:
+		c.clock, oc = clk, clk
+	default:
+		c.clock, oc = clk, otterClock{clk}
+	}
+	store, err := otter.New(&otter.Options[string, *entry[V]]{
+		MaximumWeight: uint64(cfg.MaxBytes),
+		Weigher: func(_ string, e *entry[V]) uint32 {
+			return uint32(min(e.size, math.MaxUint32))
+		},
+		// The store drops an entry once it can no longer be served, even stale; freshness
+		// itself is checked by Get, against the same clock.
+		ExpiryCalculator: otter.ExpiryWritingFunc(func(oe otter.Entry[string, *entry[V]]) time.Duration {
+			e := oe.Value
+			if e.stale == math.MaxInt64 {
+				return time.Duration(math.MaxInt64) // otter saturates
+			}
+			return max(time.Duration(e.stale-c.clock.NowNano()), 1)
+		}),
+		Clock: oc,
+	})
+	if err != nil {
+		if c.stop != nil {
+			c.stop()
+		}
+		return nil, fmt.Errorf("corral: store: %w", err)
+	}
+	c.store = store
+	return c, nil
+}
+
+// Name returns the cache's name.
+func (c *Cache[V]) Name() string { return c.cfg.Name }
+
+// Clock returns the cache's time source.
+func (c *Cache[V]) Clock() Clock { return c.clock }
+
+// Close stops the cache: later calls get ErrClosed, fills in flight may finish (their
+// results are not stored), and Close waits for their goroutines until ctx ends. It is safe
+// to call more than once.
+func (c *Cache[V]) Close(ctx context.Context) error {
+	c.mu.Lock()
+	already := c.closed
+	c.closed = true
+	c.mu.Unlock()
+	if already {
+		return nil
+	}
+	done := make(chan struct{})
+	go func() { c.wg.Wait(); close(done) }()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = fmt.Errorf("corral: close %s: fills still running: %w", c.cfg.Name, ctx.Err())
+	}
+	c.store.StopAllGoroutines()
+	if c.stop != nil {
+		c.stop()
+	}
+	return err
+}
+
+func (c *Cache[V]) rand() float64 { return c.cfg.Rand() }
+
+func (c *Cache[V]) nextVersion() uint64 {
+	// Versions order the writes of a key, here and (approximately) across nodes during a
+	// hand-off: the larger of the last version plus one and the wall clock in nanoseconds.
+	wall := uint64(time.Now().UnixNano())
+	for {
+		last := c.versions.Load()
+		next := max(last+1, wall)
+		if c.versions.CompareAndSwap(last, next) {
+			return next
+		}
+	}
+}

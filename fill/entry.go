@@ -1,0 +1,69 @@
+package fill
+
+import (
+	"math"
+	"sync/atomic"
+	"time"
+)
+
+// Never is the FreshFor and StaleFor of an entry that never expires.
+const Never = time.Duration(math.MaxInt64)
+
+// Entry is a stored value as seen at one instant: its remaining freshness, not an expiry
+// instant, so it can cross to another process whose clock has another origin or skew.
+type Entry[V any] struct {
+	Value    V
+	FreshFor time.Duration // remaining freshness; ≤ 0 once stale; Never if it never expires
+	StaleFor time.Duration // remaining time it may still be served (stale once FreshFor ≤ 0); ≥ FreshFor
+	Version  uint64        // orders writes of one key; see Cache.Put
+	FillTime time.Duration // how long the fill that produced the value took (XFetch's delta)
+}
+
+// entry is what the store holds. It is immutable once stored, except refreshing.
+type entry[V any] struct {
+	value    V
+	fresh    int64 // clock nanos until which the value is fresh; math.MaxInt64 = forever
+	stale    int64 // clock nanos until which it may be served stale; ≥ fresh
+	version  uint64
+	fillTime int64 // nanos the fill took
+	size     int64 // weight in the store, bytes
+	notFound bool  // a remembered ErrNotFound (negative caching)
+
+	// refreshing is set by the one read that starts a background refresh of this entry, so
+	// that a hot stale key does not send every read through Cache.mu. It is cleared when the
+	// refresh ends without replacing the entry, so a later read may try again.
+	refreshing atomic.Bool
+}
+
+// export returns the entry as seen at now.
+func (e *entry[V]) export(now int64) Entry[V] {
+	return Entry[V]{
+		Value:    e.value,
+		FreshFor: remaining(e.fresh, now),
+		StaleFor: remaining(e.stale, now),
+		Version:  e.version,
+		FillTime: time.Duration(e.fillTime),
+	}
+}
+
+// remaining converts an instant on the clock into the duration left at now.
+func remaining(until, now int64) time.Duration {
+	if until == math.MaxInt64 {
+		return Never
+	}
+	return time.Duration(until - now)
+}
+
+// deadline converts a remaining duration into an instant on the clock, saturating so that
+// Never (or any duration past the clock's range) stays forever.
+func deadline(now int64, d time.Duration) int64 {
+	if d == Never || int64(d) > math.MaxInt64-now {
+		return math.MaxInt64
+	}
+	return now + int64(d)
+}
+
+// entryOverhead approximates the bytes a stored entry costs beyond its key and value: the
+// entry struct, the store's node and its hash-table slot. It keeps MaxBytes honest for
+// small values.
+const entryOverhead = 128

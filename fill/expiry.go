@@ -1,0 +1,68 @@
+package fill
+
+import (
+	"context"
+	"math"
+	"time"
+)
+
+// SetExpiry lets a loader choose how long the value it is about to return stays fresh and
+// then stale, overriding the cache's TTL, jitter and grace for this one value (for example
+// from an HTTP origin's Cache-Control). It must be called with the ctx the loader was given,
+// before the loader returns. It reports false, and does nothing, when ctx is not a loader's
+// context or a duration is negative. freshFor 0 means the value is stale at once; Never
+// means it never expires.
+func SetExpiry(ctx context.Context, freshFor, staleFor time.Duration) bool {
+	l := chainOf(ctx)
+	if l == nil || l.expiry == nil || freshFor < 0 || staleFor < 0 {
+		return false
+	}
+	l.expiry.set = true
+	l.expiry.fresh, l.expiry.stale = freshFor, staleFor
+	return true
+}
+
+// expiry is a loader's choice through SetExpiry. It is written by the loader goroutine and
+// read by the fill goroutine after the loader returned (the result channel orders the two).
+type expiry struct {
+	set          bool
+	fresh, stale time.Duration
+}
+
+// lifetime returns the fresh-until and stale-until instants for a value filled at now.
+func (c *Cache[V]) lifetime(now int64, x *expiry) (fresh, stale int64) {
+	if x != nil && x.set {
+		fresh = deadline(now, x.fresh)
+		return fresh, satAdd(fresh, x.stale)
+	}
+	if c.cfg.TTL == 0 {
+		return math.MaxInt64, math.MaxInt64
+	}
+	ttl := c.cfg.TTL
+	if c.cfg.Jitter > 0 {
+		// Uniform in [TTL·(1−j), TTL·(1+j)): keys written together expire apart.
+		ttl += time.Duration(float64(ttl) * c.cfg.Jitter * (2*c.rand() - 1))
+	}
+	fresh = deadline(now, ttl)
+	return fresh, satAdd(fresh, c.cfg.Grace)
+}
+
+func satAdd(at int64, d time.Duration) int64 {
+	if at == math.MaxInt64 {
+		return at
+	}
+	return deadline(at, d)
+}
+
+// refreshEarly is XFetch (probabilistic early expiration): a fresh hit refreshes early when
+// now − δ·β·ln(u) ≥ fresh-until, with δ the measured fill time and u uniform in (0,1]. The
+// probability is ~0 long before expiry and rises towards 1 as it nears, sooner for values
+// that are slow to fill, so the refresh usually finishes before anyone sees the key expire.
+func (c *Cache[V]) refreshEarly(e *entry[V], now int64) bool {
+	if e.fresh == math.MaxInt64 || e.fillTime <= 0 {
+		return false
+	}
+	u := 1 - c.rand() // (0,1]: ln(0) would be -Inf
+	gap := -float64(e.fillTime) * c.cfg.RefreshAhead * math.Log(u)
+	return float64(now)+gap >= float64(e.fresh)
+}

@@ -1,0 +1,218 @@
+package fill
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+)
+
+// call is one fill in flight: the single flight that every concurrent Get of its key waits on.
+type call[V any] struct {
+	done chan struct{} // closed when the fill ended
+
+	// Written once by the fill goroutine before done is closed, and only read after.
+	entry Entry[V]
+	err   error
+
+	// stale is the entry a background refresh replaces, or nil for a fill after a miss.
+	stale *entry[V]
+
+	// revoked is set, under Cache.mu, by a Set, Put or Remove of the key that lands while the
+	// fill runs: the fill's result is older than that write, so it must not be stored. Its
+	// waiters still get it — they asked before the write.
+	revoked bool
+}
+
+// miss starts or joins the fill of key.
+func (c *Cache[V]) miss(ctx context.Context, key string) (Entry[V], Source, error) {
+	if InChain(ctx, c.cfg.Name, key) {
+		return Entry[V]{}, 0, ErrFillCycle
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return Entry[V]{}, 0, ErrClosed
+	}
+	if cl, ok := c.calls[key]; ok {
+		c.mu.Unlock()
+		c.stats.coalesced.Add(1)
+		return c.wait(ctx, key, cl, true)
+	}
+	// Look again, now under mu. This Get's first look missed, but between that look and
+	// taking mu another Get may have finished this key's fill: it stored the entry and
+	// removed its call from c.calls, both under mu. Without this second look we would see no
+	// call, become the leader and run the loader again for a value stored microseconds ago —
+	// one extra fill for every Get caught in that window of a stampede.
+	if e, ok := c.store.GetIfPresent(key); ok {
+		if now := c.clock.NowNano(); now < e.fresh {
+			c.mu.Unlock()
+			if e.notFound {
+				c.stats.negativeHits.Add()
+				return Entry[V]{}, SourceHit, ErrNotFound
+			}
+			return e.export(now), SourceHit, nil
+		}
+	}
+	if c.load == nil {
+		c.mu.Unlock()
+		return Entry[V]{}, 0, ErrNotFound
+	}
+	cl := &call[V]{done: make(chan struct{})}
+	c.calls[key] = cl
+	c.wg.Add(1)
+	c.mu.Unlock()
+	go c.run(ctx, key, cl, nil)
+	return c.wait(ctx, key, cl, false)
+}
+
+// wait waits for cl on behalf of one Get. A caller whose ctx ends leaves alone: the fill is
+// not cancelled and still serves the others and the store.
+func (c *Cache[V]) wait(ctx context.Context, key string, cl *call[V], shared bool) (Entry[V], Source, error) {
+	select {
+	case <-cl.done:
+	case <-ctx.Done():
+		return Entry[V]{}, 0, ctx.Err()
+	}
+	if cl.err != nil {
+		return Entry[V]{}, 0, &FillError{Name: c.cfg.Name, Key: key, Err: cl.err, Shared: shared}
+	}
+	if shared {
+		return cl.entry, SourceCoalesced, nil
+	}
+	return cl.entry, SourceFill, nil
+}
+
+// refresh starts a background refresh of key, whose stored entry e is stale or about to be,
+// unless one is running or the per-node cap of refreshes is reached; then the key refreshes
+// on a later read.
+func (c *Cache[V]) refresh(ctx context.Context, key string, e *entry[V]) {
+	if c.load == nil || !e.refreshing.CompareAndSwap(false, true) {
+		return
+	}
+	c.mu.Lock()
+	if _, ok := c.calls[key]; ok || c.closed {
+		c.mu.Unlock()
+		return // a fill is running (it clears nothing: its entry replaces e)
+	}
+	if !c.cfg.Refreshes.TryAcquire() {
+		c.mu.Unlock()
+		e.refreshing.Store(false)
+		c.stats.refreshesSkipped.Add(1)
+		return
+	}
+	cl := &call[V]{done: make(chan struct{}), stale: e}
+	c.calls[key] = cl
+	c.wg.Add(1)
+	c.mu.Unlock()
+	c.stats.refreshes.Add(1)
+	go c.run(ctx, key, cl, c.cfg.Refreshes)
+}
+
+// result is one loader run's outcome.
+type result[V any] struct {
+	v   V
+	err error
+}
+
+// run is the fill goroutine: it runs the loader once for cl and completes cl. parent is the
+// context of the Get that started the fill; only its values are used.
+func (c *Cache[V]) run(parent context.Context, key string, cl *call[V], slot *Limiter) {
+	defer c.wg.Done()
+	if slot != nil {
+		defer slot.Release()
+	}
+	x := &expiry{}
+	ctx := context.WithValue(context.WithoutCancel(parent), chainKey{},
+		&link{parent: chainOf(parent), name: c.cfg.Name, key: key, expiry: x})
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.FillTimeout)
+	defer cancel()
+
+	start, startNano := time.Now(), c.clock.NowNano()
+	var r result[V]
+	if c.cfg.Fills != nil {
+		if err := c.cfg.Fills.Acquire(ctx); err != nil {
+			r.err = fmt.Errorf("waiting for a fill slot: %w", err)
+		} else {
+			defer c.cfg.Fills.Release()
+		}
+	}
+	if r.err == nil {
+		r = c.loadBounded(ctx, key)
+	}
+	now := c.clock.NowNano()
+	if c.cfg.OnFill != nil {
+		c.cfg.OnFill(time.Since(start), r.err)
+	}
+	c.stats.fills.Add(1)
+	if r.err != nil && !errors.Is(r.err, ErrNotFound) {
+		c.stats.fillErrors.Add(1)
+	}
+
+	// x is read only after the loader returned: on a fill timeout the abandoned loader may
+	// still write it.
+	e := &entry[V]{value: r.v, version: c.nextVersion(), fillTime: max(now-startNano, 0)}
+	switch {
+	case r.err == nil:
+		e.fresh, e.stale = c.lifetime(now, x)
+		e.size = c.weigh(key, r.v)
+	case errors.Is(r.err, ErrNotFound) && c.cfg.NegativeTTL > 0:
+		e.notFound, e.fresh = true, deadline(now, c.cfg.NegativeTTL)
+		e.stale, e.size = e.fresh, int64(len(key))+entryOverhead
+	default:
+		e = nil
+	}
+
+	c.mu.Lock()
+	stored := e != nil && !cl.revoked && !c.closed
+	if stored {
+		c.store.Set(key, e)
+	}
+	if c.calls[key] == cl { // a Set or Remove may have detached cl and a newer fill taken its place
+		delete(c.calls, key)
+	}
+	c.mu.Unlock()
+
+	if !stored && cl.stale != nil {
+		cl.stale.refreshing.Store(false) // the stale entry stays; a later read may retry
+	}
+	if r.err == nil {
+		cl.entry = e.export(now)
+	}
+	cl.err = r.err
+	close(cl.done)
+}
+
+// loadBounded runs the loader in its own goroutine so that the fill ends at the fill timeout
+// even when the loader ignores its context; such a loader's late result is dropped. A panic
+// is recovered into a *PanicError and logged with its stack.
+func (c *Cache[V]) loadBounded(ctx context.Context, key string) result[V] {
+	// Size 1: the loader goroutine must be able to send and exit after run gave up on it.
+	ch := make(chan result[V], 1)
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		var r result[V]
+		defer func() {
+			if p := recover(); p != nil {
+				stack := debug.Stack()
+				c.cfg.Logger.Error("corral: loader panic", "cache", c.cfg.Name, "key", key,
+					"panic", fmt.Sprint(p), "stack", string(stack))
+				r = result[V]{err: &PanicError{Value: p, Stack: stack}}
+			}
+			ch <- r
+		}()
+		r.v, r.err = c.load(ctx, key)
+	}()
+	select {
+	case r := <-ch:
+		return r
+	case <-ctx.Done():
+		return result[V]{err: fmt.Errorf("fill timeout %v: %w", c.cfg.FillTimeout, ctx.Err())}
+	}
+}
+
+func (c *Cache[V]) weigh(key string, v V) int64 {
+	return int64(len(key)) + max(c.cfg.Weigher(key, v), 0) + entryOverhead
+}

@@ -1,0 +1,135 @@
+package fill
+
+import "iter"
+
+// Set stores v for key with the cache's TTL, jitter and grace, and returns the write's
+// version. A fill of key in flight when Set lands does not store its (older) result.
+func (c *Cache[V]) Set(key string, v V) (uint64, error) {
+	if err := CheckKey(key); err != nil {
+		return 0, err
+	}
+	now := c.clock.NowNano()
+	e := &entry[V]{value: v, version: c.nextVersion(), size: c.weigh(key, v)}
+	e.fresh, e.stale = c.lifetime(now, nil)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return 0, ErrClosed
+	}
+	c.revokeLocked(key)
+	c.store.Set(key, e)
+	return e.version, nil
+}
+
+// Put stores an entry that another node produced, with its remaining lifetime and version —
+// a hand-off or a near copy. It keeps the held entry, and returns false, when that entry's
+// version is at least en.Version; and it does nothing when en is no longer servable
+// (StaleFor ≤ 0). Fills in flight are not revoked: their results are newer.
+func (c *Cache[V]) Put(key string, en Entry[V]) (bool, error) {
+	if err := CheckKey(key); err != nil {
+		return false, err
+	}
+	if en.StaleFor <= 0 {
+		return false, nil
+	}
+	now := c.clock.NowNano()
+	e := &entry[V]{
+		value:    en.Value,
+		fresh:    deadline(now, max(en.FreshFor, 0)),
+		version:  en.Version,
+		fillTime: int64(en.FillTime),
+		size:     c.weigh(key, en.Value),
+	}
+	e.stale = max(deadline(now, en.StaleFor), e.fresh)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false, ErrClosed
+	}
+	if old, ok := c.store.GetIfPresent(key); ok && old.version >= en.Version && now < old.stale {
+		return false, nil
+	}
+	c.store.Set(key, e)
+	return true, nil
+}
+
+// Remove deletes key and returns the version of the removal. A fill of key in flight when
+// Remove lands does not store its result (a lease that the delete revokes), though its
+// waiters still get it; Gets after Remove start a new fill.
+func (c *Cache[V]) Remove(key string) (uint64, error) {
+	if err := CheckKey(key); err != nil {
+		return 0, err
+	}
+	v := c.nextVersion()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return 0, ErrClosed
+	}
+	c.revokeLocked(key)
+	c.store.Invalidate(key)
+	return v, nil
+}
+
+// RemoveIfOlder deletes key when the held entry's version is below version (dropping a near
+// copy that an invalidation made obsolete, but not a newer write), and reports whether it did.
+func (c *Cache[V]) RemoveIfOlder(key string, version uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old, ok := c.store.GetIfPresent(key); ok && old.version < version {
+		c.store.Invalidate(key)
+		return true
+	}
+	return false
+}
+
+// revokeLocked stops a fill of key in flight from storing its result, and detaches it so
+// that later Gets start a fresh fill rather than join one older than this write.
+func (c *Cache[V]) revokeLocked(key string) {
+	if cl, ok := c.calls[key]; ok {
+		cl.revoked = true
+		delete(c.calls, key)
+	}
+}
+
+// Peek returns the stored entry of key if it can still be served (fresh or within grace),
+// without filling, counting or refreshing.
+func (c *Cache[V]) Peek(key string) (Entry[V], bool) {
+	e, ok := c.store.GetIfPresent(key)
+	if !ok || e.notFound {
+		return Entry[V]{}, false
+	}
+	now := c.clock.NowNano()
+	if now >= e.stale {
+		return Entry[V]{}, false
+	}
+	return e.export(now), true
+}
+
+// All yields every stored entry that can still be served, in no particular order. Entries
+// written while it runs may or may not be seen.
+func (c *Cache[V]) All() iter.Seq2[string, Entry[V]] {
+	return func(yield func(string, Entry[V]) bool) {
+		now := c.clock.NowNano()
+		for k, e := range c.store.All() {
+			if e.notFound || now >= e.stale {
+				continue
+			}
+			if !yield(k, e.export(now)) {
+				return
+			}
+		}
+	}
+}
+
+// Hottest yields the keys the store's policy considers hottest first, at most n of them.
+func (c *Cache[V]) Hottest(n int) []string {
+	var out []string
+	for e := range c.store.Hottest() {
+		if len(out) >= n {
+			break
+		}
+		out = append(out, e.Key)
+	}
+	return out
+}

@@ -1,0 +1,158 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/corralcache/corral/transport/peerpb"
+)
+
+// How errors cross the wire. Only this file speaks gRPC codes.
+//
+//	Handler returns (errors.Is / As)   code                   detail               Client returns
+//	ErrNotFound                        NotFound               -                    ErrNotFound (exactly)
+//	ErrFillCycle                       Aborted                REASON_FILL_CYCLE    ErrFillCycle (exactly)
+//	ErrUnknownGroup                    FailedPrecondition     REASON_UNKNOWN_GROUP *RemoteError wrapping ErrUnknownGroup, peer's message
+//	ErrInvalidArgument                 InvalidArgument        -                    *RemoteError wrapping ErrInvalidArgument, peer's message
+//	*FillFailedError{Msg}              Unknown, message Msg   REASON_FILL_FAILED   *FillFailedError{Msg}
+//	ctx.Err() after the call's ctx     Canceled /             -                    (the caller has gone; see below)
+//	  ended                            DeadlineExceeded
+//	anything else                      Internal               -                    *RemoteError{Code: "Internal"}
+//	(a panic in the Handler)           Internal               -                    *RemoteError{Code: "Internal"}
+//
+// and what gRPC itself reports on the client:
+//
+//	caller's ctx done                  any                                         ctx.Err(), alone
+//	message over MaxMessageSize        ResourceExhausted                           *RemoteError wrapping ErrInvalidArgument
+//	refused, reset, closed, stopping   Unavailable                                 *UnreachableError
+//	past CallTimeout                   DeadlineExceeded                            *UnreachableError
+//	past the caller's own deadline     DeadlineExceeded                            context.DeadlineExceeded
+//	conn closed by Forget              Canceled                                    *UnreachableError
+//	conn closed by Close               Canceled                                    ErrClosed
+//	any other code, or Aborted /       that code                                   *RemoteError{Code}
+//	  FailedPrecondition / Unknown
+//	  without our detail
+//
+// The detail exists because gRPC, or an HTTP/2 proxy between the peers, can
+// produce Unknown on its own; Aborted and FailedPrecondition carry it too so
+// that the mapping never rests on a code alone where a mistake would change
+// behaviour.
+//
+// A Handler error that is a gRPC status, or wraps one, is still sent as
+// Internal: a Handler that called another peer and got Unavailable back must
+// not make its own caller believe that *it* is unreachable, which would start
+// a failover to the ring successor and an extra fill.
+
+// toStatus turns a Handler error into the status error sent to the client.
+// ctx is the request's context on the server.
+func toStatus(ctx context.Context, err error) error {
+	var ffe *FillFailedError
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrNotFound):
+		return status.Error(codes.NotFound, err.Error())
+	case errors.Is(err, ErrFillCycle):
+		return withReason(codes.Aborted, err.Error(), peerpb.Reason_REASON_FILL_CYCLE)
+	case errors.Is(err, ErrUnknownGroup):
+		return withReason(codes.FailedPrecondition, err.Error(), peerpb.Reason_REASON_UNKNOWN_GROUP)
+	case errors.Is(err, ErrInvalidArgument):
+		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.As(err, &ffe):
+		return withReason(codes.Unknown, ffe.Msg, peerpb.Reason_REASON_FILL_FAILED)
+	case ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
+		// The client went away or its deadline passed; it will not read this
+		// answer, but say what happened rather than Internal. A context error
+		// while the request's ctx is still live (a fill timeout inside the
+		// Handler, say) falls through to Internal: sent as DeadlineExceeded
+		// it would read as "owner unreachable" on the client.
+		return status.FromContextError(ctx.Err()).Err()
+	default:
+		return status.Error(codes.Internal, err.Error())
+	}
+}
+
+func withReason(c codes.Code, msg string, r peerpb.Reason) error {
+	st, err := status.New(c, msg).WithDetails(&peerpb.ErrorDetail{Reason: r})
+	if err != nil {
+		// Only a marshalling failure of a two-field message could get here;
+		// the code alone is still the right answer, the client will just not
+		// recognise it as ours.
+		return status.Error(c, msg)
+	}
+	return st.Err()
+}
+
+// fromStatus turns the error of a gRPC call to addr into this package's
+// errors. ctx is the caller's context, before CallTimeout was applied, so
+// that the caller's own cancellation is told apart from the call timeout.
+func fromStatus(ctx context.Context, addr string, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return ctxErr
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		// gRPC returns status errors from every call; keep anything else
+		// visible rather than guess what it means.
+		return fmt.Errorf("transport: peer %s: %w", addr, err)
+	}
+	switch st.Code() {
+	case codes.NotFound:
+		return ErrNotFound
+	case codes.InvalidArgument:
+		return &RemoteError{Code: st.Code().String(), Msg: st.Message(), kind: ErrInvalidArgument}
+	case codes.ResourceExhausted:
+		// gRPC's message says which side refused and both sizes:
+		// "grpc: received message larger than max (9000000 vs. 8454144)".
+		return &RemoteError{
+			Code: st.Code().String(),
+			Msg:  ErrInvalidArgument.Error() + ": message exceeds MaxMessageSize: " + st.Message(),
+			kind: ErrInvalidArgument,
+		}
+	case codes.DeadlineExceeded:
+		if _, ok := ctx.Deadline(); ok {
+			// The deadline was the caller's own (CallTimeout applies only to
+			// a ctx without one). The server may report it a moment before
+			// ctx.Err() is set here, its timer having started from the
+			// propagated timeout: it is still the caller's time that ran out.
+			return context.DeadlineExceeded
+		}
+		return &UnreachableError{Addr: addr, Err: err}
+	case codes.Unavailable, codes.Canceled:
+		return &UnreachableError{Addr: addr, Err: err}
+	case codes.Aborted:
+		if reason(st) == peerpb.Reason_REASON_FILL_CYCLE {
+			return ErrFillCycle
+		}
+	case codes.FailedPrecondition:
+		if reason(st) == peerpb.Reason_REASON_UNKNOWN_GROUP {
+			return &RemoteError{Code: st.Code().String(), Msg: st.Message(), kind: ErrUnknownGroup}
+		}
+	case codes.Unknown:
+		if reason(st) == peerpb.Reason_REASON_FILL_FAILED {
+			return &FillFailedError{Msg: st.Message()}
+		}
+	}
+	return &RemoteError{Code: st.Code().String(), Msg: st.Message()}
+}
+
+func reason(st *status.Status) peerpb.Reason {
+	for _, d := range st.Details() {
+		if ed, ok := d.(*peerpb.ErrorDetail); ok {
+			return ed.GetReason()
+		}
+	}
+	return peerpb.Reason_REASON_UNSPECIFIED
+}
+
+// codeName is the label OnCall gets: the gRPC code of a finished call.
+func codeName(err error) string {
+	if err == nil {
+		return "OK"
+	}
+	return status.Code(err).String()
+}

@@ -1,0 +1,101 @@
+// Package transport carries corral's peer protocol: the requests one replica
+// sends to another over gRPC (Get from the owner, Set and Remove through the
+// owner, Invalidate a near copy, Handoff when leaving), the gRPC server that
+// answers them for a Handler, and the client that keeps one connection per
+// peer. It is the only package of corral that speaks gRPC: status codes stop
+// here, and callers see this package's errors.
+//
+// The protocol is transport/peerpb/peer.proto; the generated code beside it
+// is checked in.
+//
+// # Usage
+//
+// The receiving side serves a Handler (the root corral package implements
+// it):
+//
+//	srv, err := transport.NewServer(handler, transport.ServerConfig{TLS: peerTLS})
+//	if err != nil { ... }
+//	go srv.Serve(lis)  // returns nil after Stop
+//	...
+//	srv.Stop(ctx)      // graceful until ctx ends, then hard
+//
+// The sending side shares one Client for all peers:
+//
+//	client, err := transport.NewClient(transport.ClientConfig{TLS: peerTLS, OnCall: countRPC})
+//	if err != nil { ... }
+//	defer client.Close()
+//	resp, err := client.Get(ctx, owner.PeerAddr, &peerpb.GetRequest{Header: hdr, Group: g, Key: k})
+//	switch {
+//	case err == nil:
+//	case transport.IsUnreachable(err):
+//		// route to the key's next owner on the ring
+//	case errors.Is(err, transport.ErrNotFound): ...
+//	}
+//
+// # What the caller must do
+//
+//  1. Call Server.Stop when done with a Server that has served, and
+//     Client.Close when done with a Client; both are safe to call twice.
+//     NewServer and NewClient start nothing, so an error path between them
+//     needs no cleanup.
+//  2. Call Client.Forget(addr) when a member leaves or dies, so that its
+//     connection is closed and not kept for ever.
+//  3. Return only this package's errors from a Handler when they apply
+//     (ErrNotFound, ErrFillCycle, ErrUnknownGroup, ErrInvalidArgument
+//     wrapped with the reason, *FillFailedError); anything else reaches the
+//     other side as a *RemoteError with code "Internal".
+//  4. Make Handler methods return soon after their ctx ends: Stop waits for
+//     them.
+//  5. Give CallTimeout a value above the longest fill timeout (a remote Get
+//     waits for the owner's fill), or a slow loader reads as an unreachable
+//     owner.
+//
+// # Definitions
+//
+// Unreachable: the call got no answer from the peer: the connection was
+// refused, reset or closed (also by Forget), the peer was shutting down, a
+// connection attempt took longer than ConnectTimeout, or the call ran past
+// CallTimeout. IsUnreachable reports it. An answer from the peer, of any
+// kind, is never unreachable; neither is the end of the caller's own ctx,
+// which every call returns as ctx.Err() alone.
+//
+// Call deadline: a ctx without a deadline gets CallTimeout; a ctx with one
+// keeps it. Only the first can make a call unreachable by time.
+//
+// Message limit: MaxMessageSize bounds each protobuf message, in bytes,
+// both ways (default DefaultMaxMessageSize, 8 MiB + 64 KiB). An oversized
+// request fails on the side that notices first with an error wrapping
+// ErrInvalidArgument whose text says "MaxMessageSize" and both sizes; the
+// connection keeps serving other calls.
+//
+// Errors on the wire: see the table at the top of codes.go.
+//
+// # TLS
+//
+// ServerConfig.TLS and ClientConfig.TLS take ordinary *tls.Config values.
+// For mutual authentication the server sets ClientAuth to
+// tls.RequireAndVerifyClientCert with ClientCAs, and the client sets
+// Certificates and RootCAs. Peers are dialled by "ip:port", so a peer's
+// certificate must carry its IP as a SAN unless the client's config sets
+// ServerName or its own verification. A TLS failure is reported as
+// unreachable: nothing useful can be said to that peer.
+//
+// # Keepalive
+//
+// Clients ping idle connections every 20s (DefaultKeepaliveTime) and close
+// them if the ack takes over 5s; servers do the same and allow client pings
+// as often as every 10s, which is grpc-go's floor, so any Client is welcome
+// at any Server with default settings. keepalive.go has the reasoning.
+//
+// # Regenerating the protocol code
+//
+// After editing transport/peerpb/peer.proto, run from the module root:
+//
+//	go generate ./transport/...
+//
+// with these on PATH (the versions that made the checked-in files):
+//
+//	protoc             libprotoc 3.21.12  (Debian: apt-get install protobuf-compiler)
+//	protoc-gen-go      v1.36.12           (go install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12)
+//	protoc-gen-go-grpc v1.6.2             (go install google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.2)
+package transport

@@ -1,0 +1,140 @@
+package transport
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"math/big"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/corralcache/corral/transport/peerpb"
+)
+
+// testCA is a self-signed certificate authority made for one test.
+type testCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pool *x509.CertPool
+}
+
+func newTestCA(tb testing.TB) *testCA {
+	tb.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "corral test CA"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		IsCA:                  true,
+		KeyUsage:              x509.KeyUsageCertSign,
+		BasicConstraintsValid: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return &testCA{cert: cert, key: key, pool: pool}
+}
+
+// issue returns a certificate for a member, valid for serving on and
+// connecting from 127.0.0.1.
+func (ca *testCA) issue(tb testing.TB, name string) tls.Certificate {
+	tb.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()),
+		Subject:      pkix.Name{CommonName: name},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+func TestMutualTLS(t *testing.T) {
+	ca := newTestCA(t)
+	serverTLS := &tls.Config{
+		Certificates: []tls.Certificate{ca.issue(t, "server")},
+		ClientCAs:    ca.pool,
+		ClientAuth:   tls.RequireAndVerifyClientCert,
+		MinVersion:   tls.VersionTLS13,
+	}
+	h := newFakeHandler()
+	addr, _ := serve(t, h, ServerConfig{TLS: serverTLS})
+	ctx := context.Background()
+	req := &peerpb.GetRequest{Group: "g", Key: "k"}
+
+	t.Run("both sides authenticated", func(t *testing.T) {
+		c := newClient(t, ClientConfig{TLS: &tls.Config{
+			Certificates: []tls.Certificate{ca.issue(t, "client")},
+			RootCAs:      ca.pool,
+			MinVersion:   tls.VersionTLS13,
+		}})
+		resp, err := c.Get(ctx, addr, req)
+		if err != nil || string(resp.GetEntry().GetValue()) != "v:k" {
+			t.Fatalf("Get over mTLS = %v, %v", resp, err)
+		}
+	})
+
+	tests := []struct {
+		name string
+		cfg  ClientConfig
+	}{
+		{"client without certificate", ClientConfig{TLS: &tls.Config{RootCAs: ca.pool}}},
+		{"client certificate from another CA", ClientConfig{TLS: &tls.Config{
+			Certificates: []tls.Certificate{newTestCA(t).issue(t, "intruder")},
+			RootCAs:      ca.pool,
+		}}},
+		{"client does not trust the server", ClientConfig{TLS: &tls.Config{
+			Certificates: []tls.Certificate{ca.issue(t, "client")},
+			RootCAs:      newTestCA(t).pool,
+		}}},
+		{"plaintext client", ClientConfig{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.cfg.CallTimeout = 2 * time.Second
+			c := newClient(t, tt.cfg)
+			_, err := c.Get(ctx, addr, req)
+			if err == nil {
+				t.Fatal("Get succeeded")
+			}
+			t.Log(err)
+		})
+	}
+
+	t.Run("TLS client against a plaintext server", func(t *testing.T) {
+		plain, _ := serve(t, h, ServerConfig{})
+		c := newClient(t, ClientConfig{CallTimeout: 2 * time.Second, TLS: &tls.Config{
+			Certificates: []tls.Certificate{ca.issue(t, "client")},
+			RootCAs:      ca.pool,
+		}})
+		if _, err := c.Get(ctx, plain, req); err == nil {
+			t.Fatal("Get succeeded")
+		}
+	})
+}

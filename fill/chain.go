@@ -67,3 +67,14 @@ func WithChain(ctx context.Context, chain []string) context.Context {
 	}
 	return ctx
 }
+
+// Outer returns ctx without its innermost fill: a loader that hands its work on to another
+// fill of the same key (a remote fetch that ends up filling locally, say) uses it so that
+// the hand-on is not mistaken for a cycle.
+func Outer(ctx context.Context) context.Context {
+	l := chainOf(ctx)
+	if l == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, chainKey{}, l.parent)
+}

@@ -179,3 +179,19 @@ func TestSetExpiryFromTheLoader(t *testing.T) {
 		t.Fatal("SetExpiry accepted a ctx that is not a loader's")
 	}
 }
+
+func TestZeroLifetimeIsReturnedNotStored(t *testing.T) {
+	l := &counting{}
+	c, _ := newTest(t, func(ctx context.Context, key string) (string, error) {
+		SetExpiry(ctx, 0, 0)
+		return l.load(ctx, key)
+	}, Config[string]{TTL: time.Hour})
+	for range 2 {
+		if v, err := c.Get(context.Background(), "k"); err != nil || v != "v:k" {
+			t.Fatalf("Get = %q, %v", v, err)
+		}
+	}
+	if l.runs.Load() != 2 {
+		t.Fatalf("loader ran %d times, want 2: a zero-lifetime value was stored", l.runs.Load())
+	}
+}

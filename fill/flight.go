@@ -165,7 +165,8 @@ func (c *Cache[V]) run(parent context.Context, key string, cl *call[V], slot *Li
 	}
 
 	c.mu.Lock()
-	stored := e != nil && !cl.revoked && !c.closed
+	// A value the loader gave no lifetime (SetExpiry(ctx, 0, 0)) is returned but not stored.
+	stored := e != nil && e.stale > now && !cl.revoked && !c.closed
 	if stored {
 		c.store.Set(key, e)
 	}

@@ -1,0 +1,79 @@
+// Package peer is corral's cluster membership: which replicas are live, and where each one
+// serves peer requests. It is a thin layer over github.com/hashicorp/memberlist (SWIM gossip with
+// suspicion and full state exchanges) that adds typed member metadata, refusal of incompatible
+// members, seeds that are re-resolved and re-joined until a split cluster heals, and events that
+// tell a graceful leave from a failure. It imports no other corral package.
+//
+// # Usage
+//
+//	m, err := peer.New(peer.Config{
+//		Name:     name,                                  // unique: hostname + random suffix
+//		BindPort: peer.DefaultPort,                      // TCP and UDP
+//		Meta:     peer.Meta{PeerAddr: grpcAddr},         // what peers dial for keys
+//		Seeds:    []string{"dns+corral-headless:7946"}, // every pod behind the Service
+//		OnChange: func(ms []peer.Member) { ring.Set(ms) },
+//	})
+//	if err != nil {
+//		return err
+//	}
+//	// … serve …
+//	_ = m.Leave(ctx) // peers see EventLeave and drop this member at once
+//	_ = m.Close()
+//
+// The caller must:
+//
+//  1. Give every member a unique Name. A member restarted under its old name from a new address
+//     is refused while peers still hold its old entry as alive, and until the entry has been
+//     dead for DeadNodeReclaimTime (see "Conflicting addresses").
+//  2. Publish a PeerAddr that the other members can dial, and an AdvertiseAddr they can reach
+//     when the bound address is not it (bound to "0.0.0.0", memberlist advertises the first
+//     private address of an interface).
+//  3. Keep OnChange and OnEvent quick, and never call Close from them: Close waits for them.
+//  4. Call Leave before Close when shutting down on purpose; Close alone looks like a crash.
+//  5. Call Close once done, to stop gossip and every goroutine this package started.
+//
+// # Definitions
+//
+// Live member: a member in memberlist state alive or suspect. A suspected member has missed a
+// probe and may still refute; it leaves the live set only once declared dead. Members and
+// OnChange report live members sorted by Name, this one always included: after Leave it keeps
+// serving (handing keys off, draining) until Close, and only peers drop it.
+//
+// Events: EventJoin when a member becomes live (this one included, once, at New), EventUpdate
+// when a live member publishes new Meta, EventLeave when a member left gracefully, EventFail when
+// it was declared dead. There is no event about this member's own Leave. memberlist reports the last two alike; Leave first publishes a
+// "leaving" flag in the member's meta and waits for it to spread, and a peer reports EventLeave
+// when the departing member's last meta it saw carries that flag. A peer that missed the flag
+// reports EventFail; both remove the member.
+//
+// Refusal: a member whose meta cannot be decoded, or whose RingVersion differs from this
+// member's, never enters the live set: memberlist drops its alive messages (AliveDelegate), and a
+// join between clusters holding such members fails on both sides (MergeDelegate). The first
+// refusal of a member for a reason is logged at Warn, the next at Debug. Members with another
+// Label, or another SecretKey, cannot even read each other's packets.
+//
+// Seeds: "host:port" or "dns+name:port". A name is looked up on every attempt, and every address
+// found is joined except this member's own, so a headless Service works as the seed of every pod,
+// including the first. New makes one attempt bounded by JoinTimeout. Until some seed has been
+// reached (or another member has joined this one) a background loop retries with backoff between
+// JoinBackoffMin and JoinBackoffMax; afterwards it re-joins, every RejoinInterval, the seed
+// addresses that are not live members. That heals two pods that started together and each formed
+// a one-node cluster, and two halves of a partition that declared each other dead.
+//
+// # Conflicting addresses
+//
+// memberlist binds a name to an address. When a member claims a known name from another address,
+// it is refused (logged as a name conflict) unless the known entry has left, or has been dead for
+// DeadNodeReclaimTime. A crashed pod that comes back quickly under the same name (a StatefulSet)
+// is therefore admitted after failure detection plus DeadNodeReclaimTime; one that called Leave
+// is admitted at once. Names with a random suffix never conflict.
+//
+// # Timings
+//
+// With the defaults (memberlist's LAN values), a join is one TCP exchange; news of a join or leave
+// reaches a small cluster within a few gossip rounds (200ms each); a crashed member is suspected
+// after a failed probe (about 1s) and declared dead SuspicionMult × ProbeInterval later (4s in a
+// cluster under 10 members, more in larger ones, and up to 6 times more when no other member
+// confirms the suspicion); Leave takes about two rounds of retransmissions (under a second in a
+// small cluster).
+package peer

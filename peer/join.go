@@ -1,0 +1,187 @@
+package peer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"time"
+)
+
+// errNoSeedAddr is reported when the seeds resolve to no address but this member's own.
+var errNoSeedAddr = errors.New("no seed address other than this member's")
+
+// Join looks seeds up now and joins every address found (except this member's own), each with a
+// full state exchange, in parallel. It returns how many addresses were reached, and an error
+// only when none was: the errors of every address, or ctx's error when ctx ended first (the
+// exchanges still running then go on in the background, and may still join). Seeds take the
+// forms of Config.Seeds. They are not added to the seeds the background loop re-joins.
+func (m *Membership) Join(ctx context.Context, seeds []string) (int, error) {
+	parsed, err := parseSeeds(seeds)
+	if err != nil {
+		return 0, err
+	}
+	m.lifeMu.Lock()
+	err = m.checkLiveLocked()
+	m.lifeMu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	return m.join(ctx, parsed, false)
+}
+
+// joinSeeds joins the configured seeds; with skipMembers, only addresses that are not members.
+func (m *Membership) joinSeeds(ctx context.Context, skipMembers bool) (int, error) {
+	return m.join(ctx, m.s.seeds, skipMembers)
+}
+
+func (m *Membership) join(ctx context.Context, seeds []seed, skipMembers bool) (int, error) {
+	addrs, resolveErr := resolveSeeds(ctx, m.s.Resolver, seeds)
+
+	skip := map[netip.AddrPort]bool{addrPort(m.gossipAddr): true}
+	if skipMembers {
+		for _, mem := range m.view.list() {
+			skip[addrPort(mem.GossipAddr)] = true
+		}
+	}
+	targets := addrs[:0]
+	for _, a := range addrs {
+		if !skip[addrPort(a)] {
+			targets = append(targets, a)
+		}
+	}
+	if len(targets) == 0 {
+		if skipMembers && len(addrs) > 0 {
+			return 0, resolveErr // every seed is a member: nothing to heal
+		}
+		return 0, errors.Join(resolveErr, errNoSeedAddr)
+	}
+
+	n, err := m.joinAddrs(ctx, targets)
+	if n > 0 {
+		return n, nil
+	}
+	return 0, errors.Join(resolveErr, err)
+}
+
+// addrPort parses an "ip:port" this package produced; anything else becomes the zero value,
+// which matches no address.
+func addrPort(s string) netip.AddrPort {
+	ap, err := netip.ParseAddrPort(s)
+	if err != nil {
+		return netip.AddrPort{}
+	}
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+}
+
+// joinAddrs runs memberlist's join (a TCP state exchange) with every address in parallel, so an
+// unresponsive address does not hold up the others; memberlist's own Join takes them one after
+// the other. Each exchange is bounded by StreamTimeout, and cut short by Close.
+func (m *Membership) joinAddrs(ctx context.Context, addrs []string) (int, error) {
+	m.lifeMu.Lock()
+	if m.closed {
+		m.lifeMu.Unlock()
+		return 0, ErrClosed
+	}
+	// Buffered for every worker, so that a worker whose caller has stopped listening (ctx ended)
+	// still finishes without blocking.
+	results := make(chan error, len(addrs))
+	for _, a := range addrs {
+		m.wg.Go(func() {
+			_, err := m.ml.Join([]string{a})
+			results <- singleError(err)
+		})
+	}
+	m.lifeMu.Unlock()
+
+	n := 0
+	var errs []error
+	for range addrs {
+		select {
+		case err := <-results:
+			if err != nil {
+				errs = append(errs, err)
+			} else {
+				n++
+			}
+		case <-ctx.Done():
+			if n > 0 {
+				return n, nil
+			}
+			return 0, fmt.Errorf("join: %w", ctx.Err())
+		}
+	}
+	if n > 0 {
+		return n, nil
+	}
+	return 0, errors.Join(errs...)
+}
+
+// singleError unwraps the one error of the go-multierror that memberlist's Join returns for one
+// address, whose text spreads over several lines; it already names the address.
+func singleError(err error) error {
+	var multi interface{ WrappedErrors() []error }
+	if errors.As(err, &multi) {
+		if errs := multi.WrappedErrors(); len(errs) == 1 {
+			return errs[0]
+		}
+	}
+	return err
+}
+
+// joinLoop runs until Close. While no seed has been reached (and no member has joined this
+// one), it retries with backoff; afterwards it re-joins the seeds that are not members every
+// RejoinInterval, or stops if that is negative.
+func (m *Membership) joinLoop(reached bool) {
+	s := m.s
+	b := newBackoff(s.JoinBackoffMin, s.JoinBackoffMax, rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())))
+	for {
+		var wait time.Duration
+		switch {
+		case !reached:
+			wait = b.next()
+		case s.RejoinInterval < 0:
+			return
+		default:
+			wait = s.RejoinInterval
+		}
+		if !m.sleep(wait) {
+			return
+		}
+
+		if !reached && m.view.len() > 1 {
+			// Another member joined this one: that is a cluster, and re-joining will take
+			// care of any seed it does not include.
+			reached = true
+			continue
+		}
+		ctx, cancel := context.WithTimeout(m.ctx, s.JoinTimeout)
+		n, err := m.joinSeeds(ctx, reached)
+		cancel()
+		if m.ctx.Err() != nil {
+			return
+		}
+		switch {
+		case n > 0 && !reached:
+			reached = true
+			m.log.Info("joined cluster", "member", s.Name, "seeds_reached", n, "members", m.view.len())
+		case n > 0:
+			m.log.Info("re-joined seeds that were not members", "member", s.Name, "seeds_reached", n, "members", m.view.len())
+		case err != nil:
+			m.log.Debug("join attempt failed", "member", s.Name, "seeds", s.Seeds, "err", err)
+		}
+	}
+}
+
+// sleep waits d, and reports false if Close came first.
+func (m *Membership) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-m.ctx.Done():
+		return false
+	}
+}

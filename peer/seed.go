@@ -1,0 +1,107 @@
+package peer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+)
+
+// dnsScheme is the prefix of a seed that names a DNS name with many records, such as a
+// Kubernetes headless Service.
+const dnsScheme = "dns+"
+
+// seed is one parsed entry of Config.Seeds.
+type seed struct {
+	raw  string // as given, for logs and errors
+	host string // IP literal or DNS name
+	port uint16
+	// ip is the parsed host when it is an IP literal: such a seed is never looked up.
+	ip netip.Addr
+}
+
+// parseSeed accepts "host:port", "[ipv6]:port" and "dns+name:port". Both name forms are looked up
+// with the Resolver on every join attempt and every address found is joined; the "dns+" prefix
+// only says that the name is expected to have many records. The port is required: guessing this
+// member's own port (what memberlist does) is wrong as soon as members use different ports.
+func parseSeed(s string) (seed, error) {
+	sd := seed{raw: s}
+	rest := s
+	if strings.HasPrefix(rest, dnsScheme) {
+		rest = rest[len(dnsScheme):]
+	} else if scheme, _, ok := strings.Cut(rest, "://"); ok {
+		return sd, fmt.Errorf("peer: seed %q: %s:// discovery is not supported by package peer yet (use host:port or dns+name:port)", s, scheme)
+	} else if scheme, _, ok := strings.Cut(rest, "+"); ok && !strings.ContainsAny(scheme, ":[]") {
+		return sd, fmt.Errorf("peer: seed %q: scheme %q is not supported (use host:port or dns+name:port)", s, scheme+"+")
+	}
+	host, portStr, err := net.SplitHostPort(rest)
+	if err != nil {
+		return sd, fmt.Errorf("peer: seed %q: %w", s, err)
+	}
+	if host == "" {
+		return sd, fmt.Errorf("peer: seed %q: empty host", s)
+	}
+	port, err := strconv.ParseUint(portStr, 10, 16)
+	if err != nil || port == 0 {
+		return sd, fmt.Errorf("peer: seed %q: port %q is not in 1-65535", s, portStr)
+	}
+	sd.host, sd.port = host, uint16(port)
+	if ip, err := netip.ParseAddr(host); err == nil {
+		if strings.HasPrefix(s, dnsScheme) {
+			return sd, fmt.Errorf("peer: seed %q: dns+ needs a name, not an IP address", s)
+		}
+		sd.ip = ip.Unmap()
+	}
+	return sd, nil
+}
+
+// parseSeeds parses every seed, reporting every bad one.
+func parseSeeds(ss []string) ([]seed, error) {
+	seeds := make([]seed, 0, len(ss))
+	var errs []error
+	for _, s := range ss {
+		sd, err := parseSeed(s)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		seeds = append(seeds, sd)
+	}
+	return seeds, errors.Join(errs...)
+}
+
+// resolveSeeds turns seeds into distinct "ip:port" addresses, looking names up with r now. A name
+// that fails to resolve is reported in err, but the addresses of the other seeds are still
+// returned.
+func resolveSeeds(ctx context.Context, r Resolver, seeds []seed) (addrs []string, err error) {
+	seen := make(map[netip.AddrPort]bool)
+	add := func(ap netip.AddrPort) {
+		if !seen[ap] {
+			seen[ap] = true
+			addrs = append(addrs, ap.String())
+		}
+	}
+	var errs []error
+	for _, sd := range seeds {
+		if sd.ip.IsValid() {
+			add(netip.AddrPortFrom(sd.ip, sd.port))
+			continue
+		}
+		hosts, err := r.LookupHost(ctx, sd.host)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("resolve seed %q: %w", sd.raw, err))
+			continue
+		}
+		for _, h := range hosts {
+			ip, err := netip.ParseAddr(h)
+			if err != nil {
+				continue
+			}
+			add(netip.AddrPortFrom(ip.Unmap(), sd.port))
+		}
+	}
+	return addrs, errors.Join(errs...)
+}

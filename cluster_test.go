@@ -1,0 +1,318 @@
+package corral
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+)
+
+// K concurrent Gets on each of N nodes for one expired key run the loader once in the
+// cluster, and the fills metric summed over nodes grows by exactly 1.
+func TestStampedeOneFillClusterWide(t *testing.T) {
+	for _, size := range []int{3, 5} {
+		t.Run(fmt.Sprint(size, " nodes"), func(t *testing.T) {
+			nodes := newCluster(t, size)
+			src := newSource(50 * time.Millisecond)
+			gs := groups(t, nodes, "g", src.load, WithTTL(time.Hour))
+			const K = 50
+			var wg sync.WaitGroup
+			for _, g := range gs {
+				for range K {
+					wg.Go(func() {
+						v, err := g.Get(context.Background(), "hot")
+						if err != nil || v != "hot@0" {
+							t.Errorf("Get = %q, %v", v, err)
+						}
+					})
+				}
+			}
+			wg.Wait()
+			if got := src.count("hot"); got != 1 {
+				t.Fatalf("loader ran %d times for %d×%d Gets, want 1", got, size, K)
+			}
+			var fills uint64
+			for _, g := range gs {
+				fills += g.Stats().Fills
+			}
+			if fills != 1 {
+				t.Fatalf("sum of fills = %d", fills)
+			}
+		})
+	}
+}
+
+func TestMembersAgreeOnOwners(t *testing.T) {
+	nodes := newCluster(t, 4)
+	for i := range 1000 {
+		key := fmt.Sprint("key-", i)
+		want := nodes[0].Owner(key)
+		for _, n := range nodes[1:] {
+			if got := n.Owner(key); got != want {
+				t.Fatalf("%s: %s says %s, %s says %s", key, nodes[0].Name(), want.Name, n.Name(), got.Name)
+			}
+		}
+	}
+	// Every member owns a share.
+	for name, share := range nodes[0].Shares() {
+		if share < 0.1 {
+			t.Errorf("%s owns %.2f of the ring", name, share)
+		}
+	}
+}
+
+// keyOwnedBy finds a key that n owns.
+func keyOwnedBy(tb testing.TB, n *Node, prefix string) string {
+	tb.Helper()
+	for i := range 10000 {
+		k := fmt.Sprint(prefix, i)
+		if n.Owner(k).Name == n.Name() {
+			return k
+		}
+	}
+	tb.Fatal("no key owned by", n.Name())
+	return ""
+}
+
+func TestRemoteErrors(t *testing.T) {
+	nodes := newCluster(t, 2)
+	boom := errors.New("db down")
+	gs := groups(t, nodes, "g", func(_ context.Context, key string) (string, error) {
+		if key[0] == 'm' {
+			return "", ErrNotFound
+		}
+		return "", boom
+	})
+	ctx := context.Background()
+	remote := gs[1] // asks nodes[0], the owner
+	bad := keyOwnedBy(t, nodes[0], "b")
+	var fe *FillError
+	_, err := remote.Get(ctx, bad)
+	if !errors.As(err, &fe) || !fe.Remote || !errors.Is(err, fe.Err) || fe.Err.Error() != boom.Error() {
+		t.Fatalf("remote failure: %v (%+v)", err, fe)
+	}
+	if _, err := remote.Get(ctx, keyOwnedBy(t, nodes[0], "m")); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("remote not found: %v", err)
+	}
+}
+
+func TestRemoveIsSeenOnEveryNode(t *testing.T) {
+	nodes := newCluster(t, 3)
+	src := newSource(0)
+	gs := groups(t, nodes, "g", src.load, WithTTL(time.Hour))
+	ctx := context.Background()
+	key := keyOwnedBy(t, nodes[0], "r")
+	// Read it enough on every node for the non-owners to keep near copies.
+	for range 3 {
+		for _, g := range gs {
+			if _, err := g.Get(ctx, key); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if gs[1].Stats().NearHits == 0 {
+		t.Fatal("no near copy was promoted")
+	}
+	src.gen.Add(1)
+	if err := gs[2].Remove(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	for i, g := range gs {
+		if v, err := g.Get(ctx, key); err != nil || v != key+"@1" {
+			t.Fatalf("node %d after Remove: %q %v", i, v, err)
+		}
+	}
+	if got := src.count(key); got != 2 {
+		t.Fatalf("loads = %d, want 2 (one before, one after Remove)", got)
+	}
+}
+
+func TestSetWritesThroughTheOwner(t *testing.T) {
+	nodes := newCluster(t, 3)
+	src := newSource(0)
+	gs := groups(t, nodes, "g", src.load, WithTTL(time.Hour))
+	ctx := context.Background()
+	key := keyOwnedBy(t, nodes[1], "s")
+	for range 3 {
+		gs[0].Get(ctx, key) // a near copy on node 0
+	}
+	if err := gs[2].Set(ctx, key, "written"); err != nil {
+		t.Fatal(err)
+	}
+	for i, g := range gs {
+		if v, err := g.Get(ctx, key); err != nil || v != "written" {
+			t.Fatalf("node %d after Set: %q %v", i, v, err)
+		}
+	}
+}
+
+// Close hands fresh entries to their new owners: reading them afterwards costs no fill.
+func TestGracefulLeaveCostsNoRefills(t *testing.T) {
+	nodes := newCluster(t, 3)
+	src := newSource(0)
+	gs := groups(t, nodes, "g", src.load, WithTTL(time.Hour))
+	ctx := context.Background()
+	leaving := nodes[2]
+	var keys []string
+	for i := 0; len(keys) < 50; i++ {
+		k := fmt.Sprint("h", i)
+		if leaving.Owner(k).Name == leaving.Name() {
+			keys = append(keys, k)
+			if _, err := gs[0].Get(ctx, k); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	before := src.total.Load()
+	if err := leaving.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitMembers(t, nodes[:2], 2)
+	for _, k := range keys {
+		for _, g := range gs[:2] {
+			if _, err := g.Get(ctx, k); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if refills := src.total.Load() - before; refills != 0 {
+		t.Fatalf("%d refills after a graceful leave, want 0", refills)
+	}
+}
+
+// A node that stops without leaving (a crash) costs one refill per hot key, not one per
+// surviving replica: everyone routes to the same successor.
+func TestCrashCostsOneRefill(t *testing.T) {
+	nodes := newCluster(t, 4)
+	src := newSource(20 * time.Millisecond)
+	gs := groups(t, nodes, "g", src.load, WithTTL(time.Hour))
+	ctx := context.Background()
+	victim := nodes[3]
+	var keys []string
+	for i := 0; len(keys) < 5; i++ {
+		k := fmt.Sprint("c", i)
+		if victim.Owner(k).Name == victim.Name() {
+			keys = append(keys, k)
+			gs[0].Get(ctx, k)
+		}
+	}
+	victim.Kill()
+	// Stampede every hot key from every survivor at once, before and while the failure is
+	// detected.
+	var wg sync.WaitGroup
+	for _, g := range gs[:3] {
+		for _, k := range keys {
+			for range 20 {
+				wg.Go(func() {
+					if _, err := g.Get(ctx, k); err != nil {
+						t.Errorf("Get(%s) after crash: %v", k, err)
+					}
+				})
+			}
+		}
+	}
+	wg.Wait()
+	for _, k := range keys {
+		if got := src.count(k); got != 2 {
+			t.Errorf("%s loaded %d times, want 2 (one before the crash, one refill)", k, got)
+		}
+	}
+	// Once the failure is detected the successor is the owner, and holds the value.
+	waitMembers(t, nodes[:3], 3)
+	for _, k := range keys {
+		for _, g := range gs[:3] {
+			g.Get(ctx, k)
+		}
+		if got := src.count(k); got != 2 {
+			t.Errorf("%s loaded %d times after detection, want 2", k, got)
+		}
+	}
+}
+
+// A join moves keys to the new member; its first miss asks the previous owner, so no key is
+// loaded again.
+func TestJoinCostsNoRefills(t *testing.T) {
+	nodes := newCluster(t, 3)
+	src := newSource(0)
+	load := src.load
+	gs := groups(t, nodes, "g", load, WithTTL(time.Hour))
+	ctx := context.Background()
+	var keys []string
+	for i := range 200 {
+		k := fmt.Sprint("j", i)
+		keys = append(keys, k)
+		if _, err := gs[i%3].Get(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := src.total.Load()
+	joiner := newNode(t, testConfig("n3", nodes[0].GossipAddr()))
+	nodes = append(nodes, joiner)
+	gs = append(gs, groups(t, nodes[3:], "g", load, WithTTL(time.Hour))...)
+	waitMembers(t, nodes, 4)
+	moved := 0
+	for _, k := range keys {
+		if joiner.Owner(k).Name == joiner.Name() {
+			moved++
+		}
+		for _, g := range gs {
+			if _, err := g.Get(ctx, k); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if moved == 0 {
+		t.Fatal("no key moved to the joiner")
+	}
+	if refills := src.total.Load() - before; refills != 0 {
+		t.Fatalf("%d refills after a join that moved %d keys, want 0", refills, moved)
+	}
+}
+
+// A loader on A asks for a key whose loader on B asks for A's key: ErrFillCycle, fast.
+func TestFillCycleAcrossNodes(t *testing.T) {
+	nodes := newCluster(t, 2)
+	var gs []*Group[string]
+	ka := keyOwnedBy(t, nodes[0], "a")
+	kb := keyOwnedBy(t, nodes[1], "b")
+	load := func(i int) LoadFunc[string] {
+		return func(ctx context.Context, key string) (string, error) {
+			other := ka
+			if key == ka {
+				other = kb
+			}
+			return gs[i].Get(ctx, other)
+		}
+	}
+	for i, n := range nodes {
+		g, err := NewGroup(n, "g", load(i), WithFillTimeout(30*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		gs = append(gs, g)
+	}
+	start := time.Now()
+	_, err := gs[0].Get(context.Background(), ka)
+	if !errors.Is(err, ErrFillCycle) {
+		t.Fatalf("err = %v, want ErrFillCycle", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("cycle took %v to fail", d)
+	}
+}
+
+// A restarted member with the same name and a new address is admitted.
+func TestRestartWithSameName(t *testing.T) {
+	cfg := testConfig("n0")
+	nodes := newCluster(t, 2)
+	cfg.Name = "n1b"
+	_ = cfg
+	restarted := testConfig("n1", nodes[0].GossipAddr())
+	restarted.DeadNodeReclaimTime = 10 * time.Millisecond
+	nodes[1].Kill()
+	waitMembers(t, nodes[:1], 1)
+	n1 := newNode(t, restarted)
+	waitMembers(t, []*Node{nodes[0], n1}, 2)
+}

@@ -1,0 +1,177 @@
+package corral
+
+import (
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Config configures New. The zero value of every field means its default; DefaultConfig
+// holds the production defaults. New validates it and does not read it again.
+type Config struct {
+	Name          string   // member name, unique in the cluster; "" = hostname + random suffix, so a restarted pod never collides with its own dead entry
+	BindAddr      string   // interface for gossip and peer gRPC; "" = "0.0.0.0"
+	AdvertiseAddr string   // address peers dial; "" = BindAddr, or when that is 0.0.0.0 the first private address of an interface, else 127.0.0.1
+	GossipPort    int      // memberlist TCP+UDP port; 0 = pick a free port (DefaultConfig: 7946)
+	PeerPort      int      // gRPC port; 0 = pick a free port (DefaultConfig: 7947)
+	Join          []string // seeds: "host:port", "dns+name:port"; "" entries are ignored
+	Registerer    prometheus.Registerer // nil = metrics are not registered
+	Logger        *slog.Logger          // nil = discard
+	SecretKey     []byte                // gossip encryption key, 16/24/32 bytes (AES-GCM); nil = plaintext gossip
+	Label         string                // cluster label; members with another label are never admitted
+	PeerTLS       *tls.Config           // mutual TLS for peer gRPC, both directions; nil = plaintext
+
+	// Membership timing; 0 = memberlist's LAN defaults (see package peer).
+	ProbeInterval    time.Duration // failure-detection probe period; 0 = 1 s
+	ProbeTimeout     time.Duration // ack wait of one probe; 0 = 500 ms
+	GossipInterval   time.Duration // gossip period; 0 = 200 ms
+	PushPullInterval time.Duration // full state sync period; 0 = 30 s
+	SuspicionMult    int           // suspicion timeout multiplier; 0 = 4
+	// DeadNodeReclaimTime is how long a dead member's name stays reserved; 0 = 30 s. It matters
+	// only for pinned names (a StatefulSet pod that comes back with a new address).
+	DeadNodeReclaimTime time.Duration
+	// RejoinInterval is how often seeds that are not members are joined again, so that two
+	// pods that each formed a one-node cluster merge; 0 = 30 s, negative = never.
+	RejoinInterval time.Duration
+
+	// PeerTimeout bounds one peer call other than a Get (which may wait on the owner's fill,
+	// and is bounded by the group's fill timeout plus PeerTimeout); 0 = 5 s.
+	PeerTimeout time.Duration
+	// PeekTimeout bounds the question a new owner asks the previous owner of a key on its first
+	// miss after a membership change, before it loads; 0 = 250 ms.
+	PeekTimeout time.Duration
+	// PeekWindow is how long after a membership change a new owner asks the previous owner;
+	// 0 = 1 min, negative = never.
+	PeekWindow time.Duration
+	// DrainTimeout is how long Close keeps answering peers after it left and handed off, for
+	// peers whose view has not caught up; 0 = 2 s, negative = none.
+	DrainTimeout time.Duration
+
+	// LocalFallback fills locally when the owner and its successors cannot be reached, instead
+	// of failing over along the ring. Off by default: local fills cost one fill per replica
+	// during a crash, while the successor is the owner every replica agrees on.
+	LocalFallback bool
+
+	// MaxValueBytes bounds one value on the wire, in bytes; 0 = 8 MiB (the gRPC message limit
+	// is derived from it).
+	MaxValueBytes int
+	// MaxRefreshes bounds background refreshes at once on this node, over all groups; 0 = 64.
+	MaxRefreshes int
+	// MaxFills bounds loader runs at once on this node, over all groups (admission control);
+	// 0 = unbounded.
+	MaxFills int
+
+	// NearBytes bounds each group's near cache (copies of hot keys owned elsewhere); 0 = 8 MiB,
+	// negative = no near cache.
+	NearBytes int64
+	// NearTTL caps how long a near copy is served; it never outlives the owner's remaining
+	// freshness either. 0 = 1 s.
+	NearTTL time.Duration
+	// NearPromote is how many requests for a remote key within a second make it hot enough to
+	// keep a near copy; 0 = 2.
+	NearPromote int
+}
+
+// DefaultConfig returns the production defaults.
+func DefaultConfig() Config {
+	return Config{
+		BindAddr:            "0.0.0.0",
+		GossipPort:          7946,
+		PeerPort:            7947,
+		ProbeInterval:       time.Second,
+		ProbeTimeout:        500 * time.Millisecond,
+		GossipInterval:      200 * time.Millisecond,
+		PushPullInterval:    30 * time.Second,
+		SuspicionMult:       4,
+		DeadNodeReclaimTime: 30 * time.Second,
+		RejoinInterval:      30 * time.Second,
+		PeerTimeout:         5 * time.Second,
+		PeekTimeout:         250 * time.Millisecond,
+		PeekWindow:          time.Minute,
+		DrainTimeout:        2 * time.Second,
+		MaxValueBytes:       8 << 20,
+		MaxRefreshes:        64,
+		NearBytes:           8 << 20,
+		NearTTL:             time.Second,
+		NearPromote:         2,
+	}
+}
+
+func (c *Config) validate() error {
+	d := DefaultConfig()
+	if c.Name == "" {
+		host, err := os.Hostname()
+		if err != nil || host == "" {
+			host = "corral"
+		}
+		var b [4]byte
+		rand.Read(b[:])
+		c.Name = host + "-" + hex.EncodeToString(b[:])
+	}
+	if c.BindAddr == "" {
+		c.BindAddr = "0.0.0.0"
+	}
+	if net.ParseIP(c.BindAddr) == nil {
+		return fmt.Errorf("corral: BindAddr %q is not an IP address", c.BindAddr)
+	}
+	if c.AdvertiseAddr != "" && net.ParseIP(c.AdvertiseAddr) == nil {
+		return fmt.Errorf("corral: AdvertiseAddr %q is not an IP address", c.AdvertiseAddr)
+	}
+	for _, p := range []struct {
+		name string
+		v    int
+	}{{"GossipPort", c.GossipPort}, {"PeerPort", c.PeerPort}} {
+		if p.v < 0 || p.v > 65535 {
+			return fmt.Errorf("corral: %s %d out of range", p.name, p.v)
+		}
+	}
+	if c.GossipPort != 0 && c.GossipPort == c.PeerPort {
+		return fmt.Errorf("corral: GossipPort and PeerPort are both %d", c.PeerPort)
+	}
+	switch len(c.SecretKey) {
+	case 0, 16, 24, 32:
+	default:
+		return fmt.Errorf("corral: SecretKey of %d bytes: want 16, 24 or 32", len(c.SecretKey))
+	}
+	for _, f := range []struct {
+		name string
+		v    time.Duration
+	}{{"PeerTimeout", c.PeerTimeout}, {"PeekTimeout", c.PeekTimeout}, {"NearTTL", c.NearTTL},
+		{"ProbeInterval", c.ProbeInterval}, {"ProbeTimeout", c.ProbeTimeout},
+		{"GossipInterval", c.GossipInterval}, {"PushPullInterval", c.PushPullInterval},
+		{"DeadNodeReclaimTime", c.DeadNodeReclaimTime}} {
+		if f.v < 0 {
+			return fmt.Errorf("corral: negative %s %v", f.name, f.v)
+		}
+	}
+	if c.MaxValueBytes < 0 || c.MaxRefreshes < 0 || c.MaxFills < 0 || c.NearPromote < 0 || c.SuspicionMult < 0 {
+		return fmt.Errorf("corral: negative limit in Config")
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	setDefault(&c.PeerTimeout, d.PeerTimeout)
+	setDefault(&c.PeekTimeout, d.PeekTimeout)
+	setDefault(&c.PeekWindow, d.PeekWindow)
+	setDefault(&c.DrainTimeout, d.DrainTimeout)
+	setDefault(&c.NearTTL, d.NearTTL)
+	setDefault(&c.MaxValueBytes, d.MaxValueBytes)
+	setDefault(&c.MaxRefreshes, d.MaxRefreshes)
+	setDefault(&c.NearBytes, d.NearBytes)
+	setDefault(&c.NearPromote, d.NearPromote)
+	return nil
+}
+
+func setDefault[T comparable](p *T, def T) {
+	var zero T
+	if *p == zero {
+		*p = def
+	}
+}

@@ -1,0 +1,84 @@
+package corral
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/corralcache/corral/fill"
+)
+
+// ErrNotFound is what a loader returns when the key does not exist at the source. It crosses
+// the wire as itself: a Get on any node whose owner's loader returned it gets an error for
+// which errors.Is(err, ErrNotFound) holds.
+var ErrNotFound = fill.ErrNotFound
+
+// ErrFillCycle is returned by Get when a loader asks, directly or through other groups and
+// peers, for a key whose fill it is part of. Waiting would deadlock; corral fails at once.
+var ErrFillCycle = fill.ErrFillCycle
+
+// ErrClosed is returned by calls on a Node, or its groups, after Close began.
+var ErrClosed = errors.New("corral: node closed")
+
+// FillError is the error of every caller of a fill that failed. Check it with errors.As:
+//
+//	var fe *corral.FillError
+//	if errors.As(err, &fe) && fe.Remote { … }
+//
+// The caller whose Get ran the loader in this process has Shared == false and
+// errors.Is(err, loaderErr); callers that waited on it have Shared == true; callers on other
+// nodes have Remote == true and an Err carrying the loader's message (ErrNotFound and
+// ErrFillCycle stay themselves). A loader panic is reported the same way, its Err a
+// *fill.PanicError locally.
+type FillError struct {
+	Group, Key string
+	Err        error
+	Shared     bool // waited on a fill (or owner request) another Get started
+	Remote     bool // the fill ran on another node
+}
+
+func (e *FillError) Error() string {
+	where := ""
+	if e.Remote {
+		where = " (on the owner)"
+	}
+	return fmt.Sprintf("corral: fill %s/%q%s: %v", e.Group, e.Key, where, e.Err)
+}
+
+func (e *FillError) Unwrap() error { return e.Err }
+
+// LimitError reports input that breaks one of corral's limits: it names the limit.
+type LimitError struct {
+	Limit string // "key", "value", "group name"
+	Size  int    // the offending size in bytes
+	Max   int    // the limit in bytes
+}
+
+func (e *LimitError) Error() string {
+	if e.Size == 0 {
+		return fmt.Sprintf("corral: empty %s", e.Limit)
+	}
+	return fmt.Sprintf("corral: %s of %d bytes exceeds the %s limit of %d bytes", e.Limit, e.Size, e.Limit, e.Max)
+}
+
+// UnreachedError is returned by Remove and Set when the owner applied the write but some
+// members could not be told to drop their near copies; those may serve the old value until
+// their copies expire (at most Config.NearTTL).
+type UnreachedError struct {
+	Members []string
+	Err     error // the first failure
+}
+
+func (e *UnreachedError) Error() string {
+	return fmt.Sprintf("corral: near copies not dropped on %s: %v", strings.Join(e.Members, ", "), e.Err)
+}
+
+func (e *UnreachedError) Unwrap() error { return e.Err }
+
+// checkKey turns fill's key check into a LimitError.
+func checkKey(key string) error {
+	if fill.CheckKey(key) != nil {
+		return &LimitError{Limit: "key", Size: len(key), Max: fill.MaxKeyBytes}
+	}
+	return nil
+}

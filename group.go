@@ -1,0 +1,287 @@
+package corral
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/maypok86/otter/v2"
+
+	"github.com/corralcache/corral/fill"
+)
+
+// LoadFunc loads the value of a key from the source of truth. It runs on the key's owner
+// only, under the fill's own context: the caller's values, the fill chain and the fill
+// timeout. It may return ErrNotFound. A loader that calls Get must pass the ctx it was given,
+// so fill cycles are seen.
+type LoadFunc[V any] func(ctx context.Context, key string) (V, error)
+
+// Group is a named read-through cache spread over the cluster. Every replica registers the
+// group under the same name with the same loader; each key is filled only on its owner.
+// Its methods are safe for concurrent use.
+type Group[V any] struct {
+	node  *Node
+	name  string
+	load  LoadFunc[V]
+	codec Codec[V]
+
+	local *fill.Cache[V] // keys this node owns (or serves as acting owner)
+	near  *fill.Cache[V] // single flight of owner requests, and near copies of hot remote keys
+	hot   *otter.Cache[string, *atomic.Int32]
+
+	remoteGets fill.Counter  // Gets routed to another member (near hits included)
+	nearHits   fill.Counter  // Gets answered by a near copy
+	loads      atomic.Uint64 // runs of the application's loader
+	peerGets   atomic.Uint64 // Get requests served for peers (they count in local's Gets)
+}
+
+// NewGroup registers a group on n. name must be [a-zA-Z0-9_.-]{1,64} and not registered on n
+// yet; load must not be nil.
+func NewGroup[V any](n *Node, name string, load LoadFunc[V], opts ...GroupOption) (*Group[V], error) {
+	if n == nil {
+		return nil, errors.New("corral: NewGroup: nil node")
+	}
+	if err := fill.CheckName(name); err != nil {
+		return nil, err
+	}
+	if load == nil {
+		return nil, fmt.Errorf("corral: NewGroup(%q): nil loader", name)
+	}
+	o := groupOptions{fillTimeout: 30 * time.Second}
+	for _, opt := range opts {
+		if opt == nil {
+			continue
+		}
+		if err := opt.apply(&o); err != nil {
+			return nil, err
+		}
+	}
+	g := &Group[V]{node: n, name: name, load: load, codec: defaultCodec[V]()}
+	if o.codec != nil {
+		c, ok := o.codec.(Codec[V])
+		if !ok {
+			return nil, fmt.Errorf("corral: NewGroup(%q): codec %T does not encode %T", name, o.codec, *new(V))
+		}
+		g.codec = c
+	}
+	var err error
+	g.local, err = fill.New(g.fillLocal, fill.Config[V]{
+		Name: name, TTL: o.ttl, Jitter: o.jitter, Grace: o.grace, RefreshAhead: o.refreshAhead,
+		NegativeTTL: o.negativeTTL, FillTimeout: o.fillTimeout, MaxBytes: o.maxBytes,
+		Refreshes: n.refreshes, Fills: n.fills, Clock: n.clock, Logger: n.log,
+		OnFill: func(d time.Duration, err error) { n.metrics.fillDuration.WithLabelValues(name).Observe(d.Seconds()) },
+	})
+	if err != nil {
+		return nil, err
+	}
+	g.near, err = fill.New(g.fetch, fill.Config[V]{
+		Name: name, FillTimeout: o.fillTimeout + n.cfg.PeerTimeout, MaxBytes: max(n.cfg.NearBytes, 1),
+		Clock: n.clock, Logger: n.log,
+	})
+	if err == nil {
+		g.hot, err = otter.New(&otter.Options[string, *atomic.Int32]{
+			MaximumSize:      10_000,
+			ExpiryCalculator: otter.ExpiryWriting[string, *atomic.Int32](time.Second),
+			Clock:            n.clock,
+		})
+	}
+	if err != nil {
+		g.local.Close(context.Background())
+		if g.near != nil {
+			g.near.Close(context.Background())
+		}
+		return nil, err
+	}
+
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.leaving.Load() {
+		g.closeStores(context.Background())
+		return nil, ErrClosed
+	}
+	if _, dup := n.groups[name]; dup {
+		g.closeStores(context.Background())
+		return nil, fmt.Errorf("corral: group %q is already registered on this node", name)
+	}
+	n.groups[name] = g
+	return g, nil
+}
+
+// Name returns the group's name.
+func (g *Group[V]) Name() string { return g.name }
+
+// Get returns the value of key: from this node's store when it owns the key (filling it once
+// for all concurrent callers when missing or expired), from a near copy, or from the owner
+// over gRPC, with one owner request for all concurrent callers on this node.
+//
+// Errors: *LimitError for a bad key; ErrFillCycle for a loader that asks for its own fill;
+// ctx.Err() alone when ctx ends first; *FillError when the fill failed (here or on the
+// owner); ErrClosed after Close.
+func (g *Group[V]) Get(ctx context.Context, key string) (V, error) {
+	v := g.node.view.Load()
+	if v.owner(key) == v.self {
+		val, err := g.local.Get(ctx, key)
+		if err != nil {
+			return val, g.wrapErr(key, err)
+		}
+		return val, nil
+	}
+	val, _, err := g.getRemote(ctx, key)
+	return val, err
+}
+
+// Source says how a Get was answered.
+type Source string
+
+const (
+	SourceHit       Source = "hit"       // a fresh value this node holds as owner
+	SourceFill      Source = "fill"      // this Get ran the loader
+	SourceCoalesced Source = "coalesced" // this Get waited on a fill or owner request in flight
+	SourceStale     Source = "stale"     // a stale value within grace; a refresh runs on the owner
+	SourceNear      Source = "near"      // a near copy of a key owned elsewhere
+	SourcePeer      Source = "peer"      // this Get asked the owner
+)
+
+// GetWithSource is Get that also says how the value was found (the daemon's X-Corral-Source).
+func (g *Group[V]) GetWithSource(ctx context.Context, key string) (V, Source, error) {
+	v := g.node.view.Load()
+	if v.owner(key) == v.self {
+		e, src, err := g.local.GetEntry(ctx, key)
+		if err != nil {
+			return e.Value, "", g.wrapErr(key, err)
+		}
+		return e.Value, localSource(src), nil
+	}
+	return g.getRemote(ctx, key)
+}
+
+func localSource(s fill.Source) Source {
+	switch s {
+	case fill.SourceFill:
+		return SourceFill
+	case fill.SourceCoalesced:
+		return SourceCoalesced
+	case fill.SourceStale:
+		return SourceStale
+	}
+	return SourceHit
+}
+
+func (g *Group[V]) getRemote(ctx context.Context, key string) (V, Source, error) {
+	var zero V
+	if err := checkKey(key); err != nil {
+		return zero, "", err
+	}
+	g.remoteGets.Add()
+	e, src, err := g.near.GetEntry(ctx, key)
+	if err != nil {
+		return zero, "", g.wrapErr(key, err)
+	}
+	switch src {
+	case fill.SourceHit:
+		g.nearHits.Add()
+		return e.Value, SourceNear, nil
+	case fill.SourceCoalesced:
+		return e.Value, SourceCoalesced, nil
+	}
+	return e.Value, SourcePeer, nil
+}
+
+// wrapErr turns the fill engine's errors into the public ones.
+func (g *Group[V]) wrapErr(key string, err error) error {
+	var fe *fill.FillError
+	if !errors.As(err, &fe) {
+		var ke *fill.KeyError
+		switch {
+		case errors.As(err, &ke):
+			return checkKey(key)
+		case errors.Is(err, fill.ErrClosed):
+			return ErrClosed
+		}
+		return err
+	}
+	out := &FillError{Group: g.name, Key: key, Err: fe.Err, Shared: fe.Shared}
+	// A remote fetch that failed over to a local fill returns the local fill's FillError.
+	var inner *fill.FillError
+	if errors.As(out.Err, &inner) {
+		out.Err, out.Shared = inner.Err, out.Shared || inner.Shared
+	}
+	var re *remoteError
+	if errors.As(out.Err, &re) {
+		out.Err, out.Remote = re.err, true
+	}
+	return out
+}
+
+// remoteError marks an error that the owner reported.
+type remoteError struct{ err error }
+
+func (e *remoteError) Error() string { return e.err.Error() }
+func (e *remoteError) Unwrap() error { return e.err }
+
+// fillLocal is the local store's loader. For a while after a membership change made this
+// node the owner of a key it does not hold, it first asks the key's previous owner, so a join
+// or scale-up does not cost a wave of fills.
+func (g *Group[V]) fillLocal(ctx context.Context, key string) (V, error) {
+	n := g.node
+	v := n.view.Load()
+	for _, prev := range v.previousOwners(key, n.cfg.PeekWindow, time.Now()) {
+		if val, e, ok := g.peek(ctx, v.members[prev], key); ok {
+			fill.SetExpiry(ctx, e.FreshFor, max(e.StaleFor-e.FreshFor, 0))
+			n.metrics.handoff.WithLabelValues("received").Inc()
+			return val, nil
+		}
+	}
+	g.loads.Add(1)
+	return g.load(ctx, key)
+}
+
+// Set writes v through key's owner, under the owner's TTL, and drops every near copy of the
+// key in the cluster. A fill of key in flight on the owner does not store its older result.
+// If some member could not be told to drop its copy, Set returns an *UnreachedError naming
+// them (the write itself stands).
+func (g *Group[V]) Set(ctx context.Context, key string, v V) error {
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	b, err := g.codec.Encode(v)
+	if err != nil {
+		return fmt.Errorf("corral: encode value of %s/%q: %w", g.name, key, err)
+	}
+	if err := g.node.checkValue(len(b)); err != nil {
+		return err
+	}
+	return g.write(ctx, key, func() (uint64, error) { return g.local.Set(key, v) },
+		func(ctx context.Context, st *memberState) (uint64, error) { return g.node.remoteSet(ctx, st, g.name, key, b) })
+}
+
+// Remove deletes key on its owner and drops every near copy of it in the cluster before it
+// returns nil. A fill of key in flight on the owner does not store its result. If some member
+// could not be told, Remove returns an *UnreachedError naming them (the owner's delete
+// stands).
+func (g *Group[V]) Remove(ctx context.Context, key string) error {
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	return g.write(ctx, key, func() (uint64, error) { return g.local.Remove(key) },
+		func(ctx context.Context, st *memberState) (uint64, error) { return g.node.remoteRemove(ctx, st, g.name, key) })
+}
+
+// write applies a Set or Remove on the owner, then invalidates near copies everywhere else.
+func (g *Group[V]) write(ctx context.Context, key string, local func() (uint64, error),
+	remote func(context.Context, *memberState) (uint64, error)) error {
+	if g.node.leaving.Load() {
+		return ErrClosed
+	}
+	var version uint64
+	owner, err := g.node.onOwner(ctx, key,
+		func() error { var err error; version, err = local(); g.near.Remove(key); return err },
+		func(ctx context.Context, st *memberState) error { var err error; version, err = remote(ctx, st); return err })
+	if err != nil {
+		return g.wrapErr(key, err)
+	}
+	g.near.Remove(key)
+	return g.node.invalidate(ctx, g.name, key, version, owner)
+}

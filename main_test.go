@@ -1,0 +1,126 @@
+package corral
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// testConfig is a node on loopback with free ports and fast gossip.
+func testConfig(name string, seeds ...string) Config {
+	return Config{
+		Name:             name,
+		BindAddr:         "127.0.0.1",
+		Join:             seeds,
+		GossipInterval:   20 * time.Millisecond,
+		ProbeInterval:    100 * time.Millisecond,
+		ProbeTimeout:     50 * time.Millisecond,
+		PushPullInterval: time.Second,
+		SuspicionMult:    2,
+		RejoinInterval:   time.Second,
+		DrainTimeout:     50 * time.Millisecond,
+		PeerTimeout:      2 * time.Second,
+	}
+}
+
+func newNode(tb testing.TB, cfg Config) *Node {
+	tb.Helper()
+	n, err := New(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		n.Close(ctx)
+	})
+	return n
+}
+
+// newCluster starts size nodes that join through the first, and waits until every node sees
+// all of them.
+func newCluster(tb testing.TB, size int) []*Node {
+	tb.Helper()
+	nodes := []*Node{newNode(tb, testConfig("n0"))}
+	for i := 1; i < size; i++ {
+		nodes = append(nodes, newNode(tb, testConfig(fmt.Sprintf("n%d", i), nodes[0].GossipAddr())))
+	}
+	waitMembers(tb, nodes, size)
+	return nodes
+}
+
+func waitMembers(tb testing.TB, nodes []*Node, want int) {
+	tb.Helper()
+	eventually(tb, fmt.Sprintf("%d members everywhere", want), func() bool {
+		for _, n := range nodes {
+			if len(n.Members()) != want {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func eventually(tb testing.TB, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// source is a backend shared by every node of an in-process cluster: it counts loads per key.
+type source struct {
+	mu    sync.Mutex
+	loads map[string]int
+	total atomic.Int64
+	delay time.Duration
+	gen   atomic.Int64 // bumps the value, so a refill is visible
+}
+
+func newSource(delay time.Duration) *source { return &source{loads: map[string]int{}, delay: delay} }
+
+func (s *source) load(ctx context.Context, key string) (string, error) {
+	s.total.Add(1)
+	s.mu.Lock()
+	s.loads[key]++
+	s.mu.Unlock()
+	if s.delay > 0 {
+		select {
+		case <-time.After(s.delay):
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}
+	return fmt.Sprintf("%s@%d", key, s.gen.Load()), nil
+}
+
+func (s *source) count(key string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.loads[key]
+}
+
+// groups registers one group with src's loader on every node.
+func groups(tb testing.TB, nodes []*Node, name string, load LoadFunc[string], opts ...GroupOption) []*Group[string] {
+	tb.Helper()
+	var gs []*Group[string]
+	for _, n := range nodes {
+		g, err := NewGroup(n, name, load, opts...)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		gs = append(gs, g)
+	}
+	return gs
+}

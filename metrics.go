@@ -1,0 +1,159 @@
+package corral
+
+import (
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// GroupStats are one group's counters on one node, each monotonic.
+type GroupStats struct {
+	Gets        uint64 // Get calls on this node
+	Fills       uint64 // loader runs on this node
+	Coalesced   uint64 // Gets answered by a fill or owner request already in flight
+	FillErrors  uint64 // loader runs that failed or panicked
+	StaleServed uint64 // reads answered with a stale value
+	Refreshes   uint64 // background refreshes started
+	NearHits    uint64 // Gets answered by a near copy
+	PeerGets    uint64 // Get requests this node served for peers
+	Entries     int    // entries held as owner now
+	Bytes       uint64 // their weight
+}
+
+func (g *Group[V]) stats() GroupStats {
+	l, nr := g.local.Stats(), g.near.Stats()
+	peerGets := g.peerGets.Load()
+	return GroupStats{
+		// local's Gets count this node's owned-key Gets and the peer requests it served.
+		Gets:        l.Gets - min(peerGets, l.Gets) + g.remoteGets.Load(),
+		Fills:       g.loads.Load(),
+		Coalesced:   l.Coalesced + nr.Coalesced,
+		FillErrors:  l.FillErrors,
+		StaleServed: l.StaleServed,
+		Refreshes:   l.Refreshes,
+		NearHits:    g.nearHits.Load(),
+		PeerGets:    peerGets,
+		Entries:     l.Entries,
+		Bytes:       l.Bytes,
+	}
+}
+
+// Stats returns this group's counters on this node.
+func (g *Group[V]) Stats() GroupStats { return g.stats() }
+
+// Stats returns the counters of every group on this node, by group name.
+func (n *Node) Stats() map[string]GroupStats {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	out := make(map[string]GroupStats, len(n.groups))
+	for name, g := range n.groups {
+		out[name] = g.stats()
+	}
+	return out
+}
+
+// metrics are the Prometheus metrics of DESIGN.md. Group counters are read from the groups
+// at scrape time, so the hot path pays nothing for them.
+type metrics struct {
+	reg          prometheus.Registerer
+	collectors   []prometheus.Collector
+	fillDuration *prometheus.HistogramVec
+	peerRequests *prometheus.CounterVec
+	handoff      *prometheus.CounterVec
+}
+
+var groupCounters = []struct {
+	name, help string
+	value      func(GroupStats) float64
+}{
+	{"corral_gets_total", "Get calls on this node.", func(s GroupStats) float64 { return float64(s.Gets) }},
+	{"corral_fills_total", "Loader runs on this node; the sum over nodes is the cluster's fills.", func(s GroupStats) float64 { return float64(s.Fills) }},
+	{"corral_fill_coalesced_total", "Gets on this node answered by a fill or owner request already in flight.", func(s GroupStats) float64 { return float64(s.Coalesced) }},
+	{"corral_fill_errors_total", "Loader runs that failed or panicked.", func(s GroupStats) float64 { return float64(s.FillErrors) }},
+	{"corral_stale_served_total", "Reads answered with a stale value.", func(s GroupStats) float64 { return float64(s.StaleServed) }},
+	{"corral_refreshes_total", "Background refreshes started.", func(s GroupStats) float64 { return float64(s.Refreshes) }},
+	{"corral_near_hits_total", "Gets answered by a near copy of a key owned elsewhere.", func(s GroupStats) float64 { return float64(s.NearHits) }},
+}
+
+// groupCollector emits the group counters.
+type groupCollector struct {
+	n     *Node
+	descs []*prometheus.Desc
+}
+
+func (c *groupCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.descs {
+		ch <- d
+	}
+}
+
+func (c *groupCollector) Collect(ch chan<- prometheus.Metric) {
+	for name, s := range c.n.Stats() {
+		for i, gc := range groupCounters {
+			ch <- prometheus.MustNewConstMetric(c.descs[i], prometheus.CounterValue, gc.value(s), name)
+		}
+	}
+}
+
+func newMetrics(n *Node, reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		reg: reg,
+		fillDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "corral_fill_duration_seconds",
+			Help:    "Loader run time.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16), // 0.5 ms … 16 s
+		}, []string{"group"}),
+		peerRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "corral_peer_requests_total",
+			Help: "Peer RPCs sent, by method and code.",
+		}, []string{"method", "code"}),
+		handoff: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "corral_handoff_keys_total",
+			Help: "Entries handed over, by direction (sent, received).",
+		}, []string{"direction"}),
+	}
+	gc := &groupCollector{n: n}
+	for _, c := range groupCounters {
+		gc.descs = append(gc.descs, prometheus.NewDesc(c.name, c.help, []string{"group"}, nil))
+	}
+	members := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "corral_members",
+		Help: "Members in this node's view.",
+	}, func() float64 {
+		if v := n.view.Load(); v != nil {
+			return float64(len(v.list))
+		}
+		return 0
+	})
+	m.collectors = []prometheus.Collector{gc, m.fillDuration, m.peerRequests, m.handoff, members}
+	if reg == nil {
+		return m, nil
+	}
+	for i, c := range m.collectors {
+		if err := reg.Register(c); err != nil {
+			for _, done := range m.collectors[:i] {
+				reg.Unregister(done)
+			}
+			var are prometheus.AlreadyRegisteredError
+			if errors.As(err, &are) {
+				return nil, errors.New("corral: metrics already registered on this Registerer (one Node per registry)")
+			}
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func (m *metrics) peerCall(method, code string, _ time.Duration) {
+	m.peerRequests.WithLabelValues(method, code).Inc()
+}
+
+func (m *metrics) unregister() {
+	if m.reg == nil {
+		return
+	}
+	for _, c := range m.collectors {
+		m.reg.Unregister(c)
+	}
+}

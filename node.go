@@ -1,0 +1,324 @@
+package corral
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	sockaddr "github.com/hashicorp/go-sockaddr"
+	"github.com/maypok86/otter/v2"
+
+	"github.com/corralcache/corral/fill"
+	"github.com/corralcache/corral/peer"
+	"github.com/corralcache/corral/ring"
+	"github.com/corralcache/corral/transport"
+)
+
+// Node is one member of a corral cluster: gossip membership, the peer gRPC server and client,
+// and the groups registered on it. Create it with New and stop it with Close.
+type Node struct {
+	cfg       Config
+	log       *slog.Logger
+	ringCfg   ring.Config
+	clock     *otter.CoarseClock
+	refreshes *fill.Limiter
+	fills     *fill.Limiter // nil = unbounded
+	metrics   *metrics
+
+	lis        net.Listener
+	server     *transport.Server
+	serverDone chan struct{}
+	client     *transport.Client
+	members    *peer.Membership
+
+	view atomic.Pointer[view]
+	// viewMu serialises view changes (membership callbacks and Close).
+	viewMu sync.Mutex
+
+	// mu guards groups.
+	mu     sync.RWMutex
+	groups map[string]groupHandle
+
+	leaving   atomic.Bool // Close began: not ready, new local calls fail
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New starts a node: it binds the peer gRPC port and the gossip port, and joins the seeds in
+// cfg.Join (a node with no seeds is a one-node cluster that others may join). Joining is
+// retried in the background when no seed answers at first.
+func New(cfg Config) (*Node, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	advertise, err := advertiseAddr(cfg)
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{
+		cfg:        cfg,
+		log:        cfg.Logger.With("node", cfg.Name),
+		ringCfg:    ring.DefaultConfig(),
+		refreshes:  fill.NewLimiter(cfg.MaxRefreshes),
+		groups:     make(map[string]groupHandle),
+		serverDone: make(chan struct{}),
+	}
+	if cfg.MaxFills > 0 {
+		n.fills = fill.NewLimiter(cfg.MaxFills)
+	}
+	n.metrics, err = newMetrics(n, cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+
+	lis, err := net.Listen("tcp", net.JoinHostPort(cfg.BindAddr, strconv.Itoa(cfg.PeerPort)))
+	if err != nil {
+		n.metrics.unregister()
+		return nil, fmt.Errorf("corral: listen for peers: %w", err)
+	}
+	n.lis = lis
+	peerAddr := net.JoinHostPort(advertise, strconv.Itoa(lis.Addr().(*net.TCPAddr).Port))
+	msgSize := cfg.MaxValueBytes + 64<<10
+	n.server, err = transport.NewServer(n, transport.ServerConfig{TLS: cfg.PeerTLS, MaxMessageSize: msgSize, Logger: n.log})
+	if err == nil {
+		n.client, err = transport.NewClient(transport.ClientConfig{
+			TLS: cfg.PeerTLS, MaxMessageSize: msgSize, CallTimeout: cfg.PeerTimeout,
+			OnCall: n.metrics.peerCall,
+		})
+	}
+	if err != nil {
+		lis.Close()
+		n.metrics.unregister()
+		return nil, fmt.Errorf("corral: peer transport: %w", err)
+	}
+	go func() {
+		defer close(n.serverDone)
+		if err := n.server.Serve(lis); err != nil {
+			n.log.Error("corral: peer server stopped", "err", err)
+		}
+	}()
+
+	n.clock = fill.NewCoarseClock(time.Millisecond)
+	self := &memberState{Member: Member{Name: cfg.Name, PeerAddr: peerAddr}}
+	self.gone, self.cancel = context.WithCancel(context.Background())
+	r, _ := ring.New([]string{cfg.Name}, n.ringCfg)
+	n.view.Store(&view{self: cfg.Name, ring: r, members: map[string]*memberState{cfg.Name: self},
+		list: []Member{self.Member}})
+
+	var seeds []string
+	for _, s := range cfg.Join {
+		if s != "" {
+			seeds = append(seeds, s)
+		}
+	}
+	n.members, err = peer.New(peer.Config{
+		Name:                cfg.Name,
+		BindAddr:            cfg.BindAddr,
+		BindPort:            cfg.GossipPort,
+		AdvertiseAddr:       advertise,
+		Meta:                peer.Meta{PeerAddr: peerAddr},
+		Seeds:               seeds,
+		SecretKey:           cfg.SecretKey,
+		Label:               cfg.Label,
+		ProbeInterval:       cfg.ProbeInterval,
+		ProbeTimeout:        cfg.ProbeTimeout,
+		GossipInterval:      cfg.GossipInterval,
+		PushPullInterval:    cfg.PushPullInterval,
+		SuspicionMult:       cfg.SuspicionMult,
+		DeadNodeReclaimTime: cfg.DeadNodeReclaimTime,
+		RejoinInterval:      cfg.RejoinInterval,
+		Logger:              n.log,
+		OnChange:            n.setMembers,
+		OnEvent:             n.memberEvent,
+	})
+	if err != nil {
+		n.stopTransport(context.Background())
+		n.clock.Stop()
+		n.metrics.unregister()
+		return nil, fmt.Errorf("corral: membership: %w", err)
+	}
+	// OnChange may have run before n.members was set; read the list under viewMu, so a newer
+	// list delivered meanwhile is not overwritten by this older read.
+	n.setMembers(nil)
+	return n, nil
+}
+
+// advertiseAddr picks the IP peers dial: AdvertiseAddr, else BindAddr, else (bound to all
+// interfaces) the first private address, else loopback.
+func advertiseAddr(cfg Config) (string, error) {
+	if cfg.AdvertiseAddr != "" {
+		return cfg.AdvertiseAddr, nil
+	}
+	if ip := net.ParseIP(cfg.BindAddr); ip != nil && !ip.IsUnspecified() {
+		return cfg.BindAddr, nil
+	}
+	ip, err := sockaddr.GetPrivateIP()
+	if err != nil {
+		return "", fmt.Errorf("corral: find an address to advertise: %w", err)
+	}
+	if ip == "" {
+		return "127.0.0.1", nil
+	}
+	return ip, nil
+}
+
+// setMembers is the membership callback: it rebuilds the view. Calls are serialised by the
+// peer package; viewMu also orders them against Close.
+// A nil ms means "read the current list".
+func (n *Node) setMembers(ms []peer.Member) {
+	n.viewMu.Lock()
+	defer n.viewMu.Unlock()
+	if ms == nil {
+		if n.members == nil {
+			return
+		}
+		ms = n.members.Members()
+	}
+	cur := n.view.Load()
+	nv, gone, err := nextView(cur, ms, n.ringCfg, time.Now())
+	if err != nil {
+		n.log.Error("corral: membership change ignored", "err", err)
+		return
+	}
+	n.view.Store(nv)
+	for _, st := range gone {
+		if st.Name == nv.self {
+			continue
+		}
+		st.cancel()
+		if _, still := nv.members[st.Name]; !still || nv.members[st.Name].PeerAddr != st.PeerAddr {
+			n.client.Forget(st.PeerAddr)
+		}
+	}
+	if nv.ring.Epoch() != cur.ring.Epoch() {
+		n.log.Info("corral: members changed", "members", len(nv.list), "epoch", nv.ring.Epoch())
+	}
+}
+
+func (n *Node) memberEvent(e peer.Event) {
+	n.log.Info("corral: member "+e.Kind.String(), "member", e.Member.Name, "addr", e.Member.GossipAddr)
+}
+
+// Name returns this member's name.
+func (n *Node) Name() string { return n.cfg.Name }
+
+// GossipAddr returns the "ip:port" gossip actually bound and advertises, usable as another
+// node's Join seed.
+func (n *Node) GossipAddr() string { return n.members.GossipAddr() }
+
+// PeerAddr returns the "ip:port" of the peer gRPC server.
+func (n *Node) PeerAddr() string { return n.view.Load().members[n.cfg.Name].PeerAddr }
+
+// Members returns the current view, self included, sorted by Name.
+func (n *Node) Members() []Member {
+	v := n.view.Load()
+	out := make([]Member, len(v.list))
+	copy(out, v.list)
+	return out
+}
+
+// Owner returns the member this node's ring routes key to.
+func (n *Node) Owner(key string) Member {
+	v := n.view.Load()
+	if st, ok := v.members[v.owner(key)]; ok {
+		return st.Member
+	}
+	return Member{}
+}
+
+// Epoch identifies the member set of this node's view: equal views have equal epochs.
+func (n *Node) Epoch() uint64 { return n.view.Load().ring.Epoch() }
+
+// Shares returns the fraction of the ring each member owns in this node's view.
+func (n *Node) Shares() map[string]float64 { return n.view.Load().ring.Shares() }
+
+// Ready reports whether the node serves: not closing. (Joined-ness is the caller's policy:
+// compare len(Members()) with what it expects.)
+func (n *Node) Ready() bool { return !n.leaving.Load() }
+
+func (n *Node) group(name string) (groupHandle, bool) {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	g, ok := n.groups[name]
+	return g, ok
+}
+
+func (n *Node) groupList() []groupHandle {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	out := make([]groupHandle, 0, len(n.groups))
+	for _, g := range n.groups {
+		out = append(out, g)
+	}
+	return out
+}
+
+// Close leaves the cluster gracefully: it stops being ready, leaves the gossip cluster (peers
+// record Left, not Dead), pushes every entry it holds that is still fresh to the key's new
+// owner, keeps answering peer requests for Config.DrainTimeout, and stops. ctx bounds the
+// whole; when it ends, Close stops at once. Close is safe to call more than once; later calls
+// return the first call's result.
+func (n *Node) Close(ctx context.Context) error {
+	n.closeOnce.Do(func() { n.closeErr = n.close(ctx, true) })
+	return n.closeErr
+}
+
+// Kill stops the node at once, without leaving or handing off: peers find out only through
+// failure detection, as when a process is killed. It is for tests and demos of failover;
+// production code calls Close. Kill after Close (or Close after Kill) does nothing.
+func (n *Node) Kill() {
+	n.closeOnce.Do(func() { n.closeErr = n.close(context.Background(), false) })
+}
+
+func (n *Node) close(ctx context.Context, graceful bool) error {
+	n.leaving.Store(true)
+	var errs []error
+	if graceful {
+		alone := len(n.view.Load().list) <= 1
+		if err := n.members.Leave(ctx); err != nil && !errors.Is(err, peer.ErrClosed) {
+			errs = append(errs, fmt.Errorf("leave: %w", err))
+		}
+		if err := n.handoff(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("hand-off: %w", err))
+		}
+		if n.cfg.DrainTimeout > 0 && !alone { // with no peers there is no one to drain for
+			t := time.NewTimer(n.cfg.DrainTimeout)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+			}
+		}
+	}
+	if err := n.members.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("membership: %w", err))
+	}
+	n.stopTransport(ctx)
+	for _, g := range n.groupList() {
+		if err := g.close(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	n.viewMu.Lock()
+	for _, st := range n.view.Load().members {
+		st.cancel()
+	}
+	n.viewMu.Unlock()
+	n.clock.Stop()
+	n.metrics.unregister()
+	return errors.Join(errs...)
+}
+
+func (n *Node) stopTransport(ctx context.Context) {
+	stopCtx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	n.server.Stop(stopCtx)
+	<-n.serverDone
+	n.client.Close()
+}

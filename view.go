@@ -1,0 +1,106 @@
+package corral
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/corralcache/corral/peer"
+	"github.com/corralcache/corral/ring"
+)
+
+// view is one node's picture of the cluster: the members and the ring over them. It is
+// immutable; a membership change swaps in a new view, so the hot path reads it with one
+// atomic load.
+type view struct {
+	self    string
+	ring    *ring.Ring
+	members map[string]*memberState // by name
+	list    []Member                // sorted by name
+
+	// prev is the ring before the last change of the member set, and changed when that
+	// happened: for PeekWindow after a change, a new owner asks the previous owner of a key
+	// before it loads.
+	prev    *ring.Ring
+	changed time.Time
+}
+
+// memberState is one live member. gone is cancelled when it leaves the view, which aborts
+// requests in flight to it so that they fail over at once instead of waiting out their
+// deadline.
+type memberState struct {
+	Member
+	gone   context.Context
+	cancel context.CancelFunc
+}
+
+// owner returns the member this view routes key to.
+func (v *view) owner(key string) string { return v.ring.Owner(key) }
+
+// previousOwners returns the live members other than self that may hold key from before
+// the last membership change, if that was within window: the key's owner on the previous
+// ring (it held the key when another member left or joined), and its owner on the ring
+// without this node (it held the key before this node joined — this node's own earlier views,
+// built while it was still joining, may not show that). At most two, without repeats.
+func (v *view) previousOwners(key string, window time.Duration, now time.Time) []string {
+	if v.prev == nil || window < 0 || now.Sub(v.changed) > window {
+		return nil
+	}
+	var out []string
+	for _, p := range [2]string{v.prev.Owner(key), v.ring.Without(v.self).Owner(key)} {
+		if p == "" || p == v.self || (len(out) > 0 && out[0] == p) {
+			continue
+		}
+		if _, ok := v.members[p]; ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// nextView builds the view after a membership change. Members that stay keep their
+// memberState; the ones that are gone are returned so the caller can cancel them.
+func nextView(cur *view, ms []peer.Member, rc ring.Config, now time.Time) (*view, []*memberState, error) {
+	names := make([]string, 0, len(ms))
+	nv := &view{self: cur.self, members: make(map[string]*memberState, len(ms))}
+	for _, m := range ms {
+		names = append(names, m.Name)
+		mm := memberOf(m)
+		if old, ok := cur.members[m.Name]; ok && old.Member == mm {
+			nv.members[m.Name] = old
+		} else {
+			st := &memberState{Member: mm}
+			st.gone, st.cancel = context.WithCancel(context.Background())
+			nv.members[m.Name] = st
+		}
+		nv.list = append(nv.list, mm)
+	}
+	slices.SortFunc(nv.list, func(a, b Member) int { return compareStrings(a.Name, b.Name) })
+	r, err := ring.New(names, rc)
+	if err != nil {
+		return nil, nil, err
+	}
+	nv.ring = r
+	if r.Epoch() == cur.ring.Epoch() {
+		nv.prev, nv.changed = cur.prev, cur.changed
+	} else {
+		nv.prev, nv.changed = cur.ring, now
+	}
+	var gone []*memberState
+	for name, st := range cur.members {
+		if nst, ok := nv.members[name]; !ok || nst != st {
+			gone = append(gone, st)
+		}
+	}
+	return nv, gone, nil
+}
+
+func compareStrings(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}

@@ -2,10 +2,19 @@ package corral
 
 import (
 	"context"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/maypok86/otter/v2"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/corralcache/corral/transport/peerpb"
 )
 
 // BenchmarkLocalHit compares a local hit through Group.Get (the key is owned here) with a raw
@@ -40,4 +49,108 @@ func BenchmarkLocalHit(b *testing.B) {
 			}
 		})
 	})
+}
+
+// BenchmarkRemoteHit compares a remote hit through Group.Get (the key is owned by another
+// node, near cache off, so every Get crosses the wire) with a bare unary gRPC call carrying
+// the same 100-byte value, in one run, at 1, 16 and 64 concurrent callers. It reports the
+// p50 latency and allocations per Get. Goal: p50 ≤ 1.3× the bare echo.
+func BenchmarkRemoteHit(b *testing.B) {
+	value := strings.Repeat("v", 100)
+	nodes := []*Node{}
+	for i := range 2 {
+		cfg := testConfig(fmt.Sprint("b", i))
+		cfg.NearBytes = -1
+		if i > 0 {
+			cfg.Join = []string{nodes[0].GossipAddr()}
+		}
+		nodes = append(nodes, newNode(b, cfg))
+	}
+	waitMembers(b, nodes, 2)
+	var gs []*Group[string]
+	for _, n := range nodes {
+		g, err := NewGroup(n, "g", func(context.Context, string) (string, error) { return value, nil }, WithTTL(time.Hour))
+		if err != nil {
+			b.Fatal(err)
+		}
+		gs = append(gs, g)
+	}
+	key := keyOwnedBy(b, nodes[0], "remote")
+	ctx := context.Background()
+	if v, _ := gs[1].Get(ctx, key); v != value {
+		b.Fatal("warm-up failed")
+	}
+
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	peerpb.RegisterPeerServer(srv, echoServer{value: []byte(value)})
+	go srv.Serve(lis)
+	defer srv.Stop()
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	echo := peerpb.NewPeerClient(conn)
+	req := &peerpb.GetRequest{Group: "g", Key: key}
+
+	calls := map[string]func() error{
+		"corral": func() error { _, err := gs[1].Get(ctx, key); return err },
+		"bare-grpc-echo": func() error {
+			_, err := echo.Get(ctx, req)
+			return err
+		},
+	}
+	for _, callers := range []int{1, 16, 64} {
+		for _, name := range []string{"bare-grpc-echo", "corral"} {
+			call := calls[name]
+			b.Run(fmt.Sprintf("%s/callers=%d", name, callers), func(b *testing.B) {
+				b.ReportAllocs()
+				lat := make([][]time.Duration, callers)
+				var wg sync.WaitGroup
+				start := time.Now()
+				for c := range callers {
+					n := b.N / callers
+					if c < b.N%callers {
+						n++
+					}
+					wg.Go(func() {
+						for range n {
+							t0 := time.Now()
+							if err := call(); err != nil {
+								b.Error(err)
+								return
+							}
+							lat[c] = append(lat[c], time.Since(t0))
+						}
+					})
+				}
+				wg.Wait()
+				elapsed := time.Since(start)
+				var all []time.Duration
+				for _, l := range lat {
+					all = append(all, l...)
+				}
+				slices.Sort(all)
+				if len(all) > 0 {
+					b.ReportMetric(float64(all[len(all)/2].Microseconds()), "p50-µs")
+					b.ReportMetric(float64(all[len(all)*99/100].Microseconds()), "p99-µs")
+				}
+				b.ReportMetric(float64(b.N)/elapsed.Seconds(), "gets/s")
+			})
+		}
+	}
+}
+
+// echoServer answers every Get with the same value: the bare gRPC baseline.
+type echoServer struct {
+	peerpb.UnimplementedPeerServer
+	value []byte
+}
+
+func (s echoServer) Get(context.Context, *peerpb.GetRequest) (*peerpb.GetResponse, error) {
+	return &peerpb.GetResponse{Entry: &peerpb.Entry{Value: s.value, FreshForNanos: int64(time.Hour)}, Found: true}, nil
 }

@@ -19,6 +19,10 @@ type call[V any] struct {
 	// stale is the entry a background refresh replaces, or nil for a fill after a miss.
 	stale *entry[V]
 
+	// completed is set, under Cache.mu, by the first of the loader's return and the fill
+	// timeout; the other then does nothing.
+	completed bool
+
 	// revoked is set, under Cache.mu, by a Set, Put or Remove of the key that lands while the
 	// fill runs: the fill's result is older than that write, so it must not be stored. Its
 	// waiters still get it — they asked before the write.
@@ -128,6 +132,13 @@ func (c *Cache[V]) run(parent context.Context, key string, cl *call[V], slot *Li
 		&link{parent: chainOf(parent), name: c.cfg.Name, key: key, expiry: x})
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.FillTimeout)
 	defer cancel()
+	// The fill ends at the fill timeout even when the loader ignores its context: the timer
+	// completes cl with an error, and the loader's late result is dropped. A timer is cheaper
+	// than running the loader on a goroutine of its own.
+	timer := time.AfterFunc(c.cfg.FillTimeout, func() {
+		c.complete(key, cl, nil, result[V]{err: fmt.Errorf("fill timeout %v: %w", c.cfg.FillTimeout, context.DeadlineExceeded)}, 0)
+	})
+	defer timer.Stop()
 
 	start, startNano := time.Now(), c.clock.NowNano()
 	var r result[V]
@@ -139,32 +150,39 @@ func (c *Cache[V]) run(parent context.Context, key string, cl *call[V], slot *Li
 		}
 	}
 	if r.err == nil {
-		r = c.loadBounded(ctx, key)
+		r = c.loadSafe(ctx, key)
 	}
-	now := c.clock.NowNano()
 	if c.cfg.OnFill != nil {
 		c.cfg.OnFill(time.Since(start), r.err)
 	}
-	c.stats.fills.Add(1)
-	if r.err != nil && !errors.Is(r.err, ErrNotFound) {
-		c.stats.fillErrors.Add(1)
-	}
+	c.complete(key, cl, x, r, startNano)
+}
 
-	// x is read only after the loader returned: on a fill timeout the abandoned loader may
-	// still write it.
-	e := &entry[V]{value: r.v, version: c.nextVersion(), fillTime: max(now-startNano, 0)}
-	switch {
-	case r.err == nil:
-		e.fresh, e.stale = c.lifetime(now, x)
-		e.size = c.weigh(key, r.v)
-	case errors.Is(r.err, ErrNotFound) && c.cfg.NegativeTTL > 0:
-		e.notFound, e.fresh = true, deadline(now, c.cfg.NegativeTTL)
-		e.stale, e.size = e.fresh, int64(len(key))+entryOverhead
-	default:
-		e = nil
+// complete ends cl once, with the loader's result r (stored when it may be) or with the
+// fill timeout's error, whichever comes first; the later call does nothing.
+func (c *Cache[V]) complete(key string, cl *call[V], x *expiry, r result[V], startNano int64) {
+	now := c.clock.NowNano()
+	var e *entry[V]
+	if x != nil { // the loader returned, so x is no longer written
+		e = &entry[V]{value: r.v, version: c.nextVersion(), fillTime: max(now-startNano, 0)}
+		switch {
+		case r.err == nil:
+			e.fresh, e.stale = c.lifetime(now, x)
+			e.size = c.weigh(key, r.v)
+		case errors.Is(r.err, ErrNotFound) && c.cfg.NegativeTTL > 0:
+			e.notFound, e.fresh = true, deadline(now, c.cfg.NegativeTTL)
+			e.stale, e.size = e.fresh, int64(len(key))+entryOverhead
+		default:
+			e = nil
+		}
 	}
 
 	c.mu.Lock()
+	if cl.completed {
+		c.mu.Unlock()
+		return
+	}
+	cl.completed = true
 	// A value the loader gave no lifetime (SetExpiry(ctx, 0, 0)) is returned but not stored.
 	stored := e != nil && e.stale > now && !cl.revoked && !c.closed
 	if stored {
@@ -175,6 +193,10 @@ func (c *Cache[V]) run(parent context.Context, key string, cl *call[V], slot *Li
 	}
 	c.mu.Unlock()
 
+	c.stats.fills.Add(1)
+	if r.err != nil && !errors.Is(r.err, ErrNotFound) {
+		c.stats.fillErrors.Add(1)
+	}
 	if !stored && cl.stale != nil {
 		cl.stale.refreshing.Store(false) // the stale entry stays; a later read may retry
 	}
@@ -185,33 +207,18 @@ func (c *Cache[V]) run(parent context.Context, key string, cl *call[V], slot *Li
 	close(cl.done)
 }
 
-// loadBounded runs the loader in its own goroutine so that the fill ends at the fill timeout
-// even when the loader ignores its context; such a loader's late result is dropped. A panic
-// is recovered into a *PanicError and logged with its stack.
-func (c *Cache[V]) loadBounded(ctx context.Context, key string) result[V] {
-	// Size 1: the loader goroutine must be able to send and exit after run gave up on it.
-	ch := make(chan result[V], 1)
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		var r result[V]
-		defer func() {
-			if p := recover(); p != nil {
-				stack := debug.Stack()
-				c.cfg.Logger.Error("corral: loader panic", "cache", c.cfg.Name, "key", key,
-					"panic", fmt.Sprint(p), "stack", string(stack))
-				r = result[V]{err: &PanicError{Value: p, Stack: stack}}
-			}
-			ch <- r
-		}()
-		r.v, r.err = c.load(ctx, key)
+// loadSafe runs the loader, recovering a panic into a *PanicError logged with its stack.
+func (c *Cache[V]) loadSafe(ctx context.Context, key string) (r result[V]) {
+	defer func() {
+		if p := recover(); p != nil {
+			stack := debug.Stack()
+			c.cfg.Logger.Error("corral: loader panic", "cache", c.cfg.Name, "key", key,
+				"panic", fmt.Sprint(p), "stack", string(stack))
+			r = result[V]{err: &PanicError{Value: p, Stack: stack}}
+		}
 	}()
-	select {
-	case r := <-ch:
-		return r
-	case <-ctx.Done():
-		return result[V]{err: fmt.Errorf("fill timeout %v: %w", c.cfg.FillTimeout, ctx.Err())}
-	}
+	r.v, r.err = c.load(ctx, key)
+	return r
 }
 
 func (c *Cache[V]) weigh(key string, v V) int64 {

@@ -12,7 +12,7 @@ import (
 // K concurrent Gets on each of N nodes for one expired key run the loader once in the
 // cluster, and the fills metric summed over nodes grows by exactly 1.
 func TestStampedeOneFillClusterWide(t *testing.T) {
-	for _, size := range []int{3, 5} {
+	for _, size := range []int{3, 10} {
 		t.Run(fmt.Sprint(size, " nodes"), func(t *testing.T) {
 			nodes := newCluster(t, size)
 			src := newSource(50 * time.Millisecond)

@@ -1,7 +1,7 @@
 # corral — make targets. `make test` is what CI runs (.ci/run).
 GO ?= go
 
-.PHONY: test vet bench demo generate
+.PHONY: test vet bench demo generate e2e image
 
 test: vet
 	$(GO) test -race -count=1 ./...
@@ -15,6 +15,18 @@ bench:
 
 demo:
 	$(GO) run ./cmd/corral demo
+
+# End-to-end tests: real corral serve processes on loopback, signals, a real browser.
+e2e:
+	cd e2e && $(GO) test -race -count=1 ./...
+
+# The container image: a static binary in an image built FROM scratch, run as non-root.
+IMAGE ?= corral:dev
+image:
+	mkdir -p bin/image
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o bin/image/corral ./cmd/corral
+	cp Dockerfile bin/image/Dockerfile
+	docker build -t $(IMAGE) bin/image
 
 # Regenerates transport/peerpb from peer.proto: needs protoc (Debian: protobuf-compiler),
 # protoc-gen-go and protoc-gen-go-grpc (see transport/peerpb/generate.go for the versions).

@@ -316,3 +316,30 @@ func TestRestartWithSameName(t *testing.T) {
 	n1 := newNode(t, restarted)
 	waitMembers(t, []*Node{nodes[0], n1}, 2)
 }
+
+// With AutoGroup, a node registers a group the first time a peer asks for it.
+func TestAutoGroup(t *testing.T) {
+	src := newSource(0)
+	auto := func(n *Node, name string) error {
+		_, err := NewGroup(n, name, src.load)
+		return err
+	}
+	a := testConfig("a")
+	a.AutoGroup = auto
+	na := newNode(t, a)
+	b := testConfig("b", na.GossipAddr())
+	b.AutoGroup = auto
+	nb := newNode(t, b)
+	waitMembers(t, []*Node{na, nb}, 2)
+	gb, err := NewGroup(nb, "lazy", src.load)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := keyOwnedBy(t, na, "k")
+	if v, err := gb.Get(context.Background(), key); err != nil || v != key+"@0" {
+		t.Fatalf("Get through an auto-registered group: %q %v", v, err)
+	}
+	if _, ok := na.group("lazy"); !ok {
+		t.Fatal("the owner did not register the group")
+	}
+}

@@ -74,6 +74,11 @@ type Config struct {
 	// NearTTL caps how long a near copy is served; it never outlives the owner's remaining
 	// freshness either. 0 = 1 s.
 	NearTTL time.Duration
+	// AutoGroup, if set, is called when a peer's request names a group that is not registered
+	// on this node; it may register it with NewGroup (corral serve registers every group on
+	// demand). Without it, or when it fails, the peer gets an unknown-group error.
+	AutoGroup func(n *Node, name string) error
+
 	// NearPromote is how many requests for a remote key within a second make it hot enough to
 	// keep a near copy; 0 = 2.
 	NearPromote int

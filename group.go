@@ -112,6 +112,10 @@ func NewGroup[V any](n *Node, name string, load LoadFunc[V], opts ...GroupOption
 // Name returns the group's name.
 func (g *Group[V]) Name() string { return g.name }
 
+// HotKeys returns up to n keys this node holds as owner, hottest first by the store's
+// policy (for a debug page; it walks the store).
+func (g *Group[V]) HotKeys(n int) []string { return g.local.Hottest(n) }
+
 // Get returns the value of key: from this node's store when it owns the key (filling it once
 // for all concurrent callers when missing or expired), from a near copy, or from the owner
 // over gRPC, with one owner request for all concurrent callers on this node.

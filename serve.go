@@ -84,6 +84,12 @@ func (n *Node) Handoff(ctx context.Context, e *peerpb.Entry) (bool, error) {
 
 func (n *Node) handle(group string) (groupHandle, error) {
 	g, ok := n.group(group)
+	if !ok && n.cfg.AutoGroup != nil && fill.CheckName(group) == nil && !n.leaving.Load() {
+		if err := n.cfg.AutoGroup(n, group); err != nil {
+			n.log.Warn("corral: AutoGroup failed", "group", group, "err", err)
+		}
+		g, ok = n.group(group)
+	}
 	if !ok {
 		return nil, fmt.Errorf("%w: %q on %s", transport.ErrUnknownGroup, group, n.cfg.Name)
 	}

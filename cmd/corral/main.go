@@ -4,6 +4,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -14,10 +16,13 @@ import (
 const usage = `corral — a distributed read-through cache for Go services
 
 Usage:
+  corral serve [flags]   run a node with an HTTP front (a caching proxy for an HTTP origin)
+  corral inspect --addr host:port [--key K]
+                         print a node's view of the cluster, and K's owner
   corral demo [flags]    run a cluster on this machine and show one fill per expiry
   corral help            this text
 
-Run "corral demo -h" for the demo's flags.
+Run "corral <command> -h" for a command's flags.
 `
 
 func main() {
@@ -36,6 +41,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "demo":
 		if err := demo(ctx, args[1:], stdout); err != nil {
 			fmt.Fprintln(stderr, "corral demo:", err)
+			return 1
+		}
+		return 0
+	case "serve":
+		if err := serve(ctx, args[1:], stdout, stderr); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return 0
+			}
+			fmt.Fprintln(stderr, "corral serve:", err)
+			return 1
+		}
+		return 0
+	case "inspect":
+		if err := inspect(ctx, args[1:], stdout, stderr); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return 0
+			}
+			fmt.Fprintln(stderr, "corral inspect:", err)
 			return 1
 		}
 		return 0

@@ -1,0 +1,205 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/corralcache/corral"
+)
+
+func (d *daemon) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/groups/{group}/keys/{key}", d.getKey)
+	mux.HandleFunc("PUT /v1/groups/{group}/keys/{key}", d.putKey)
+	mux.HandleFunc("DELETE /v1/groups/{group}/keys/{key}", d.deleteKey)
+	mux.HandleFunc("GET /v1/cluster", d.cluster)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(d.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		// Liveness: the process answers. It never depends on other members.
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", d.readyz)
+	d.debugRoutes(mux)
+	return mux
+}
+
+// keyGroup resolves the request's group, creating it on first use.
+func (d *daemon) keyGroup(w http.ResponseWriter, r *http.Request) (*corral.Group[object], string, bool) {
+	g, err := d.group(d.node, r.PathValue("group"))
+	if err != nil {
+		status := http.StatusBadRequest
+		if errors.Is(err, errTooManyGroups) {
+			status = http.StatusTooManyRequests
+		}
+		httpError(w, status, err.Error())
+		return nil, "", false
+	}
+	return g, r.PathValue("key"), true
+}
+
+func (d *daemon) getKey(w http.ResponseWriter, r *http.Request) {
+	g, key, ok := d.keyGroup(w, r)
+	if !ok {
+		return
+	}
+	v, src, err := g.GetWithSource(r.Context(), key)
+	if err != nil {
+		d.writeError(w, r, err)
+		return
+	}
+	w.Header().Set("X-Corral-Source", string(src))
+	if v.Type != "" {
+		w.Header().Set("Content-Type", v.Type)
+	} else {
+		w.Header().Set("Content-Type", "application/octet-stream")
+	}
+	w.Write(v.Body)
+}
+
+func (d *daemon) putKey(w http.ResponseWriter, r *http.Request) {
+	g, key, ok := d.keyGroup(w, r)
+	if !ok {
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(d.cfg.maxValueBytes)))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			httpError(w, http.StatusRequestEntityTooLarge,
+				fmt.Sprintf("body exceeds the value limit of %d bytes", d.cfg.maxValueBytes))
+			return
+		}
+		httpError(w, http.StatusBadRequest, "reading body: "+err.Error())
+		return
+	}
+	if err := g.Set(r.Context(), key, object{Body: body, Type: r.Header.Get("Content-Type")}); err != nil {
+		d.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (d *daemon) deleteKey(w http.ResponseWriter, r *http.Request) {
+	g, key, ok := d.keyGroup(w, r)
+	if !ok {
+		return
+	}
+	if err := g.Remove(r.Context(), key); err != nil {
+		d.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// writeError maps corral's errors to HTTP statuses with a short reason.
+func (d *daemon) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	var le *corral.LimitError
+	var ue *corral.UnreachedError
+	var fe *corral.FillError
+	switch {
+	case errors.Is(err, corral.ErrNotFound):
+		httpError(w, http.StatusNotFound, "not found")
+	case errors.As(err, &le):
+		status := http.StatusBadRequest
+		if le.Limit == "value" {
+			status = http.StatusRequestEntityTooLarge
+		}
+		httpError(w, status, err.Error())
+	case errors.Is(err, corral.ErrFillCycle):
+		httpError(w, http.StatusLoopDetected, err.Error())
+	case errors.As(err, &ue):
+		// The owner applied the write; some near copies may live until they expire.
+		httpError(w, http.StatusAccepted, err.Error())
+	case errors.Is(err, corral.ErrClosed):
+		httpError(w, http.StatusServiceUnavailable, "node is shutting down")
+	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
+		// The client went away; nobody reads the answer.
+	case errors.As(err, &fe):
+		httpError(w, http.StatusBadGateway, "origin: "+shortReason(fe.Err))
+	default:
+		d.log.Warn("request failed", "method", r.Method, "path", r.URL.EscapedPath(), "err", err)
+		httpError(w, http.StatusBadGateway, shortReason(err))
+	}
+}
+
+func shortReason(err error) string {
+	s := err.Error()
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
+}
+
+func httpError(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	fmt.Fprintln(w, msg)
+}
+
+func (d *daemon) ready() (bool, string) {
+	if d.stopping.Load() || !d.node.Ready() {
+		return false, "shutting down"
+	}
+	if n := len(d.node.Members()); n < d.cfg.minMembers {
+		return false, fmt.Sprintf("%d of %d members seen (--min-members)", n, d.cfg.minMembers)
+	}
+	return true, "ready"
+}
+
+func (d *daemon) readyz(w http.ResponseWriter, r *http.Request) {
+	ok, why := d.ready()
+	if !ok {
+		httpError(w, http.StatusServiceUnavailable, why)
+		return
+	}
+	fmt.Fprintln(w, why)
+}
+
+// clusterView is the JSON of GET /v1/cluster.
+type clusterView struct {
+	Self    string          `json:"self"`
+	Epoch   uint64          `json:"epoch"`
+	Members []clusterMember `json:"members"`
+	Owner   string          `json:"owner,omitempty"`
+}
+
+type clusterMember struct {
+	Name       string  `json:"name"`
+	GossipAddr string  `json:"gossip_addr"`
+	PeerAddr   string  `json:"peer_addr"`
+	Share      float64 `json:"share"`
+}
+
+func (d *daemon) clusterView(key string) clusterView {
+	shares := d.node.Shares()
+	v := clusterView{Self: d.node.Name(), Epoch: d.node.Epoch()}
+	for _, m := range d.node.Members() {
+		v.Members = append(v.Members, clusterMember{Name: m.Name, GossipAddr: m.GossipAddr, PeerAddr: m.PeerAddr, Share: shares[m.Name]})
+	}
+	sort.Slice(v.Members, func(i, j int) bool { return v.Members[i].Name < v.Members[j].Name })
+	if key != "" {
+		v.Owner = d.node.Owner(key).Name
+	}
+	return v
+}
+
+func (d *daemon) cluster(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	if q.Has("key") && strings.TrimSpace(q.Get("key")) == "" {
+		httpError(w, http.StatusBadRequest, "empty key")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(d.clusterView(q.Get("key")))
+}

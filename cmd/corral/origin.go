@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/corralcache/corral"
+	"github.com/corralcache/corral/fill"
+)
+
+// origin loads values from an HTTP origin through a URL template with {group} and {key}.
+type origin struct {
+	grace    time.Duration // the groups' stale-while-revalidate, kept with a max-age
+	template string
+	client   *http.Client
+	maxBytes int
+}
+
+func newOrigin(template string, fillTimeout, grace time.Duration, maxBytes int) (*origin, error) {
+	u, err := url.Parse(strings.NewReplacer("{group}", "g", "{key}", "k").Replace(template))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("--origin %q: want an http(s) URL template with {key}", template)
+	}
+	if !strings.Contains(template, "{key}") {
+		return nil, fmt.Errorf("--origin %q: the template has no {key}", template)
+	}
+	tr := &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:          256,
+		MaxIdleConnsPerHost:   64, // one origin host: keep connections for concurrent fills
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   5 * time.Second,
+		ResponseHeaderTimeout: fillTimeout,
+	}
+	return &origin{grace: grace, template: template, client: &http.Client{Transport: tr, Timeout: fillTimeout}, maxBytes: maxBytes}, nil
+}
+
+func (o *origin) url(group, key string) string {
+	return strings.NewReplacer("{group}", url.PathEscape(group), "{key}", url.PathEscape(key)).Replace(o.template)
+}
+
+// load is a group's loader: origin 200 → the body (its Content-Type kept; Cache-Control
+// max-age and no-store respected); 404 → corral.ErrNotFound; anything else fails the fill.
+func (o *origin) load(group string) corral.LoadFunc[object] {
+	return func(ctx context.Context, key string) (object, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, o.url(group, key), nil)
+		if err != nil {
+			return object{}, err
+		}
+		resp, err := o.client.Do(req)
+		if err != nil {
+			return object{}, fmt.Errorf("origin: %w", unwrapURLError(err))
+		}
+		defer resp.Body.Close()
+		switch {
+		case resp.StatusCode == http.StatusNotFound:
+			io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+			return object{}, corral.ErrNotFound
+		case resp.StatusCode != http.StatusOK:
+			io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+			return object{}, fmt.Errorf("origin answered %s", resp.Status)
+		}
+		body, err := io.ReadAll(io.LimitReader(resp.Body, int64(o.maxBytes)+1))
+		if err != nil {
+			return object{}, fmt.Errorf("origin body: %w", err)
+		}
+		if len(body) > o.maxBytes {
+			return object{}, fmt.Errorf("origin body exceeds the value limit of %d bytes", o.maxBytes)
+		}
+		applyCacheControl(ctx, resp.Header.Get("Cache-Control"), o.grace)
+		return object{Body: body, Type: resp.Header.Get("Content-Type")}, nil
+	}
+}
+
+// applyCacheControl lets the origin choose the value's freshness: no-store keeps nothing,
+// max-age=N keeps it fresh for N seconds. Otherwise the group's TTL applies.
+func applyCacheControl(ctx context.Context, cc string, grace time.Duration) {
+	for _, d := range strings.Split(cc, ",") {
+		d = strings.ToLower(strings.TrimSpace(d))
+		switch {
+		case d == "no-store":
+			fill.SetExpiry(ctx, 0, 0)
+			return
+		case strings.HasPrefix(d, "max-age="):
+			if n, err := strconv.Atoi(strings.TrimPrefix(d, "max-age=")); err == nil && n >= 0 {
+				fill.SetExpiry(ctx, time.Duration(n)*time.Second, grace)
+			}
+		}
+	}
+}
+
+func unwrapURLError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}

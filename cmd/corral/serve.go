@@ -1,0 +1,303 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/corralcache/corral"
+)
+
+// serveConfig is everything `corral serve` is told.
+type serveConfig struct {
+	name, bind, advertise          string
+	gossipPort, peerPort, httpPort int
+	join                           listFlag
+	origin                         string
+	ttl, swr, negativeTTL          time.Duration
+	jitter                         float64
+	fillTimeout                    time.Duration
+	maxBytes                       int64
+	maxValueBytes                  int
+	maxGroups                      int
+	minMembers                     int
+	shutdownTimeout, shutdownDelay time.Duration
+	drain                          time.Duration
+	secretKeyFile, label           string
+	logFormat, logLevel            string
+}
+
+func serveFlags(out io.Writer) (*flag.FlagSet, *serveConfig) {
+	c := &serveConfig{}
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.StringVar(&c.name, "name", "", "member name, unique in the cluster (default $POD_NAME, else hostname + random suffix)")
+	fs.StringVar(&c.bind, "bind", "0.0.0.0", "address to listen on for gossip, peer gRPC and HTTP")
+	fs.StringVar(&c.advertise, "advertise", "", "address peers dial (default $POD_IP, else derived from --bind)")
+	fs.IntVar(&c.gossipPort, "gossip-port", 7946, "memberlist port, TCP and UDP (0 = any free port)")
+	fs.IntVar(&c.peerPort, "peer-port", 7947, "peer gRPC port (0 = any free port)")
+	fs.IntVar(&c.httpPort, "http-port", 8080, "HTTP API, metrics and debug page port (0 = any free port)")
+	fs.Var(&c.join, "join", "seed to join, repeatable: host:port, dns+name:port")
+	fs.StringVar(&c.origin, "origin", "", "origin URL template, e.g. http://api:9000/items/{key}; {group} and {key} are path-escaped (default: none, values come only from PUT)")
+	fs.DurationVar(&c.ttl, "ttl", time.Minute, "how long a value stays fresh (0 = forever)")
+	fs.DurationVar(&c.swr, "swr", 0, "stale-while-revalidate: serve a stale value this long past --ttl while one refresh runs")
+	fs.Float64Var(&c.jitter, "jitter", 0.1, "spread each TTL uniformly over ±this fraction, in [0, 1)")
+	fs.DurationVar(&c.negativeTTL, "negative-ttl", 0, "remember an origin 404 this long (0 = not remembered)")
+	fs.DurationVar(&c.fillTimeout, "fill-timeout", 10*time.Second, "bound on one origin fetch")
+	fs.Int64Var(&c.maxBytes, "max-bytes", 64<<20, "memory bound of each group's store on this node, bytes")
+	fs.IntVar(&c.maxValueBytes, "max-value-bytes", 8<<20, "largest value accepted, bytes (larger PUT bodies get 413)")
+	fs.IntVar(&c.maxGroups, "max-groups", 64, "groups this node creates on demand at most")
+	fs.IntVar(&c.minMembers, "min-members", 1, "not ready until this many members are seen")
+	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 25*time.Second, "bound on a graceful stop after SIGTERM (keep it under the pod's terminationGracePeriodSeconds)")
+	fs.DurationVar(&c.shutdownDelay, "shutdown-delay", 0, "after SIGTERM, fail readiness and wait this long before leaving, so load balancers stop sending traffic")
+	fs.DurationVar(&c.drain, "drain", 2*time.Second, "after leaving, keep answering peers this long")
+	fs.StringVar(&c.secretKeyFile, "secret-key-file", "", "file holding the gossip encryption key (16, 24 or 32 bytes)")
+	fs.StringVar(&c.label, "label", "", "cluster label; members with another label are never admitted")
+	fs.StringVar(&c.logFormat, "log-format", "auto", "auto (text on a terminal, JSON otherwise), json or text")
+	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.Usage = func() {
+		fmt.Fprintf(out, `Usage: corral serve [flags]
+
+Runs a corral node with an HTTP front: a stampede-proof read-through cache in front of an
+HTTP origin. Every flag can also be set from the environment as CORRAL_<FLAG> (e.g.
+CORRAL_GOSSIP_PORT=7946, CORRAL_JOIN=a:7946,b:7946); the command line wins.
+
+HTTP API:
+  GET    /v1/groups/{group}/keys/{key}   value (X-Corral-Source: hit, fill, coalesced, stale, near, peer)
+  PUT    /v1/groups/{group}/keys/{key}   store the body
+  DELETE /v1/groups/{group}/keys/{key}   invalidate cluster-wide
+  GET    /v1/cluster[?key=K]             members, ring shares, K's owner
+  /metrics  /healthz  /readyz  /debug/corral
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	return fs, c
+}
+
+func newLogger(w *os.File, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: %w", level, err)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "auto":
+		if fi, err := w.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			return slog.New(slog.NewTextHandler(w, opts)), nil
+		}
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want auto, json or text", format)
+}
+
+func (c *serveConfig) validate() error {
+	switch {
+	case c.httpPort < 0 || c.httpPort > 65535:
+		return fmt.Errorf("--http-port %d out of range", c.httpPort)
+	case c.ttl < 0 || c.swr < 0 || c.negativeTTL < 0:
+		return errors.New("--ttl, --swr and --negative-ttl must not be negative")
+	case c.jitter < 0 || c.jitter >= 1:
+		return fmt.Errorf("--jitter %v: want [0, 1)", c.jitter)
+	case c.fillTimeout <= 0:
+		return errors.New("--fill-timeout must be positive")
+	case c.maxBytes <= 0 || c.maxValueBytes <= 0 || c.maxGroups <= 0:
+		return errors.New("--max-bytes, --max-value-bytes and --max-groups must be positive")
+	case c.minMembers < 1:
+		return errors.New("--min-members must be at least 1")
+	case c.shutdownTimeout <= 0:
+		return errors.New("--shutdown-timeout must be positive")
+	}
+	return nil
+}
+
+// daemon is a running `corral serve`.
+type daemon struct {
+	cfg     *serveConfig
+	log     *slog.Logger
+	node    *corral.Node
+	origin  *origin // nil = values only from PUT
+	reg     *prometheus.Registry
+	started time.Time
+
+	mu     sync.Mutex // guards groups
+	groups map[string]*corral.Group[object]
+
+	stopping atomic.Bool // SIGTERM arrived: not ready
+}
+
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, c := serveFlags(stderr)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if err := applyEnv(fs, os.LookupEnv); err != nil {
+		return err
+	}
+	if c.name == "" {
+		c.name = firstEnv("POD_NAME")
+	}
+	if c.advertise == "" {
+		c.advertise = firstEnv("POD_IP")
+	}
+	if err := c.validate(); err != nil {
+		return err
+	}
+	logOut := os.Stderr
+	if f, ok := stderr.(*os.File); ok {
+		logOut = f
+	}
+	log, err := newLogger(logOut, c.logFormat, c.logLevel)
+	if err != nil {
+		return err
+	}
+	d, err := startDaemon(c, log)
+	if err != nil {
+		return err
+	}
+	return d.run(ctx)
+}
+
+func startDaemon(c *serveConfig, log *slog.Logger) (*daemon, error) {
+	d := &daemon{cfg: c, log: log, reg: prometheus.NewRegistry(), started: time.Now(),
+		groups: map[string]*corral.Group[object]{}}
+	d.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if c.origin != "" {
+		o, err := newOrigin(c.origin, c.fillTimeout, c.swr, c.maxValueBytes)
+		if err != nil {
+			return nil, err
+		}
+		d.origin = o
+	}
+	var key []byte
+	if c.secretKeyFile != "" {
+		b, err := os.ReadFile(c.secretKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("--secret-key-file: %w", err)
+		}
+		key = trimKey(b)
+	}
+	node, err := corral.New(corral.Config{
+		Name: c.name, BindAddr: c.bind, AdvertiseAddr: c.advertise,
+		GossipPort: c.gossipPort, PeerPort: c.peerPort, Join: c.join,
+		Registerer: d.reg, Logger: log, SecretKey: key, Label: c.label,
+		DrainTimeout: drainOrNone(c.drain), MaxValueBytes: c.maxValueBytes,
+		AutoGroup: func(n *corral.Node, name string) error { _, err := d.group(n, name); return err },
+	})
+	if err != nil {
+		return nil, err
+	}
+	d.node = node
+	return d, nil
+}
+
+// trimKey drops one trailing newline, which editors and `echo` add to key files.
+func trimKey(b []byte) []byte {
+	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r') {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+func drainOrNone(d time.Duration) time.Duration {
+	if d <= 0 {
+		return -1
+	}
+	return d
+}
+
+var errTooManyGroups = errors.New("too many groups")
+
+// group returns the named group, registering it on first use with the daemon's defaults.
+func (d *daemon) group(n *corral.Node, name string) (*corral.Group[object], error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if g, ok := d.groups[name]; ok {
+		return g, nil
+	}
+	if len(d.groups) >= d.cfg.maxGroups {
+		return nil, fmt.Errorf("%w: this node serves at most %d (--max-groups)", errTooManyGroups, d.cfg.maxGroups)
+	}
+	load := func(context.Context, string) (object, error) { return object{}, corral.ErrNotFound }
+	if d.origin != nil {
+		load = d.origin.load(name)
+	}
+	g, err := corral.NewGroup(n, name, load,
+		corral.WithTTL(d.cfg.ttl), corral.WithJitter(d.cfg.jitter),
+		corral.WithStaleWhileRevalidate(d.cfg.swr), corral.WithNegativeTTL(d.cfg.negativeTTL),
+		corral.WithFillTimeout(d.cfg.fillTimeout), corral.WithMaxBytes(d.cfg.maxBytes),
+		corral.WithCodec[object](objectCodec{}))
+	if err != nil {
+		return nil, err
+	}
+	d.groups[name] = g
+	return g, nil
+}
+
+// run serves HTTP until ctx ends (SIGTERM or SIGINT), then stops gracefully: readiness
+// fails first, in-flight HTTP requests finish, the node leaves, hands off and drains.
+func (d *daemon) run(ctx context.Context) error {
+	lis, err := net.Listen("tcp", net.JoinHostPort(d.cfg.bind, strconv.Itoa(d.cfg.httpPort)))
+	if err != nil {
+		d.node.Close(context.Background())
+		return fmt.Errorf("listen for HTTP: %w", err)
+	}
+	srv := &http.Server{
+		Handler:           d.routes(),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(lis) }()
+	d.log.Info("corral serving", "name", d.node.Name(), "http", lis.Addr().String(),
+		"gossip", d.node.GossipAddr(), "peer", d.node.PeerAddr(), "origin", d.cfg.origin)
+
+	select {
+	case err := <-served:
+		d.node.Close(context.Background())
+		return fmt.Errorf("HTTP server: %w", err)
+	case <-ctx.Done():
+	}
+	start := time.Now()
+	d.log.Info("corral stopping: readiness fails, then leave, hand off, drain")
+	d.stopping.Store(true)
+	sctx, cancel := context.WithTimeout(context.Background(), d.cfg.shutdownTimeout)
+	defer cancel()
+	if d.cfg.shutdownDelay > 0 {
+		select {
+		case <-time.After(d.cfg.shutdownDelay):
+		case <-sctx.Done():
+		}
+	}
+	var errs []error
+	if err := srv.Shutdown(sctx); err != nil {
+		errs = append(errs, fmt.Errorf("HTTP shutdown: %w", err))
+	}
+	if err := d.node.Close(sctx); err != nil {
+		errs = append(errs, err)
+	}
+	d.log.Info("corral stopped", "took", time.Since(start).Round(time.Millisecond).String(), "errors", len(errs))
+	return errors.Join(errs...)
+}

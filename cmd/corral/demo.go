@@ -6,38 +6,24 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"text/tabwriter"
 	"time"
-
-	"github.com/corralcache/corral"
 )
 
 // demoConfig is what the demo runs.
 type demoConfig struct {
 	nodes    int
-	callers  int           // concurrent Gets per node in one burst
-	latency  time.Duration // the backend's response time
+	callers  int           // concurrent requests per replica in one burst
+	latency  time.Duration // the origin's response time
 	ttl      time.Duration
 	key      string
 	progress io.Writer
-}
-
-// backend is the simulated slow database every strategy reads from; it counts calls.
-type backend struct {
-	calls   atomic.Int64
-	latency time.Duration
-}
-
-func (b *backend) load(ctx context.Context, key string) (string, error) {
-	b.calls.Add(1)
-	select {
-	case <-time.After(b.latency):
-		return "value of " + key, nil
-	case <-ctx.Done():
-		return "", ctx.Err()
-	}
 }
 
 func demo(ctx context.Context, args []string, out io.Writer) error {
@@ -45,13 +31,13 @@ func demo(ctx context.Context, args []string, out io.Writer) error {
 	fs.SetOutput(out)
 	cfg := demoConfig{key: "product:42", progress: out}
 	fs.IntVar(&cfg.nodes, "nodes", 3, "replicas in the cluster (≥ 2)")
-	fs.IntVar(&cfg.callers, "callers", 200, "concurrent requests per replica when the hot key expires")
-	fs.DurationVar(&cfg.latency, "latency", 50*time.Millisecond, "backend response time")
+	fs.IntVar(&cfg.callers, "callers", 200, "concurrent requests per replica when the hot key expires (≤ 2000)")
+	fs.DurationVar(&cfg.latency, "latency", 50*time.Millisecond, "origin response time")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if cfg.nodes < 2 || cfg.callers < 1 || cfg.latency <= 0 {
-		return errors.New("need -nodes ≥ 2, -callers ≥ 1 and -latency > 0")
+	if cfg.nodes < 2 || cfg.nodes > 10 || cfg.callers < 1 || cfg.callers > 2000 || cfg.latency <= 0 || cfg.latency > 5*time.Second {
+		return errors.New("need 2 ≤ -nodes ≤ 10, 1 ≤ -callers ≤ 2000 and 0 < -latency ≤ 5s")
 	}
 	cfg.ttl = 4 * cfg.latency
 	res, err := runDemo(ctx, cfg)
@@ -62,197 +48,243 @@ func demo(ctx context.Context, args []string, out io.Writer) error {
 	return nil
 }
 
-// demoResult is the backend calls of each strategy in each phase.
+// demoResult is the origin calls of each strategy in each phase.
 type demoResult struct {
 	naive, perReplica, corral [2]int64 // [burst at expiry, burst after the owner was killed]
 	owner                     string
+	sources                   map[string]int // X-Corral-Source of the first burst's answers
+}
+
+// demoOrigin is a slow HTTP origin that counts the calls it gets.
+type demoOrigin struct {
+	*httptest.Server
+	calls atomic.Int64
+}
+
+func startDemoOrigin(latency time.Duration) *demoOrigin {
+	o := &demoOrigin{}
+	o.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		o.calls.Add(1)
+		select {
+		case <-time.After(latency):
+		case <-r.Context().Done():
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"path":%q,"price":42}`, r.URL.Path)
+	}))
+	return o
+}
+
+// replica is one demo node: a corral serve daemon on loopback.
+type replica struct {
+	d    *daemon
+	http string
+	stop context.CancelFunc
+	done chan struct{}
 }
 
 func runDemo(ctx context.Context, cfg demoConfig) (*demoResult, error) {
-	var res demoResult
+	res := &demoResult{sources: map[string]int{}}
 	p := func(format string, a ...any) { fmt.Fprintf(cfg.progress, "· "+format+"\n", a...) }
 
-	p("starting %d corral nodes on 127.0.0.1 (gossip + gRPC, free ports)", cfg.nodes)
-	db := &backend{latency: cfg.latency}
-	nodes, grps, err := startCluster(ctx, cfg, db)
+	origin := startDemoOrigin(cfg.latency)
+	defer origin.Close()
+	p("origin: %s, answering in %v", origin.URL, cfg.latency)
+	p("starting %d corral serve nodes on 127.0.0.1 (gossip, gRPC and HTTP on free ports)", cfg.nodes)
+	reps, err := startReplicas(ctx, cfg, origin.URL+"/products/{key}")
+	defer func() {
+		for _, r := range reps {
+			r.stop()
+			<-r.done
+		}
+	}()
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		for _, n := range nodes {
-			n.Close(cctx)
-		}
-	}()
-	owner := nodes[0].Owner(cfg.key).Name
+	owner := reps[0].d.node.Owner(cfg.key).Name
 	res.owner = owner
-	p("cluster formed: %d members; %q is owned by %s", len(nodes[0].Members()), cfg.key, owner)
+	p("cluster formed: %d members; %q is owned by %s", len(reps[0].d.node.Members()), cfg.key, owner)
 
-	// Phase 1: the hot key expires under a burst on every replica.
-	burst := func(get func(node int) error) error {
-		var wg sync.WaitGroup
-		errs := make(chan error, 1)
-		for node := range len(grps) {
-			for range cfg.callers {
-				wg.Go(func() {
-					if err := get(node); err != nil {
-						select {
-						case errs <- err:
-						default:
-						}
-					}
-				})
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: cfg.callers, MaxConnsPerHost: cfg.callers}}
+	defer client.CloseIdleConnections()
+	path := "/v1/groups/products/keys/" + cfg.key
+	var srcMu sync.Mutex
+	corralGet := func(addrs []string, sources map[string]int) func(i int) error {
+		return func(i int) error {
+			addr := addrs[i]
+			resp, err := client.Get("http://" + addr + path)
+			if err != nil {
+				return err
 			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("GET %s: %s", addr, resp.Status)
+			}
+			if sources != nil {
+				srcMu.Lock()
+				sources[resp.Header.Get("X-Corral-Source")]++
+				srcMu.Unlock()
+			}
+			return nil
 		}
-		wg.Wait()
-		select {
-		case err := <-errs:
+	}
+	originGet := func() error {
+		resp, err := client.Get(origin.URL + "/products/" + cfg.key)
+		if err != nil {
 			return err
-		default:
-			return nil
 		}
+		io.Copy(io.Discard, resp.Body)
+		return resp.Body.Close()
 	}
-	total := len(grps) * cfg.callers
-	p("burst 1: %d requests (%d per replica) hit %q as it expires", total, cfg.callers, cfg.key)
-	res.naive[0] = naiveCacheAside(cfg, len(grps), burst)
-	res.perReplica[0] = perReplicaSingleFlight(cfg, len(grps), burst)
-	if err := warm(ctx, grps[0], cfg.key); err != nil {
-		return nil, err
-	}
-	time.Sleep(cfg.ttl + cfg.latency) // let the warm value expire
-	before := db.calls.Load()
-	if err := burst(func(i int) error { _, err := grps[i].Get(ctx, cfg.key); return err }); err != nil {
-		return nil, err
-	}
-	res.corral[0] = db.calls.Load() - before
 
-	// Phase 2: kill the key's owner (no graceful leave), let the value expire, burst again
-	// before the failure is even detected.
-	var killed int
-	for i, n := range nodes {
-		if n.Name() == owner {
-			killed = i
-		}
+	addrs := make([]string, len(reps))
+	for i, r := range reps {
+		addrs[i] = r.http
 	}
-	p("killing %s, the owner of %q, without a graceful leave", owner, cfg.key)
-	nodes[killed].Kill()
-	survivors := append(append([]*corral.Group[string]{}, grps[:killed]...), grps[killed+1:]...)
-	time.Sleep(cfg.ttl + cfg.latency)
-	p("burst 2: %d requests on the %d survivors, right away", len(survivors)*cfg.callers, len(survivors))
-	res.naive[1] = naiveCacheAside(cfg, len(survivors), burst)
-	res.perReplica[1] = perReplicaSingleFlight(cfg, len(survivors), burst)
-	before = db.calls.Load()
-	if err := burst(func(i int) error {
-		if i >= len(survivors) {
-			return nil
-		}
-		_, err := survivors[i].Get(ctx, cfg.key)
-		return err
-	}); err != nil {
+	// Phase 1: the hot key expires under a burst on every replica.
+	if err := corralGet(addrs, nil)(0); err != nil { // warm
 		return nil, err
 	}
-	res.corral[1] = db.calls.Load() - before
-	return &res, nil
+	p("burst 1: %d requests (%d per replica) as %q expires", len(addrs)*cfg.callers, cfg.callers, cfg.key)
+	res.naive[0] = measure(origin, func() error { return naiveCacheAside(len(addrs), cfg.callers, originGet) })
+	res.perReplica[0] = measure(origin, func() error { return perReplicaSingleFlight(len(addrs), cfg.callers, originGet) })
+	time.Sleep(cfg.ttl + cfg.latency) // the warm value expires
+	var burstErr error
+	res.corral[0] = measure(origin, func() error {
+		burstErr = burst(len(addrs), cfg.callers, corralGet(addrs, res.sources))
+		return burstErr
+	})
+	if burstErr != nil {
+		return nil, burstErr
+	}
+
+	// Phase 2: kill the key's owner (no graceful leave) and burst again as the key expires,
+	// before the cluster has even noticed.
+	var survivors []string
+	for i, r := range reps {
+		if r.d.node.Name() == owner {
+			p("killing %s, the owner of %q: no leave, no hand-off", owner, cfg.key)
+			r.d.kill()
+			continue
+		}
+		survivors = append(survivors, addrs[i])
+	}
+	time.Sleep(cfg.ttl + cfg.latency)
+	p("burst 2: %d requests on the %d survivors as %q expires again", len(survivors)*cfg.callers, len(survivors), cfg.key)
+	res.naive[1] = measure(origin, func() error { return naiveCacheAside(len(survivors), cfg.callers, originGet) })
+	res.perReplica[1] = measure(origin, func() error { return perReplicaSingleFlight(len(survivors), cfg.callers, originGet) })
+	res.corral[1] = measure(origin, func() error {
+		burstErr = burst(len(survivors), cfg.callers, corralGet(survivors, nil))
+		return burstErr
+	})
+	return res, burstErr
 }
 
-func startCluster(ctx context.Context, cfg demoConfig, db *backend) ([]*corral.Node, []*corral.Group[string], error) {
-	var nodes []*corral.Node
-	var grps []*corral.Group[string]
-	fail := func(err error) ([]*corral.Node, []*corral.Group[string], error) {
-		for _, n := range nodes {
-			n.Close(context.Background())
-		}
-		return nil, nil, err
-	}
+// measure returns the origin calls that f caused.
+func measure(o *demoOrigin, f func() error) int64 {
+	before := o.calls.Load()
+	f()
+	return o.calls.Load() - before
+}
+
+func startReplicas(ctx context.Context, cfg demoConfig, originTemplate string) ([]*replica, error) {
+	var reps []*replica
+	quiet := slog.New(slog.DiscardHandler)
 	for i := range cfg.nodes {
-		c := corral.Config{
-			Name:           fmt.Sprintf("replica-%d", i+1),
-			BindAddr:       "127.0.0.1",
-			GossipInterval: 50 * time.Millisecond,
-			ProbeInterval:  200 * time.Millisecond,
-			DrainTimeout:   -1,
+		sc := &serveConfig{
+			name: fmt.Sprintf("replica-%d", i+1), bind: "127.0.0.1", origin: originTemplate,
+			ttl: cfg.ttl, fillTimeout: 10 * time.Second, maxBytes: 64 << 20, maxValueBytes: 8 << 20,
+			maxGroups: 8, minMembers: 1, shutdownTimeout: 5 * time.Second,
 		}
 		if i > 0 {
-			c.Join = []string{nodes[0].GossipAddr()}
+			sc.join = listFlag{reps[0].d.node.GossipAddr()}
 		}
-		n, err := corral.New(c)
+		d, err := startDaemon(sc, quiet)
 		if err != nil {
-			return fail(err)
+			return reps, err
 		}
-		nodes = append(nodes, n)
-		g, err := corral.NewGroup(n, "products", db.load, corral.WithTTL(cfg.ttl))
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			return fail(err)
+			d.node.Close(context.Background())
+			return reps, err
 		}
-		grps = append(grps, g)
+		rctx, stop := context.WithCancel(context.Background())
+		r := &replica{d: d, http: lis.Addr().String(), stop: stop, done: make(chan struct{})}
+		go func() { defer close(r.done); d.serveOn(rctx, lis) }()
+		reps = append(reps, r)
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for _, n := range nodes {
-		for len(n.Members()) != cfg.nodes {
+	for _, r := range reps {
+		for len(r.d.node.Members()) != cfg.nodes {
 			if time.Now().After(deadline) {
-				return fail(errors.New("cluster did not form within 10 s"))
+				return reps, errors.New("cluster did not form within 10 s")
 			}
 			select {
 			case <-ctx.Done():
-				return fail(ctx.Err())
+				return reps, ctx.Err()
 			case <-time.After(10 * time.Millisecond):
 			}
 		}
 	}
-	return nodes, grps, nil
+	return reps, nil
 }
 
-func warm(ctx context.Context, g *corral.Group[string], key string) error {
-	_, err := g.Get(ctx, key)
-	return err
+// burst sends callers concurrent requests to each of n replicas at once.
+func burst(n, callers int, get func(replica int) error) error {
+	var wg sync.WaitGroup
+	var first atomic.Pointer[error]
+	for i := range n {
+		for range callers {
+			wg.Go(func() {
+				if err := get(i); err != nil {
+					first.CompareAndSwap(nil, &err)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	if e := first.Load(); e != nil {
+		return *e
+	}
+	return nil
 }
 
-// naiveCacheAside is what most services do: check the cache, on a miss call the backend and
-// write the result back. At expiry every request misses.
-func naiveCacheAside(cfg demoConfig, replicas int, burst func(func(int) error) error) int64 {
-	db := &backend{latency: cfg.latency}
+// naiveCacheAside is what most services do: check the replica's cache, on a miss call the
+// origin and write the result back. At expiry every request misses.
+func naiveCacheAside(replicas, callers int, originGet func() error) error {
 	caches := make([]sync.Map, replicas)
-	burst(func(i int) error {
-		if i >= replicas {
+	return burst(replicas, callers, func(i int) error {
+		if _, ok := caches[i].Load("k"); ok {
 			return nil
 		}
-		if _, ok := caches[i].Load(cfg.key); ok {
-			return nil
-		}
-		v, err := db.load(context.Background(), cfg.key)
-		caches[i].Store(cfg.key, v)
+		err := originGet()
+		caches[i].Store("k", true)
 		return err
 	})
-	return db.calls.Load()
 }
 
-// perReplicaSingleFlight coalesces misses inside each replica only (groupcache without a
-// reachable owner, or any in-process single-flight): one backend call per replica.
-func perReplicaSingleFlight(cfg demoConfig, replicas int, burst func(func(int) error) error) int64 {
-	db := &backend{latency: cfg.latency}
-	type flight struct {
-		once sync.Once
-		v    string
-	}
-	flights := make([]flight, replicas)
-	burst(func(i int) error {
-		if i >= replicas {
-			return nil
-		}
-		flights[i].once.Do(func() { flights[i].v, _ = db.load(context.Background(), cfg.key) })
-		return nil
+// perReplicaSingleFlight coalesces misses inside each replica only — in-process
+// single-flight, or groupcache when the owner cannot be reached: one call per replica.
+func perReplicaSingleFlight(replicas, callers int, originGet func() error) error {
+	flights := make([]sync.Once, replicas)
+	return burst(replicas, callers, func(i int) error {
+		var err error
+		flights[i].Do(func() { err = originGet() })
+		return err
 	})
-	return db.calls.Load()
 }
 
 func (r *demoResult) print(out io.Writer, cfg demoConfig) {
-	fmt.Fprintf(out, "\nBackend calls when %q expires (backend latency %v):\n\n", cfg.key, cfg.latency)
-	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "strategy\tburst at expiry (%d replicas)\tafter killing the owner (%d replicas)\t\n", cfg.nodes, cfg.nodes-1)
-	fmt.Fprintf(tw, "naive cache-aside\t%d\t%d\t\n", r.naive[0], r.naive[1])
-	fmt.Fprintf(tw, "per-replica single-flight\t%d\t%d\t\n", r.perReplica[0], r.perReplica[1])
-	fmt.Fprintf(tw, "corral\t%d\t%d\t\n", r.corral[0], r.corral[1])
+	fmt.Fprintf(out, "\nOrigin calls when %q expires (origin latency %v):\n\n", cfg.key, cfg.latency)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "strategy\tburst at expiry (%d replicas)\tafter killing the owner (%d replicas)\n", cfg.nodes, cfg.nodes-1)
+	fmt.Fprintf(tw, "naive cache-aside\t%d\t%d\n", r.naive[0], r.naive[1])
+	fmt.Fprintf(tw, "per-replica single-flight\t%d\t%d\n", r.perReplica[0], r.perReplica[1])
+	fmt.Fprintf(tw, "corral\t%d\t%d\n", r.corral[0], r.corral[1])
 	tw.Flush()
-	fmt.Fprintf(out, "\ncorral: one fill in the whole cluster, and one refill after its owner (%s) died.\n", r.owner)
+	fmt.Fprintf(out, "\nHow corral answered burst 1 (X-Corral-Source): fill %d, coalesced %d, peer %d, near %d, hit %d.\n",
+		r.sources["fill"], r.sources["coalesced"], r.sources["peer"], r.sources["near"], r.sources["hit"])
+	fmt.Fprintf(out, "corral: one origin call per expiry in the whole cluster, and one after its owner (%s) died.\n", r.owner)
 }

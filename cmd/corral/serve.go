@@ -138,8 +138,9 @@ type daemon struct {
 	reg     *prometheus.Registry
 	started time.Time
 
-	mu     sync.Mutex // guards groups
+	mu     sync.Mutex // guards groups and srv
 	groups map[string]*corral.Group[object]
+	srv    *http.Server
 
 	stopping atomic.Bool // SIGTERM arrived: not ready
 }
@@ -263,12 +264,20 @@ func (d *daemon) run(ctx context.Context) error {
 		d.node.Close(context.Background())
 		return fmt.Errorf("listen for HTTP: %w", err)
 	}
+	return d.serveOn(ctx, lis)
+}
+
+// serveOn is run on a listener of the caller's.
+func (d *daemon) serveOn(ctx context.Context, lis net.Listener) error {
 	srv := &http.Server{
 		Handler:           d.routes(),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
 	}
+	d.mu.Lock()
+	d.srv = srv
+	d.mu.Unlock()
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }()
 	d.log.Info("corral serving", "name", d.node.Name(), "http", lis.Addr().String(),
@@ -277,6 +286,9 @@ func (d *daemon) run(ctx context.Context) error {
 	select {
 	case err := <-served:
 		d.node.Close(context.Background())
+		if errors.Is(err, http.ErrServerClosed) {
+			return nil // kill
+		}
 		return fmt.Errorf("HTTP server: %w", err)
 	case <-ctx.Done():
 	}
@@ -300,4 +312,16 @@ func (d *daemon) run(ctx context.Context) error {
 	}
 	d.log.Info("corral stopped", "took", time.Since(start).Round(time.Millisecond).String(), "errors", len(errs))
 	return errors.Join(errs...)
+}
+
+// kill stops the daemon as SIGKILL would: no readiness change, no leave, no hand-off, open
+// connections cut (for the demo).
+func (d *daemon) kill() {
+	d.node.Kill()
+	d.mu.Lock()
+	srv := d.srv
+	d.mu.Unlock()
+	if srv != nil {
+		srv.Close()
+	}
 }

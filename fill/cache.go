@@ -139,8 +139,9 @@ type Cache[V any] struct {
 	cfg   Config[V]
 	load  LoadFunc[V]
 	store *otter.Cache[string, *entry[V]]
-	clock Clock
-	stop  func() // stops an owned clock; nil when the clock is the caller's
+	clock  Clock
+	coarse *otter.CoarseClock // clock, when it is one: read without an interface call on hits
+	stop   func()             // stops an owned clock; nil when the clock is the caller's
 
 	// mu guards calls and closed, and orders every store write that must not race with a
 	// revocation: a fill's store, Set, Put and Remove.
@@ -164,9 +165,9 @@ func New[V any](load LoadFunc[V], cfg Config[V]) (*Cache[V], error) {
 	switch clk := cfg.Clock.(type) {
 	case nil:
 		cc := NewCoarseClock(time.Millisecond)
-		c.clock, c.stop, oc = cc, cc.Stop, cc
+		c.clock, c.coarse, c.stop, oc = cc, cc, cc.Stop, cc
 	case *otter.CoarseClock:
-		c.clock, oc = clk, clk
+		c.clock, c.coarse, oc = clk, clk, clk
 	default:
 		c.clock, oc = clk, otterClock{clk}
 	}

@@ -14,7 +14,12 @@ func (c *Cache[V]) Get(ctx context.Context, key string) (V, error) {
 	// The hit path: one store lookup, one clock read, one striped count. Nothing here
 	// allocates or takes a lock.
 	if e, ok := c.store.GetIfPresent(key); ok {
-		now := c.clock.NowNano()
+		var now int64
+		if c.coarse != nil {
+			now = c.coarse.NowNano()
+		} else {
+			now = c.clock.NowNano()
+		}
 		if now < e.fresh && !e.notFound {
 			c.stats.gets.Add()
 			if c.cfg.RefreshAhead > 0 && c.refreshEarly(e, now) {

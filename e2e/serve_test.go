@@ -69,6 +69,10 @@ func TestServeAPI(t *testing.T) {
 	if len(va.Members) != 2 || va.Owner == "" || va.Owner != vb.Owner || va.Epoch != vb.Epoch {
 		t.Fatalf("cluster views disagree: %+v vs %+v", va, vb)
 	}
+	out, err := runCorral(t, "inspect", "--addr", a.HTTP, "--key", "k1")
+	if err != nil || !strings.Contains(out, "sees 2 members") || !strings.Contains(out, `key "k1" → `+va.Owner) {
+		t.Fatalf("corral inspect: %v\n%s", err, out)
+	}
 	for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
 		if code := a.status(path); code != 200 {
 			t.Fatalf("%s = %d", path, code)

@@ -1,6 +1,52 @@
 package main
 
-import "net/http"
+import (
+	"net/http"
+	"sort"
 
-// debugRoutes serves /debug/corral (filled in with the debug page).
-func (d *daemon) debugRoutes(mux *http.ServeMux) {}
+	"github.com/corralcache/corral/cmd/corral/internal/debugui"
+)
+
+// debugRoutes serves the live page at /debug/corral.
+func (d *daemon) debugRoutes(mux *http.ServeMux) {
+	ui := debugui.Handler("/debug/corral", d.debugState)
+	mux.Handle("GET /debug/corral", ui)
+	mux.Handle("GET /debug/corral/", ui)
+}
+
+// hotKeysShown is how many of each group's hottest keys the page lists.
+const hotKeysShown = 10
+
+func (d *daemon) debugState() debugui.State {
+	ready, _ := d.ready()
+	st := debugui.State{Self: d.node.Name(), Epoch: d.node.Epoch(), Ready: ready, StartedAt: d.started}
+	shares := d.node.Shares()
+	for _, m := range d.node.Members() {
+		status := "alive"
+		if m.Name == st.Self && !ready && d.stopping.Load() {
+			status = "leaving"
+		}
+		st.Members = append(st.Members, debugui.Member{
+			Name: m.Name, GossipAddr: m.GossipAddr, PeerAddr: m.PeerAddr,
+			Share: shares[m.Name], Self: m.Name == st.Self, Status: status,
+		})
+	}
+	d.mu.Lock()
+	groups := make(map[string]interface{ HotKeys(int) []string }, len(d.groups))
+	for name, g := range d.groups {
+		groups[name] = g
+	}
+	d.mu.Unlock()
+	for name, s := range d.node.Stats() {
+		g := debugui.Group{
+			Name: name, Gets: s.Gets, Fills: s.Fills, Coalesced: s.Coalesced, StaleServed: s.StaleServed,
+			NearHits: s.NearHits, FillErrors: s.FillErrors, Entries: s.Entries, Bytes: s.Bytes,
+		}
+		if h, ok := groups[name]; ok {
+			g.HotKeys = h.HotKeys(hotKeysShown)
+		}
+		st.Groups = append(st.Groups, g)
+	}
+	sort.Slice(st.Groups, func(i, j int) bool { return st.Groups[i].Name < st.Groups[j].Name })
+	return st
+}

@@ -23,6 +23,9 @@ type view struct {
 	// before it loads.
 	prev    *ring.Ring
 	changed time.Time
+	// joined is when this node first saw another member: for PeekWindow after it, keys this
+	// node owns may have been owned, before it arrived, by their owner on the ring without it.
+	joined time.Time
 }
 
 // memberState is one live member. gone is cancelled when it leaves the view, which aborts
@@ -39,15 +42,20 @@ func (v *view) owner(key string) string { return v.ring.Owner(key) }
 
 // previousOwners returns the live members other than self that may hold key from before
 // the last membership change, if that was within window: the key's owner on the previous
-// ring (it held the key when another member left or joined), and its owner on the ring
-// without this node (it held the key before this node joined — this node's own earlier views,
-// built while it was still joining, may not show that). At most two, without repeats.
+// ring (it held the key when another member left or joined), and, while this node has only
+// just joined, its owner on the ring without this node (it held the key before this node
+// arrived — this node's own earlier views, built while it was still joining, may not show
+// that). At most two, without repeats; none for keys whose owner did not change.
 func (v *view) previousOwners(key string, window time.Duration, now time.Time) []string {
 	if v.prev == nil || window < 0 || now.Sub(v.changed) > window {
 		return nil
 	}
+	candidates := [2]string{v.prev.Owner(key)}
+	if !v.joined.IsZero() && now.Sub(v.joined) <= window {
+		candidates[1] = v.ring.Without(v.self).Owner(key)
+	}
 	var out []string
-	for _, p := range [2]string{v.prev.Owner(key), v.ring.Without(v.self).Owner(key)} {
+	for _, p := range candidates {
 		if p == "" || p == v.self || (len(out) > 0 && out[0] == p) {
 			continue
 		}
@@ -85,6 +93,10 @@ func nextView(cur *view, ms []peer.Member, rc ring.Config, now time.Time) (*view
 		nv.prev, nv.changed = cur.prev, cur.changed
 	} else {
 		nv.prev, nv.changed = cur.ring, now
+	}
+	nv.joined = cur.joined
+	if nv.joined.IsZero() && r.Len() > 1 {
+		nv.joined = now
 	}
 	var gone []*memberState
 	for name, st := range cur.members {

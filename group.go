@@ -79,6 +79,9 @@ func NewGroup[V any](n *Node, name string, load LoadFunc[V], opts ...GroupOption
 	g.near, err = fill.New(g.fetch, fill.Config[V]{
 		Name: name, FillTimeout: o.fillTimeout + n.cfg.PeerTimeout, MaxBytes: max(n.cfg.NearBytes, 1),
 		Clock: n.clock, Logger: n.log,
+		// An owner request for a Get whose ctx cannot end runs on the caller's goroutine: no
+		// goroutine start and no fresh stack growing through gRPC.
+		InlineFill: true,
 	})
 	if err == nil {
 		g.hot, err = otter.New(&otter.Options[string, *atomic.Int32]{

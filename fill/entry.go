@@ -19,20 +19,49 @@ type Entry[V any] struct {
 	FillTime time.Duration // how long the fill that produced the value took (XFetch's delta)
 }
 
-// entry is what the store holds. It is immutable once stored, except refreshing.
+// entry is what the store holds. It is immutable once stored, except for flagRefreshing.
+// Its layout is kept at 48 bytes for a string value (an allocation size class): 1M entries
+// cost 16 MB less than with the obvious layout, and the weight is computed, not stored.
 type entry[V any] struct {
-	value    V
-	fresh    int64 // clock nanos until which the value is fresh; math.MaxInt64 = forever
-	stale    int64 // clock nanos until which it may be served stale; ≥ fresh
-	version  uint64
-	fillTime int64 // nanos the fill took
-	size     int64 // weight in the store, bytes
-	notFound bool  // a remembered ErrNotFound (negative caching)
+	value      V
+	fresh      int64  // clock nanos until which the value is fresh; math.MaxInt64 = forever
+	stale      int64  // clock nanos until which it may be served stale; ≥ fresh
+	version    uint64 // orders the writes of the key
+	fillMicros uint32 // how long the fill took, µs, saturating (XFetch's δ)
 
-	// refreshing is set by the one read that starts a background refresh of this entry, so
-	// that a hot stale key does not send every read through Cache.mu. It is cleared when the
-	// refresh ends without replacing the entry, so a later read may try again.
-	refreshing atomic.Bool
+	// flags holds flagNotFound, set before the entry is stored, and flagRefreshing, set by the
+	// one read that starts a background refresh of this entry — so that a hot stale key does
+	// not send every read through Cache.mu — and cleared when the refresh ends without
+	// replacing the entry, so a later read may try again.
+	flags atomic.Uint32
+}
+
+const (
+	flagNotFound   = 1 << iota // a remembered ErrNotFound (negative caching)
+	flagRefreshing             // a background refresh of this entry runs
+)
+
+func (e *entry[V]) notFound() bool { return e.flags.Load()&flagNotFound != 0 }
+
+// startRefresh sets flagRefreshing and reports whether this call set it.
+func (e *entry[V]) startRefresh() bool {
+	for {
+		f := e.flags.Load()
+		if f&flagRefreshing != 0 {
+			return false
+		}
+		if e.flags.CompareAndSwap(f, f|flagRefreshing) {
+			return true
+		}
+	}
+}
+
+func (e *entry[V]) endRefresh() { e.flags.And(^uint32(flagRefreshing)) }
+
+func (e *entry[V]) fillTime() time.Duration { return time.Duration(e.fillMicros) * time.Microsecond }
+
+func micros(d time.Duration) uint32 {
+	return uint32(min(max(d/time.Microsecond, 0), math.MaxUint32))
 }
 
 // export returns the entry as seen at now.
@@ -42,7 +71,7 @@ func (e *entry[V]) export(now int64) Entry[V] {
 		FreshFor: remaining(e.fresh, now),
 		StaleFor: remaining(e.stale, now),
 		Version:  e.version,
-		FillTime: time.Duration(e.fillTime),
+		FillTime: e.fillTime(),
 	}
 }
 

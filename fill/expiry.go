@@ -59,10 +59,10 @@ func satAdd(at int64, d time.Duration) int64 {
 // probability is ~0 long before expiry and rises towards 1 as it nears, sooner for values
 // that are slow to fill, so the refresh usually finishes before anyone sees the key expire.
 func (c *Cache[V]) refreshEarly(e *entry[V], now int64) bool {
-	if e.fresh == math.MaxInt64 || e.fillTime <= 0 {
+	if e.fresh == math.MaxInt64 || e.fillMicros == 0 {
 		return false
 	}
 	u := 1 - c.rand() // (0,1]: ln(0) would be -Inf
-	gap := -float64(e.fillTime) * c.cfg.RefreshAhead * math.Log(u)
+	gap := -float64(e.fillTime()) * c.cfg.RefreshAhead * math.Log(u)
 	return float64(now)+gap >= float64(e.fresh)
 }

@@ -52,7 +52,7 @@ func (c *Cache[V]) miss(ctx context.Context, key string) (Entry[V], Source, erro
 	if e, ok := c.store.GetIfPresent(key); ok {
 		if now := c.clock.NowNano(); now < e.fresh {
 			c.mu.Unlock()
-			if e.notFound {
+			if e.notFound() {
 				c.stats.negativeHits.Add()
 				return Entry[V]{}, SourceHit, ErrNotFound
 			}
@@ -67,6 +67,10 @@ func (c *Cache[V]) miss(ctx context.Context, key string) (Entry[V], Source, erro
 	c.calls[key] = cl
 	c.wg.Add(1)
 	c.mu.Unlock()
+	if c.cfg.InlineFill && ctx.Done() == nil {
+		c.run(ctx, key, cl, nil)
+		return c.wait(context.WithoutCancel(ctx), key, cl, false) // cl is done: take its result
+	}
 	go c.run(ctx, key, cl, nil)
 	return c.wait(ctx, key, cl, false)
 }
@@ -92,7 +96,7 @@ func (c *Cache[V]) wait(ctx context.Context, key string, cl *call[V], shared boo
 // unless one is running or the per-node cap of refreshes is reached; then the key refreshes
 // on a later read.
 func (c *Cache[V]) refresh(ctx context.Context, key string, e *entry[V]) {
-	if c.load == nil || !e.refreshing.CompareAndSwap(false, true) {
+	if c.load == nil || !e.startRefresh() {
 		return
 	}
 	c.mu.Lock()
@@ -102,7 +106,7 @@ func (c *Cache[V]) refresh(ctx context.Context, key string, e *entry[V]) {
 	}
 	if !c.cfg.Refreshes.TryAcquire() {
 		c.mu.Unlock()
-		e.refreshing.Store(false)
+		e.endRefresh()
 		c.stats.refreshesSkipped.Add(1)
 		return
 	}
@@ -164,14 +168,14 @@ func (c *Cache[V]) complete(key string, cl *call[V], x *expiry, r result[V], sta
 	now := c.clock.NowNano()
 	var e *entry[V]
 	if x != nil { // the loader returned, so x is no longer written
-		e = &entry[V]{value: r.v, version: c.nextVersion(), fillTime: max(now-startNano, 0)}
+		e = &entry[V]{value: r.v, version: c.nextVersion(), fillMicros: micros(time.Duration(now - startNano))}
 		switch {
 		case r.err == nil:
 			e.fresh, e.stale = c.lifetime(now, x)
-			e.size = c.weigh(key, r.v)
 		case errors.Is(r.err, ErrNotFound) && c.cfg.NegativeTTL > 0:
-			e.notFound, e.fresh = true, deadline(now, c.cfg.NegativeTTL)
-			e.stale, e.size = e.fresh, int64(len(key))+entryOverhead
+			e.flags.Store(flagNotFound)
+			e.fresh = deadline(now, c.cfg.NegativeTTL)
+			e.stale = e.fresh
 		default:
 			e = nil
 		}
@@ -198,7 +202,7 @@ func (c *Cache[V]) complete(key string, cl *call[V], x *expiry, r result[V], sta
 		c.stats.fillErrors.Add(1)
 	}
 	if !stored && cl.stale != nil {
-		cl.stale.refreshing.Store(false) // the stale entry stays; a later read may retry
+		cl.stale.endRefresh() // the stale entry stays; a later read may retry
 	}
 	if r.err == nil {
 		cl.entry = e.export(now)

@@ -20,7 +20,7 @@ func (c *Cache[V]) Get(ctx context.Context, key string) (V, error) {
 		} else {
 			now = c.clock.NowNano()
 		}
-		if now < e.fresh && !e.notFound {
+		if now < e.fresh && e.flags.Load()&flagNotFound == 0 {
 			c.stats.gets.Add()
 			if c.cfg.RefreshAhead > 0 && c.refreshEarly(e, now) {
 				c.refresh(ctx, key, e)
@@ -47,7 +47,7 @@ func (c *Cache[V]) getEntry(ctx context.Context, key string) (Entry[V], Source, 
 	if e, ok := c.store.GetIfPresent(key); ok {
 		now := c.clock.NowNano()
 		switch {
-		case e.notFound && now < e.fresh:
+		case e.notFound() && now < e.fresh:
 			c.stats.negativeHits.Add()
 			return Entry[V]{}, SourceHit, ErrNotFound
 		case now < e.fresh:
@@ -55,7 +55,7 @@ func (c *Cache[V]) getEntry(ctx context.Context, key string) (Entry[V], Source, 
 				c.refresh(ctx, key, e)
 			}
 			return e.export(now), SourceHit, nil
-		case now < e.stale && !e.notFound:
+		case now < e.stale && !e.notFound():
 			c.stats.staleServed.Add()
 			c.refresh(ctx, key, e)
 			return e.export(now), SourceStale, nil

@@ -262,3 +262,32 @@ func TestAdmissionControlWaitsForASlot(t *testing.T) {
 	// b's fill got the slot once a's ended, and stored its value.
 	eventually(t, "b filled", func() bool { _, ok := c.Peek("b"); return ok })
 }
+
+func TestInlineFill(t *testing.T) {
+	l := &counting{release: make(chan struct{})}
+	c, _ := newTest(t, l.load, Config[string]{TTL: time.Minute, InlineFill: true})
+	// A leader whose ctx can end still leaves alone when it ends.
+	ctx, cancel := context.WithCancel(context.Background())
+	leader := make(chan error, 1)
+	go func() { _, err := c.Get(ctx, "k"); leader <- err }()
+	eventually(t, "fill started", func() bool { return l.runs.Load() == 1 })
+	cancel()
+	if err := <-leader; !errors.Is(err, context.Canceled) {
+		t.Fatalf("leader = %v, want context.Canceled", err)
+	}
+	close(l.release)
+	eventually(t, "filled", func() bool { _, ok := c.Peek("k"); return ok })
+	// A leader whose ctx cannot end runs the fill itself and gets its value.
+	if v, src := mustGetEntry(t, c, "k2"); v != "v:k2" || src != SourceFill {
+		t.Fatalf("inline fill = %q %v", v, src)
+	}
+}
+
+func mustGetEntry(t *testing.T, c *Cache[string], key string) (string, Source) {
+	t.Helper()
+	e, src, err := c.GetEntry(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e.Value, src
+}

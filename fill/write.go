@@ -9,7 +9,7 @@ func (c *Cache[V]) Set(key string, v V) (uint64, error) {
 		return 0, err
 	}
 	now := c.clock.NowNano()
-	e := &entry[V]{value: v, version: c.nextVersion(), size: c.weigh(key, v)}
+	e := &entry[V]{value: v, version: c.nextVersion()}
 	e.fresh, e.stale = c.lifetime(now, nil)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -34,11 +34,10 @@ func (c *Cache[V]) Put(key string, en Entry[V]) (bool, error) {
 	}
 	now := c.clock.NowNano()
 	e := &entry[V]{
-		value:    en.Value,
-		fresh:    deadline(now, max(en.FreshFor, 0)),
-		version:  en.Version,
-		fillTime: int64(en.FillTime),
-		size:     c.weigh(key, en.Value),
+		value:      en.Value,
+		fresh:      deadline(now, max(en.FreshFor, 0)),
+		version:    en.Version,
+		fillMicros: micros(en.FillTime),
 	}
 	e.stale = max(deadline(now, en.StaleFor), e.fresh)
 	c.mu.Lock()
@@ -96,7 +95,7 @@ func (c *Cache[V]) revokeLocked(key string) {
 // without filling, counting or refreshing.
 func (c *Cache[V]) Peek(key string) (Entry[V], bool) {
 	e, ok := c.store.GetIfPresent(key)
-	if !ok || e.notFound {
+	if !ok || e.notFound() {
 		return Entry[V]{}, false
 	}
 	now := c.clock.NowNano()
@@ -112,7 +111,7 @@ func (c *Cache[V]) All() iter.Seq2[string, Entry[V]] {
 	return func(yield func(string, Entry[V]) bool) {
 		now := c.clock.NowNano()
 		for k, e := range c.store.All() {
-			if e.notFound || now >= e.stale {
+			if e.notFound() || now >= e.stale {
 				continue
 			}
 			if !yield(k, e.export(now)) {

@@ -32,3 +32,14 @@ image:
 # protoc-gen-go and protoc-gen-go-grpc (see transport/peerpb/generate.go for the versions).
 generate:
 	$(GO) generate ./transport/...
+
+# Side by side with otter, groupcache, Redis and a bare gRPC echo (e2e/bench, its own module):
+# prints one table and writes it to e2e/bench/RESULTS.md; about 2 minutes on 2 cores. Not part
+# of `make test`. Installs Debian's redis-server first when it is missing.
+.PHONY: bench-compare
+bench-compare:
+	@command -v redis-server >/dev/null 2>&1 || { \
+		echo "bench-compare: installing redis-server"; \
+		SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+		$$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server; }
+	cd e2e/bench && $(GO) run . -out RESULTS.md

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// plan is how much of each measurement to run. Every load loop is bounded by a count and a
+// duration; the whole full plan takes about three minutes on 2 cores.
+type plan struct {
+	LocalRounds     int           // rounds of the local-hit benchmarks (each ≈1 s per system); the median counts
+	RemoteKeys      int           // keys owned by the remote node, cycled by the remote-hit callers
+	RemoteCallers   []int         // concurrent callers of the remote-hit rows
+	RemoteRounds    int           // rounds per (system, callers); samples of all rounds are pooled
+	RemoteDuration  time.Duration // one run of one (system, callers)
+	RemoteMaxOps    int           // bound on the calls of one run
+	ValueSize       int           // bytes of every remote-hit value: corral's, groupcache's, Redis's and the echo's
+	StampedeCallers int           // concurrent callers per node in a stampede
+	StampedeTrials  int           // stampedes per strategy
+	LoaderDelay     time.Duration // the loader's (the slow backend's) time
+	TTL             time.Duration // the stampede key's TTL
+	Poll            time.Duration // the Redis lock waiters' poll interval
+	MemEntries      int           // entries of the memory measurement
+	// Settle is how long after the corral clusters formed the stampede waits to start: for
+	// corral.Config.PeekWindow (1 min) after a membership change, a new owner's fill first
+	// asks the key's previous owner, one more round trip; the stampede row measures the
+	// steady state.
+	Settle     time.Duration
+	ProfileDir string // if set, CPU profiles of corral's and the echo's remote-hit runs go here
+}
+
+func fullPlan() plan {
+	return plan{
+		LocalRounds:     3,
+		RemoteKeys:      8192,
+		RemoteCallers:   []int{1, 16, 64},
+		RemoteRounds:    2,
+		RemoteDuration:  time.Second,
+		RemoteMaxOps:    500_000,
+		ValueSize:       100,
+		StampedeCallers: 300,
+		StampedeTrials:  3,
+		LoaderDelay:     50 * time.Millisecond,
+		TTL:             300 * time.Millisecond,
+		Poll:            10 * time.Millisecond,
+		MemEntries:      1_000_000,
+		Settle:          61 * time.Second,
+	}
+}
+
+// quickPlan runs every step briefly: for tests of the harness, not for numbers.
+func quickPlan() plan {
+	p := fullPlan()
+	p.LocalRounds, p.RemoteKeys, p.RemoteCallers, p.RemoteRounds = 1, 256, []int{1, 8}, 1
+	p.RemoteDuration, p.RemoteMaxOps = 100*time.Millisecond, 20_000
+	p.StampedeCallers, p.StampedeTrials, p.MemEntries, p.Settle = 20, 1, 20_000, 0
+	return p
+}
+
+func main() {
+	if name := os.Getenv(workerEnv); name != "" {
+		if err := serveWorker(context.Background(), os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintf(os.Stderr, "worker %s: %v\n", name, err)
+			os.Exit(1)
+		}
+		return
+	}
+	out := flag.String("out", "RESULTS.md", "write the table as Markdown to this file (\"\" = don't)")
+	quick := flag.Bool("quick", false, "run every step briefly (checks the harness; the numbers mean nothing)")
+	only := flag.String("steps", strings.Join(allSteps, ","), "measurements to run, comma-separated")
+	profile := flag.String("profile", "", "write CPU profiles of the caller and owner processes during corral's and the echo's remote-hit runs to this directory")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	p := fullPlan()
+	if *quick {
+		p = quickPlan()
+	}
+	p.ProfileDir = *profile
+	rep, err := run(ctx, p, strings.Split(*only, ","), os.Stderr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+	md := rep.markdown()
+	fmt.Print(md)
+	if *out != "" {
+		if err := os.WriteFile(*out, []byte(md), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		fmt.Fprintln(os.Stderr, "bench: wrote", *out)
+	}
+}

@@ -305,10 +305,7 @@ func TestFillCycleAcrossNodes(t *testing.T) {
 
 // A restarted member with the same name and a new address is admitted.
 func TestRestartWithSameName(t *testing.T) {
-	cfg := testConfig("n0")
 	nodes := newCluster(t, 2)
-	cfg.Name = "n1b"
-	_ = cfg
 	restarted := testConfig("n1", nodes[0].GossipAddr())
 	restarted.DeadNodeReclaimTime = 10 * time.Millisecond
 	nodes[1].Kill()

@@ -16,12 +16,12 @@ import (
 // Config configures New. The zero value of every field means its default; DefaultConfig
 // holds the production defaults. New validates it and does not read it again.
 type Config struct {
-	Name          string   // member name, unique in the cluster; "" = hostname + random suffix, so a restarted pod never collides with its own dead entry
-	BindAddr      string   // interface for gossip and peer gRPC; "" = "0.0.0.0"
-	AdvertiseAddr string   // address peers dial; "" = BindAddr, or when that is 0.0.0.0 the first private address of an interface, else 127.0.0.1
-	GossipPort    int      // memberlist TCP+UDP port; 0 = pick a free port (DefaultConfig: 7946)
-	PeerPort      int      // gRPC port; 0 = pick a free port (DefaultConfig: 7947)
-	Join          []string // seeds: "host:port", "dns+name:port"; "" entries are ignored
+	Name          string                // member name, unique in the cluster; "" = hostname + random suffix, so a restarted pod never collides with its own dead entry
+	BindAddr      string                // interface for gossip and peer gRPC; "" = "0.0.0.0"
+	AdvertiseAddr string                // address peers dial; "" = BindAddr, or when that is 0.0.0.0 the first private address of an interface, else 127.0.0.1
+	GossipPort    int                   // memberlist TCP+UDP port; 0 = pick a free port (DefaultConfig: 7946)
+	PeerPort      int                   // gRPC port; 0 = pick a free port (DefaultConfig: 7947)
+	Join          []string              // seeds: "host:port", "dns+name:port"; "" entries are ignored
 	Registerer    prometheus.Registerer // nil = metrics are not registered
 	Logger        *slog.Logger          // nil = discard
 	SecretKey     []byte                // gossip encryption key, 16/24/32 bytes (AES-GCM); nil = plaintext gossip

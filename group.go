@@ -261,7 +261,9 @@ func (g *Group[V]) Set(ctx context.Context, key string, v V) error {
 		return err
 	}
 	return g.write(ctx, key, func() (uint64, error) { return g.local.Set(key, v) },
-		func(ctx context.Context, st *memberState) (uint64, error) { return g.node.remoteSet(ctx, st, g.name, key, b) })
+		func(ctx context.Context, st *memberState) (uint64, error) {
+			return g.node.remoteSet(ctx, st, g.name, key, b)
+		})
 }
 
 // Remove deletes key on its owner and drops every near copy of it in the cluster before it
@@ -273,7 +275,9 @@ func (g *Group[V]) Remove(ctx context.Context, key string) error {
 		return err
 	}
 	return g.write(ctx, key, func() (uint64, error) { return g.local.Remove(key) },
-		func(ctx context.Context, st *memberState) (uint64, error) { return g.node.remoteRemove(ctx, st, g.name, key) })
+		func(ctx context.Context, st *memberState) (uint64, error) {
+			return g.node.remoteRemove(ctx, st, g.name, key)
+		})
 }
 
 // write applies a Set or Remove on the owner, then invalidates near copies everywhere else.
@@ -285,7 +289,11 @@ func (g *Group[V]) write(ctx context.Context, key string, local func() (uint64, 
 	var version uint64
 	owner, err := g.node.onOwner(ctx, key,
 		func() error { var err error; version, err = local(); g.near.Remove(key); return err },
-		func(ctx context.Context, st *memberState) error { var err error; version, err = remote(ctx, st); return err })
+		func(ctx context.Context, st *memberState) error {
+			var err error
+			version, err = remote(ctx, st)
+			return err
+		})
 	if err != nil {
 		return g.wrapErr(key, err)
 	}

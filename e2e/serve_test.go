@@ -272,4 +272,3 @@ func runCorral(t *testing.T, args ...string) (string, error) {
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
-

@@ -3,33 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"io"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
+	"github.com/corralcache/corral/internal/leakcheck"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
-		// memberlist's probe goroutine may outlive Shutdown by up to a probe timeout (500 ms
-		// with the LAN defaults the demo and examples use), longer than goleak's own retries:
-		// give stragglers a few seconds to end before calling anything left a leak.
-		err := goleak.Find()
-		for deadline := time.Now().Add(5 * time.Second); err != nil && time.Now().Before(deadline); err = goleak.Find() {
-			time.Sleep(50 * time.Millisecond)
-		}
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { leakcheck.Main(m) }
 
 // The demo's claim, checked: one backend call per expiry with corral, before and after the
 // owner is killed; one per request with naive cache-aside; one per replica with per-replica

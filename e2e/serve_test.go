@@ -272,3 +272,29 @@ func runCorral(t *testing.T, args ...string) (string, error) {
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
+
+// Past --ttl but within --swr, a read answers at once with the stale value
+// (X-Corral-Source: stale) and one background refresh reaches the origin.
+func TestServeStaleWhileRevalidate(t *testing.T) {
+	origin := newOrigin(t, 0)
+	nodes := startCluster(t, 2, "--origin", origin.template(), "--ttl", "1s", "--jitter", "0", "--swr", "1m")
+	owner := nodes[0].cluster(t, "k").Owner
+	var o *proc
+	for _, n := range nodes {
+		if n.Name == owner {
+			o = n
+		}
+	}
+	if code, _, _ := o.get(t, "/v1/groups/items/keys/k"); code != 200 {
+		t.Fatal("first GET failed")
+	}
+	time.Sleep(1100 * time.Millisecond)
+	code, src, body := o.get(t, "/v1/groups/items/keys/k")
+	if code != 200 || src != "stale" || body != "value of k" {
+		t.Fatalf("GET past TTL = %d %q %q, want the stale value", code, src, body)
+	}
+	waitFor(t, "the background refresh", 10*time.Second, func() bool { return origin.count("k") == 2 })
+	if code, src, _ := o.get(t, "/v1/groups/items/keys/k"); code != 200 || src != "hit" {
+		t.Fatalf("GET after the refresh = %d %q, want a fresh hit", code, src)
+	}
+}

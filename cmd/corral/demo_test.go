@@ -33,8 +33,9 @@ func TestDemoShowsOneFill(t *testing.T) {
 		t.Errorf("per-replica backend calls = %v, want [3 2]", res.perReplica)
 	}
 	// The fill may have been started by a peer's request rather than an HTTP one, so at most
-	// one answer says "fill"; each non-owner asked the owner once ("peer"), the rest waited.
-	if s := res.sources; s["fill"] > 1 || s["peer"] > 2 || s["fill"]+s["coalesced"]+s["peer"]+s["near"]+s["hit"] != 90 {
+	// one answer says "fill"; the others waited on it, asked the owner, or came late enough
+	// to find the value stored or copied near. Every request got an answer.
+	if s := res.sources; s["fill"] > 1 || s["fill"]+s["coalesced"]+s["peer"]+s["near"]+s["hit"] != 90 {
 		t.Errorf("sources of burst 1 = %v", s)
 	}
 	var out bytes.Buffer

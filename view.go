@@ -3,6 +3,7 @@ package corral
 import (
 	"context"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/corralcache/corral/peer"
@@ -83,7 +84,7 @@ func nextView(cur *view, ms []peer.Member, rc ring.Config, now time.Time) (*view
 		}
 		nv.list = append(nv.list, mm)
 	}
-	slices.SortFunc(nv.list, func(a, b Member) int { return compareStrings(a.Name, b.Name) })
+	slices.SortFunc(nv.list, func(a, b Member) int { return strings.Compare(a.Name, b.Name) })
 	r, err := ring.New(names, rc)
 	if err != nil {
 		return nil, nil, err
@@ -105,14 +106,4 @@ func nextView(cur *view, ms []peer.Member, rc ring.Config, now time.Time) (*view
 		}
 	}
 	return nv, gone, nil
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os/exec"
 	"strings"
 	"sync"
 	"syscall"
@@ -268,7 +269,7 @@ func startFail(t *testing.T, args ...string) string {
 
 func runCorral(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	cmd := execCommand(buildCorral(t), args...)
+	cmd := exec.Command(buildCorral(t), args...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }

@@ -24,9 +24,6 @@ type stripe struct {
 // Add adds 1.
 func (c *Counter) Add() { c.stripes[stackStripe()].n.Add(1) }
 
-// AddN adds n.
-func (c *Counter) AddN(n uint64) { c.stripes[stackStripe()].n.Add(n) }
-
 // Load returns the sum. Adds that race with it may or may not be counted.
 func (c *Counter) Load() uint64 {
 	var sum uint64

@@ -69,7 +69,7 @@ func (c *Cache[V]) miss(ctx context.Context, key string) (Entry[V], Source, erro
 	c.mu.Unlock()
 	if c.cfg.InlineFill && ctx.Done() == nil {
 		c.run(ctx, key, cl, nil)
-		return c.wait(context.WithoutCancel(ctx), key, cl, false) // cl is done: take its result
+		return c.wait(ctx, key, cl, false) // cl is done, and ctx cannot end: its result
 	}
 	go c.run(ctx, key, cl, nil)
 	return c.wait(ctx, key, cl, false)

@@ -115,6 +115,17 @@ type Config struct {
 	// delivered as one call, but the last call always reflects the final state. It must return
 	// quickly, and must not call Close. ms is the callee's to keep.
 	OnChange func(ms []Member)
+	// LocalState, if set, returns state to send to a member in a full state exchange
+	// (memberlist's push-pull: when this member joins one, when one joins this member, and
+	// every PushPullInterval with a random member); join says whether the exchange is a
+	// join. The other member's MergeState receives it. It is called from memberlist's
+	// goroutines, several at once, and must be quick.
+	LocalState func(join bool) []byte
+	// MergeState, if set, receives another member's LocalState in a full state exchange.
+	// The bytes come from the network (from a member that holds the gossip key, when there
+	// is one): it must check them. Called like LocalState.
+	MergeState func(buf []byte, join bool)
+
 	// OnEvent, if set, is called for every join, leave, failure and update (this member's own
 	// join and updates included; its own Leave makes no event), from the goroutine that calls
 	// OnChange, before the OnChange call that reflects it. Events are queued in memory while it runs, so it must return quickly, and must not call

@@ -13,7 +13,8 @@ import (
 // goroutines, several at once, some with its node lock held: none blocks, and none calls back into
 // memberlist.
 //
-//   - Delegate publishes this member's meta (nothing else: no user messages or state).
+//   - Delegate publishes this member's meta and carries Config.LocalState / MergeState in full
+//     state exchanges (no user messages).
 //   - AliveDelegate refuses members whose meta cannot be decoded or whose ring version differs.
 //     memberlist asks it about every alive message, whether gossiped or merged, so a refused
 //     member never enters the member list.
@@ -32,6 +33,8 @@ type delegate struct {
 	ringVersion uint32
 	log         *slog.Logger
 	view        *view
+	localState  func(join bool) []byte      // nil = none
+	mergeState  func(buf []byte, join bool) // nil = none
 
 	mu sync.Mutex
 	// guards meta, refused
@@ -85,8 +88,20 @@ func (d *delegate) NodeMeta(limit int) []byte {
 
 func (d *delegate) NotifyMsg([]byte)                           {}
 func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
-func (d *delegate) LocalState(join bool) []byte                { return nil }
-func (d *delegate) MergeRemoteState(buf []byte, join bool)     {}
+
+// LocalState and MergeRemoteState carry Config.LocalState and Config.MergeState.
+func (d *delegate) LocalState(join bool) []byte {
+	if d.localState == nil {
+		return nil
+	}
+	return d.localState(join)
+}
+
+func (d *delegate) MergeRemoteState(buf []byte, join bool) {
+	if d.mergeState != nil && len(buf) > 0 {
+		d.mergeState(buf, join)
+	}
+}
 
 // check returns why n must be refused, or nil.
 func (d *delegate) check(n *memberlist.Node) error {
@@ -157,7 +172,7 @@ func (d *delegate) liveMember(n *memberlist.Node) liveMember {
 		d.log.Error("undecodable meta of an admitted member", "member", n.Name, "err", err)
 		return lm
 	}
-	lm.Meta, lm.leaving = w.Meta, w.leaving
+	lm.Meta, lm.Leaving = w.Meta, w.leaving
 	return lm
 }
 

@@ -14,12 +14,15 @@ type Member struct {
 	GossipAddr string
 	// Meta is what the member published.
 	Meta Meta
+	// Leaving is set once the member has started a graceful leave (StartLeaving or Leave):
+	// it is still live and serving, but is going away, so it should be given nothing to keep.
+	Leaving bool
 }
 
 // equal reports whether a and b describe the same member identically. Meta.StartedAt is
 // compared with Equal, as time values should be.
 func (a Member) equal(b Member) bool {
-	return a.Name == b.Name && a.GossipAddr == b.GossipAddr &&
+	return a.Name == b.Name && a.GossipAddr == b.GossipAddr && a.Leaving == b.Leaving &&
 		a.Meta.PeerAddr == b.Meta.PeerAddr && a.Meta.RingVersion == b.Meta.RingVersion &&
 		a.Meta.StartedAt.Equal(b.Meta.StartedAt)
 }

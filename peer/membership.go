@@ -92,6 +92,7 @@ func New(cfg Config) (*Membership, error) {
 		cancel: cancel,
 	}
 	m.del = newDelegate(s.Name, self.Meta, log, m.view)
+	m.del.localState, m.del.mergeState = s.LocalState, s.MergeState
 
 	mc := memberlist.DefaultLANConfig()
 	mc.Name = s.Name
@@ -150,7 +151,8 @@ func New(cfg Config) (*Membership, error) {
 
 // Self returns this member as peers see it.
 func (m *Membership) Self() Member {
-	return Member{Name: m.s.Name, GossipAddr: m.gossipAddr, Meta: m.del.currentMeta().Meta}
+	w := m.del.currentMeta()
+	return Member{Name: m.s.Name, GossipAddr: m.gossipAddr, Meta: w.Meta, Leaving: w.leaving}
 }
 
 // GossipAddr returns the "ip:port" this member advertises for gossip, usable as another
@@ -193,6 +195,7 @@ func (m *Membership) UpdateMeta(ctx context.Context, meta Meta) error {
 	m.lifeMu.Lock()
 	err = m.checkLiveLocked()
 	if err == nil {
+		w.leaving = m.del.currentMeta().leaving
 		m.del.setMeta(w)
 	}
 	m.lifeMu.Unlock()
@@ -208,10 +211,40 @@ func (m *Membership) UpdateMeta(ctx context.Context, meta Meta) error {
 	return nil
 }
 
+// StartLeaving tells the cluster that this member is about to leave: it publishes meta marked
+// "leaving" and waits until it has been gossiped, at most until ctx's deadline (10s without
+// one). Peers then see Member.Leaving set — this member is still live and serving, but hands
+// its keys off and takes no more — and, when it leaves, report EventLeave rather than
+// EventFail. Leave, which should follow, does not publish it again. Calling StartLeaving again
+// returns nil; after Leave it returns ErrLeft, after Close ErrClosed.
+func (m *Membership) StartLeaving(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.opMu.RLock()
+	defer m.opMu.RUnlock()
+	m.lifeMu.Lock()
+	err := m.checkLiveLocked()
+	already := err == nil && m.del.currentMeta().leaving
+	if err == nil && !already {
+		w := m.del.currentMeta()
+		w.leaving = true
+		m.del.setMeta(w)
+	}
+	m.lifeMu.Unlock()
+	if err != nil || already {
+		return err
+	}
+	if err := m.ml.UpdateNode(waitBudget(ctx)); err != nil {
+		return fmt.Errorf("peer: StartLeaving: %w", err)
+	}
+	return nil
+}
+
 // Leave tells the cluster that this member is going away, so that peers report EventLeave (not
 // EventFail) and drop it at once rather than after failure detection. It keeps gossiping until
 // Close, which should follow. Leave first publishes meta marked "leaving" and waits for it to be
-// gossiped, then broadcasts memberlist's leave and waits for that: both waits end at ctx's
+// gossiped (unless StartLeaving did), then broadcasts memberlist's leave and waits for that: both waits end at ctx's
 // deadline (10s without one). A peer that missed the first message reports EventFail instead.
 // When the deadline cuts a wait short, Leave returns an error but the leave is under way all the
 // same: memberlist keeps gossiping it until Close.
@@ -226,6 +259,7 @@ func (m *Membership) Leave(ctx context.Context) error {
 	defer m.opMu.RUnlock()
 	m.lifeMu.Lock()
 	closed, left := m.closed, m.left
+	announced := m.del.currentMeta().leaving
 	if !closed && !left {
 		m.left = true
 		w := m.del.currentMeta()
@@ -241,9 +275,11 @@ func (m *Membership) Leave(ctx context.Context) error {
 	}
 
 	var errs []error
-	if err := m.ml.UpdateNode(waitBudget(ctx)); err != nil {
-		// Go on: leaving matters more than peers knowing it was graceful.
-		errs = append(errs, fmt.Errorf("announce leaving: %w", err))
+	if !announced {
+		if err := m.ml.UpdateNode(waitBudget(ctx)); err != nil {
+			// Go on: leaving matters more than peers knowing it was graceful.
+			errs = append(errs, fmt.Errorf("announce leaving: %w", err))
+		}
 	}
 	if err := m.ml.Leave(waitBudget(ctx)); err != nil {
 		errs = append(errs, fmt.Errorf("broadcast leave: %w", err))

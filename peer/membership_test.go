@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/corralcache/corral/peer"
@@ -292,4 +293,73 @@ func TestAdvertisePortWithBindPortZero(t *testing.T) {
 	if host, port, _ := net.SplitHostPort(m.GossipAddr()); host != "127.0.0.9" || port == "0" {
 		t.Errorf("GossipAddr = %s, want 127.0.0.9 and the bound port", m.GossipAddr())
 	}
+}
+
+// StartLeaving marks the member as leaving for every peer while it stays live, with no
+// event; the Leave that follows is reported as a leave.
+func TestStartLeavingIsSeenBeforeTheLeave(t *testing.T) {
+	recA := &recorder{}
+	cfgA := fastConfig(t, "a")
+	recA.install(&cfgA)
+	a := start(t, cfgA)
+	cfgB := fastConfig(t, "b")
+	cfgB.Seeds = []string{a.GossipAddr()}
+	b := start(t, cfgB)
+	waitFor(t, "2 members", hasNames(a, "a", "b"))
+
+	if err := b.StartLeaving(testCtx(t)); err != nil {
+		t.Fatalf("StartLeaving: %v", err)
+	}
+	if err := b.StartLeaving(testCtx(t)); err != nil {
+		t.Errorf("second StartLeaving: %v", err)
+	}
+	if !b.Self().Leaving {
+		t.Error("b does not see itself leaving")
+	}
+	leavingSeen := func() bool {
+		for _, m := range recA.lastChange() {
+			if m.Name == "b" {
+				return m.Leaving
+			}
+		}
+		return false
+	}
+	waitFor(t, "a's OnChange to show b leaving", leavingSeen)
+	if got := names(a.Members()); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("a dropped b before it left: %v", got)
+	}
+	if ks := recA.kinds("b"); !slices.Equal(ks, []peer.EventKind{peer.EventJoin}) {
+		t.Fatalf("a got %v about b, want only its join", ks)
+	}
+	if err := b.Leave(testCtx(t)); err != nil {
+		t.Fatalf("Leave: %v", err)
+	}
+	waitFor(t, "a to report b's leave", func() bool {
+		return slices.Equal(recA.kinds("b"), []peer.EventKind{peer.EventJoin, peer.EventLeave})
+	})
+}
+
+// LocalState reaches the other member's MergeState in the join's state exchange.
+func TestStateTravelsInFullExchanges(t *testing.T) {
+	var mu sync.Mutex
+	got := map[string][]string{}
+	cfg := func(name string) peer.Config {
+		c := fastConfig(t, name)
+		c.LocalState = func(bool) []byte { return []byte("from " + name) }
+		c.MergeState = func(buf []byte, _ bool) {
+			mu.Lock()
+			got[name] = append(got[name], string(buf))
+			mu.Unlock()
+		}
+		return c
+	}
+	a := start(t, cfg("a"))
+	cb := cfg("b")
+	cb.Seeds = []string{a.GossipAddr()}
+	start(t, cb)
+	waitFor(t, "both to merge the other's state", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Contains(got["a"], "from b") && slices.Contains(got["b"], "from a")
+	})
 }

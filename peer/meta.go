@@ -11,8 +11,13 @@ import (
 // RingVersion is the version of the ownership rules this build computes. Members whose
 // Meta.RingVersion differs are refused: two versions in one cluster could route the same key to
 // two different owners, and the one-fill guarantee would silently break. Bump it whenever a change
-// makes two builds disagree about a key's owner given the same member set.
-const RingVersion uint32 = 1
+// makes two builds disagree about a key's owner given the same member set, or about what a
+// peer's message means.
+//
+// 2: versions became the write clock of the root package (they were wall-clock nanoseconds),
+// and keys crossed the wire as bytes: a build of version 1 would store copies that a write
+// made older.
+const RingVersion uint32 = 2
 
 // Meta is what a member publishes about itself to every other member.
 //

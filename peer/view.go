@@ -32,10 +32,9 @@ type view struct {
 	pending []Event
 }
 
-// liveMember is a member of the live set with the flag its meta carries.
+// liveMember is a member of the live set.
 type liveMember struct {
 	Member
-	leaving bool
 }
 
 func newView(self string, onChange func([]Member), onEvent func(Event), log *slog.Logger) *view {
@@ -84,14 +83,14 @@ func (v *view) leave(lm liveMember) {
 	old, ok := v.members[lm.Name]
 	delete(v.members, lm.Name)
 	kind := EventFail
-	if lm.leaving || (ok && old.leaving) {
+	if lm.Leaving || (ok && old.Leaving) {
 		kind = EventLeave
 	}
 	v.recordLocked(Event{Kind: kind, Member: lm.Member})
 }
 
-// update records new meta of a live member. A change of the leaving flag alone is recorded
-// without an event: it is not part of Member, and the leave that follows reports it.
+// update records new meta of a live member. A change of the leaving flag alone makes no
+// event — the leave that follows reports it — but OnChange reports it.
 func (v *view) update(lm liveMember) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -99,6 +98,17 @@ func (v *view) update(lm liveMember) {
 	v.members[lm.Name] = lm
 	if ok && old.Member.equal(lm.Member) {
 		return
+	}
+	if ok {
+		flagOnly := old.Member
+		flagOnly.Leaving = lm.Leaving
+		if flagOnly.equal(lm.Member) {
+			select {
+			case v.dirty <- struct{}{}:
+			default:
+			}
+			return
+		}
 	}
 	v.recordLocked(Event{Kind: EventUpdate, Member: lm.Member})
 }

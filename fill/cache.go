@@ -69,6 +69,19 @@ type Config[V any] struct {
 	// OnFill, if set, is called after every loader run with its duration and error (for a
 	// histogram). It is called from the fill's goroutine and must not block.
 	OnFill func(d time.Duration, err error)
+
+	// NextVersion returns the version of a write (Set, Remove): larger than every version
+	// handed out or seen before, so that writes are ordered. It must be safe for concurrent
+	// use. nil = a counter of this cache's own, which orders this cache's writes only; the
+	// root package passes its node's version clock, which orders writes across nodes.
+	NextVersion func() uint64
+	// Tombstones remembers recent writes (see Tombstones); share one between caches that
+	// must refuse the same old copies. nil = a Tombstones of this cache's own, on its clock.
+	Tombstones *Tombstones
+	// Waits, if set, is told of every wait of a Get made from inside a fill on a fill of
+	// this cache, so that fill cycles through other caches and nodes are seen (see
+	// WaitHook). nil = only cycles within one chain are seen.
+	Waits WaitHook
 }
 
 // DefaultMaxRefreshes is the default bound on concurrent background refreshes.
@@ -156,7 +169,8 @@ type Cache[V any] struct {
 	closed bool
 
 	wg       sync.WaitGroup // fill goroutines
-	versions atomic.Uint64  // last version handed out
+	versions atomic.Uint64  // last version handed out, without Config.NextVersion
+	tombs    *Tombstones
 	stats    counters
 }
 
@@ -203,6 +217,10 @@ func New[V any](load LoadFunc[V], cfg Config[V]) (*Cache[V], error) {
 		return nil, fmt.Errorf("corral: store: %w", err)
 	}
 	c.store = store
+	c.tombs = cfg.Tombstones
+	if c.tombs == nil {
+		c.tombs = NewTombstones(TombstoneConfig{Clock: c.clock})
+	}
 	return c, nil
 }
 
@@ -240,15 +258,13 @@ func (c *Cache[V]) Close(ctx context.Context) error {
 
 func (c *Cache[V]) rand() float64 { return c.cfg.Rand() }
 
+// nextVersion returns the version of a write.
 func (c *Cache[V]) nextVersion() uint64 {
-	// Versions order the writes of a key, here and (approximately) across nodes during a
-	// hand-off: the larger of the last version plus one and the wall clock in nanoseconds.
-	wall := uint64(time.Now().UnixNano())
-	for {
-		last := c.versions.Load()
-		next := max(last+1, wall)
-		if c.versions.CompareAndSwap(last, next) {
-			return next
-		}
+	if c.cfg.NextVersion != nil {
+		return c.cfg.NextVersion()
 	}
+	return c.versions.Add(1)
 }
+
+// Tombstones returns the writes this cache remembers.
+func (c *Cache[V]) Tombstones() *Tombstones { return c.tombs }

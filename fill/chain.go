@@ -20,7 +20,7 @@ type chainKey struct{}
 type link struct {
 	parent    *link
 	name, key string
-	expiry    *expiry // the fill's SetExpiry choice; nil for links that came over the wire
+	choice    *choice // the fill's SetExpiry and SetVersion choices; nil for links that came over the wire
 }
 
 func chainOf(ctx context.Context) *link {

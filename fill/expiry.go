@@ -14,23 +14,43 @@ import (
 // means it never expires.
 func SetExpiry(ctx context.Context, freshFor, staleFor time.Duration) bool {
 	l := chainOf(ctx)
-	if l == nil || l.expiry == nil || freshFor < 0 || staleFor < 0 {
+	if l == nil || l.choice == nil || freshFor < 0 || staleFor < 0 {
 		return false
 	}
-	l.expiry.set = true
-	l.expiry.fresh, l.expiry.stale = freshFor, staleFor
+	l.choice.set = true
+	l.choice.fresh, l.choice.stale = freshFor, staleFor
 	return true
 }
 
-// expiry is a loader's choice through SetExpiry. It is written by the loader goroutine and
-// read by the fill goroutine after the loader returned (the result channel orders the two).
-type expiry struct {
-	set          bool
+// SetVersion tells the fill that the value the loader is about to return is a copy made
+// elsewhere (another node's store, say) that reflects the writes up to version, rather
+// than a load from the source of truth. The cache then stores it only if no write of the
+// key newer than version is known here (see Tombstones), and with that version. It must be
+// called with the ctx the loader was given, before the loader returns; it reports false,
+// and does nothing, when ctx is not a loader's context.
+func SetVersion(ctx context.Context, version uint64) bool {
+	l := chainOf(ctx)
+	if l == nil || l.choice == nil {
+		return false
+	}
+	l.choice.copied = true
+	l.choice.version = version
+	return true
+}
+
+// choice is what a loader chose through SetExpiry and SetVersion. It is written by the
+// loader's goroutine and read by the fill after the loader returned (the loader's return
+// orders the two).
+type choice struct {
+	set          bool // SetExpiry was called
 	fresh, stale time.Duration
+
+	copied  bool // SetVersion was called
+	version uint64
 }
 
 // lifetime returns the fresh-until and stale-until instants for a value filled at now.
-func (c *Cache[V]) lifetime(now int64, x *expiry) (fresh, stale int64) {
+func (c *Cache[V]) lifetime(now int64, x *choice) (fresh, stale int64) {
 	if x != nil && x.set {
 		fresh = deadline(now, x.fresh)
 		return fresh, satAdd(fresh, x.stale)

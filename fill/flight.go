@@ -19,13 +19,19 @@ type call[V any] struct {
 	// stale is the entry a background refresh replaces, or nil for a fill after a miss.
 	stale *entry[V]
 
+	// version is the latest write of the key known when the fill started (a stored entry's
+	// version, or a Tombstones record): the fill's result reflects at least that write, and
+	// is stored with it, unless the loader copied the value from elsewhere (SetVersion).
+	version uint64
+
 	// completed is set, under Cache.mu, by the first of the loader's return and the fill
 	// timeout; the other then does nothing.
 	completed bool
 
-	// revoked is set, under Cache.mu, by a Set, Put or Remove of the key that lands while the
-	// fill runs: the fill's result is older than that write, so it must not be stored. Its
-	// waiters still get it — they asked before the write.
+	// revoked is set, under Cache.mu, by a write of the key (Set, Remove, or an Invalidate
+	// newer than version) that lands while the fill runs: the fill's result is older than
+	// that write, so it must not be stored. Its waiters still get it — they asked before
+	// the write.
 	revoked bool
 }
 
@@ -42,13 +48,14 @@ func (c *Cache[V]) miss(ctx context.Context, key string) (Entry[V], Source, erro
 	if cl, ok := c.calls[key]; ok {
 		c.mu.Unlock()
 		c.stats.coalesced.Add(1)
-		return c.wait(ctx, key, cl, true)
+		return c.waitFor(ctx, key, cl, true)
 	}
 	// Look again, now under mu. This Get's first look missed, but between that look and
 	// taking mu another Get may have finished this key's fill: it stored the entry and
 	// removed its call from c.calls, both under mu. Without this second look we would see no
 	// call, become the leader and run the loader again for a value stored microseconds ago —
 	// one extra fill for every Get caught in that window of a stampede.
+	var known uint64 // the latest write of key known here
 	if e, ok := c.store.GetIfPresent(key); ok {
 		if now := c.clock.NowNano(); now < e.fresh {
 			c.mu.Unlock()
@@ -58,21 +65,48 @@ func (c *Cache[V]) miss(ctx context.Context, key string) (Entry[V], Source, erro
 			}
 			return e.export(now), SourceHit, nil
 		}
+		known = e.version
 	}
 	if c.load == nil {
 		c.mu.Unlock()
 		return Entry[V]{}, 0, ErrNotFound
 	}
-	cl := &call[V]{done: make(chan struct{})}
+	cl := &call[V]{done: make(chan struct{}), version: max(known, c.tombs.Version(key))}
 	c.calls[key] = cl
 	c.wg.Add(1)
 	c.mu.Unlock()
 	if c.cfg.InlineFill && ctx.Done() == nil {
+		done, err := c.startWait(ctx, key, false)
+		if err == nil {
+			defer done()
+		}
 		c.run(ctx, key, cl, nil)
 		return c.wait(ctx, key, cl, false) // cl is done, and ctx cannot end: its result
 	}
 	go c.run(ctx, key, cl, nil)
-	return c.wait(ctx, key, cl, false)
+	return c.waitFor(ctx, key, cl, false)
+}
+
+// waitFor is wait, made known to Config.Waits first when ctx is a fill's (a loader asking
+// for another key): the hook may find that this wait would close a cycle of fills waiting
+// on each other, here or through other nodes, and fail it at once with ErrFillCycle.
+func (c *Cache[V]) waitFor(ctx context.Context, key string, cl *call[V], shared bool) (Entry[V], Source, error) {
+	done, err := c.startWait(ctx, key, shared)
+	if err != nil {
+		return Entry[V]{}, 0, err
+	}
+	defer done()
+	return c.wait(ctx, key, cl, shared)
+}
+
+func noWait() {}
+
+// startWait tells Config.Waits that ctx's fill is about to wait on the fill of key.
+func (c *Cache[V]) startWait(ctx context.Context, key string, joined bool) (func(), error) {
+	if c.cfg.Waits == nil || chainOf(ctx) == nil {
+		return noWait, nil
+	}
+	return c.cfg.Waits.Wait(ctx, c.cfg.Name, key, joined)
 }
 
 // wait waits for cl on behalf of one Get. A caller whose ctx ends leaves alone: the fill is
@@ -110,7 +144,7 @@ func (c *Cache[V]) refresh(ctx context.Context, key string, e *entry[V]) {
 		c.stats.refreshesSkipped.Add(1)
 		return
 	}
-	cl := &call[V]{done: make(chan struct{}), stale: e}
+	cl := &call[V]{done: make(chan struct{}), stale: e, version: max(e.version, c.tombs.Version(key))}
 	c.calls[key] = cl
 	c.wg.Add(1)
 	c.mu.Unlock()
@@ -131,9 +165,9 @@ func (c *Cache[V]) run(parent context.Context, key string, cl *call[V], slot *Li
 	if slot != nil {
 		defer slot.Release()
 	}
-	x := &expiry{}
+	x := &choice{}
 	ctx := context.WithValue(context.WithoutCancel(parent), chainKey{},
-		&link{parent: chainOf(parent), name: c.cfg.Name, key: key, expiry: x})
+		&link{parent: chainOf(parent), name: c.cfg.Name, key: key, choice: x})
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.FillTimeout)
 	defer cancel()
 	// The fill ends at the fill timeout even when the loader ignores its context: the timer
@@ -164,11 +198,15 @@ func (c *Cache[V]) run(parent context.Context, key string, cl *call[V], slot *Li
 
 // complete ends cl once, with the loader's result r (stored when it may be) or with the
 // fill timeout's error, whichever comes first; the later call does nothing.
-func (c *Cache[V]) complete(key string, cl *call[V], x *expiry, r result[V], startNano int64) {
+func (c *Cache[V]) complete(key string, cl *call[V], x *choice, r result[V], startNano int64) {
 	now := c.clock.NowNano()
 	var e *entry[V]
 	if x != nil { // the loader returned, so x is no longer written
-		e = &entry[V]{value: r.v, version: c.nextVersion(), fillMicros: micros(time.Duration(now - startNano))}
+		version := cl.version
+		if x.copied {
+			version = x.version
+		}
+		e = &entry[V]{value: r.v, version: version, fillMicros: micros(time.Duration(now - startNano))}
 		switch {
 		case r.err == nil:
 			e.fresh, e.stale = c.lifetime(now, x)
@@ -187,8 +225,10 @@ func (c *Cache[V]) complete(key string, cl *call[V], x *expiry, r result[V], sta
 		return
 	}
 	cl.completed = true
-	// A value the loader gave no lifetime (SetExpiry(ctx, 0, 0)) is returned but not stored.
-	stored := e != nil && e.stale > now && !cl.revoked && !c.closed
+	// A value the loader gave no lifetime (SetExpiry(ctx, 0, 0)) is returned but not stored;
+	// nor is a copy older than a write known here (it was on its way when the write landed).
+	stored := e != nil && e.stale > now && !cl.revoked && !c.closed &&
+		(!x.copied || x.version >= c.tombs.Floor(key))
 	if stored {
 		c.store.Set(key, e)
 	}

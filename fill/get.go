@@ -40,6 +40,13 @@ func (c *Cache[V]) GetEntry(ctx context.Context, key string) (Entry[V], Source, 
 	return c.getEntry(ctx, key)
 }
 
+// Lookup is GetEntry without counting the call in Stats.Gets: for a caller that answers
+// requests counted elsewhere (a node serving its peers), so that every count stays
+// monotonic without one count being derived from another.
+func (c *Cache[V]) Lookup(ctx context.Context, key string) (Entry[V], Source, error) {
+	return c.getEntry(ctx, key)
+}
+
 func (c *Cache[V]) getEntry(ctx context.Context, key string) (Entry[V], Source, error) {
 	if err := CheckKey(key); err != nil {
 		return Entry[V]{}, 0, err

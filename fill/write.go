@@ -3,28 +3,34 @@ package fill
 import "iter"
 
 // Set stores v for key with the cache's TTL, jitter and grace, and returns the write's
-// version. A fill of key in flight when Set lands does not store its (older) result.
+// version. A fill of key in flight when Set lands does not store its (older) result, and
+// the write is remembered (Tombstones), so no copy older than it is stored later.
 func (c *Cache[V]) Set(key string, v V) (uint64, error) {
 	if err := CheckKey(key); err != nil {
 		return 0, err
 	}
 	now := c.clock.NowNano()
-	e := &entry[V]{value: v, version: c.nextVersion()}
+	e := &entry[V]{value: v}
 	e.fresh, e.stale = c.lifetime(now, nil)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
 		return 0, ErrClosed
 	}
-	c.revokeLocked(key)
+	// The version is drawn under mu, so that the writes of one cache are stored in the
+	// order of their versions.
+	e.version = c.nextVersion()
+	c.tombs.Record(key, e.version)
+	c.revokeLocked(key, e.version)
 	c.store.Set(key, e)
 	return e.version, nil
 }
 
 // Put stores an entry that another node produced, with its remaining lifetime and version —
-// a hand-off or a near copy. It keeps the held entry, and returns false, when that entry's
-// version is at least en.Version; and it does nothing when en is no longer servable
-// (StaleFor ≤ 0). Fills in flight are not revoked: their results are newer.
+// a hand-off, say. It does nothing, and returns false, when en is older than a write of the
+// key known here (en.Version below the Tombstones' floor), when the held entry's version is
+// at least en.Version, or when en is no longer servable (StaleFor ≤ 0). Fills in flight are
+// not revoked: their results are not older.
 func (c *Cache[V]) Put(key string, en Entry[V]) (bool, error) {
 	if err := CheckKey(key); err != nil {
 		return false, err
@@ -45,6 +51,9 @@ func (c *Cache[V]) Put(key string, en Entry[V]) (bool, error) {
 	if c.closed {
 		return false, ErrClosed
 	}
+	if en.Version < c.tombs.Floor(key) {
+		return false, nil
+	}
 	if old, ok := c.store.GetIfPresent(key); ok && old.version >= en.Version && now < old.stale {
 		return false, nil
 	}
@@ -54,27 +63,34 @@ func (c *Cache[V]) Put(key string, en Entry[V]) (bool, error) {
 
 // Remove deletes key and returns the version of the removal. A fill of key in flight when
 // Remove lands does not store its result (a lease that the delete revokes), though its
-// waiters still get it; Gets after Remove start a new fill.
+// waiters still get it; Gets after Remove start a new fill. The removal is remembered
+// (Tombstones), so no copy older than it is stored later.
 func (c *Cache[V]) Remove(key string) (uint64, error) {
 	if err := CheckKey(key); err != nil {
 		return 0, err
 	}
-	v := c.nextVersion()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
 		return 0, ErrClosed
 	}
-	c.revokeLocked(key)
+	v := c.nextVersion()
+	c.tombs.Record(key, v)
+	c.revokeLocked(key, v)
 	c.store.Invalidate(key)
 	return v, nil
 }
 
-// RemoveIfOlder deletes key when the held entry's version is below version (dropping a near
-// copy that an invalidation made obsolete, but not a newer write), and reports whether it did.
-func (c *Cache[V]) RemoveIfOlder(key string, version uint64) bool {
+// Invalidate applies a write of key made elsewhere, at version: it drops the held entry when
+// that is older (its version below version), revokes the fills in flight that started
+// before this node knew of the write, and remembers the write, so that no older copy is
+// stored later. It reports whether an entry was dropped. It works after Close too, which
+// changes nothing but the Tombstones.
+func (c *Cache[V]) Invalidate(key string, version uint64) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.tombs.Record(key, version)
+	c.revokeLocked(key, version)
 	if old, ok := c.store.GetIfPresent(key); ok && old.version < version {
 		c.store.Invalidate(key)
 		return true
@@ -82,10 +98,11 @@ func (c *Cache[V]) RemoveIfOlder(key string, version uint64) bool {
 	return false
 }
 
-// revokeLocked stops a fill of key in flight from storing its result, and detaches it so
-// that later Gets start a fresh fill rather than join one older than this write.
-func (c *Cache[V]) revokeLocked(key string) {
-	if cl, ok := c.calls[key]; ok {
+// revokeLocked stops a fill of key in flight that started before the write of version was
+// known here from storing its result, and detaches it, so that later Gets start a fresh fill
+// rather than join one older than the write.
+func (c *Cache[V]) revokeLocked(key string, version uint64) {
+	if cl, ok := c.calls[key]; ok && cl.version < version {
 		cl.revoked = true
 		delete(c.calls, key)
 	}

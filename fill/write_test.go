@@ -2,6 +2,8 @@ package fill
 
 import (
 	"context"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -77,8 +79,91 @@ func TestPutKeepsTheNewerVersion(t *testing.T) {
 	if ok, _ := c.Put("k", Entry[string]{Value: "dead", StaleFor: 0, Version: 99}); ok {
 		t.Fatal("an entry with nothing left was stored")
 	}
-	if c.RemoveIfOlder("k", 9) || !c.RemoveIfOlder("k", 10) {
-		t.Fatal("RemoveIfOlder compared versions wrongly")
+	if c.Invalidate("k", 9) || !c.Invalidate("k", 10) {
+		t.Fatal("Invalidate compared versions wrongly")
+	}
+}
+
+// A write remembered here — by Remove, Set, or an Invalidate of a write made elsewhere —
+// refuses every copy older than it that arrives later, through Put or through a fill whose
+// loader copied the value (SetVersion); copies at or above it are stored.
+func TestWritesRefuseOlderCopies(t *testing.T) {
+	tests := []struct {
+		name  string
+		write func(c *Cache[string]) uint64
+	}{
+		{"Remove", func(c *Cache[string]) uint64 { v, _ := c.Remove("k"); return v }},
+		{"Set", func(c *Cache[string]) uint64 { v, _ := c.Set("k", "set"); c.Invalidate("k", v+1); return v + 1 }},
+		{"Invalidate", func(c *Cache[string]) uint64 { c.Invalidate("k", 40); return 40 }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			copyVersion := uint64(0)
+			c, _ := newTest(t, func(ctx context.Context, key string) (string, error) {
+				SetVersion(ctx, copyVersion)
+				return "copy", nil
+			}, Config[string]{})
+			w := tt.write(c)
+			if ok, _ := c.Put("k", Entry[string]{Value: "old", FreshFor: time.Minute, StaleFor: time.Minute, Version: w - 1}); ok {
+				t.Fatal("Put stored a copy older than the write")
+			}
+			copyVersion = w - 1
+			if v, err := c.Get(context.Background(), "k"); err != nil || v != "copy" {
+				t.Fatalf("Get = %q, %v", v, err)
+			}
+			if _, ok := c.Peek("k"); ok {
+				t.Fatal("a fill stored a copy older than the write")
+			}
+			copyVersion = w
+			c.Get(context.Background(), "k")
+			if e, ok := c.Peek("k"); !ok || e.Version != w {
+				t.Fatalf("a copy as new as the write was not stored: %+v %v", e, ok)
+			}
+		})
+	}
+}
+
+// A fill's result carries the latest write known when it started, so copies of it are
+// compared with later writes correctly.
+func TestFillVersionIsTheLatestKnownWrite(t *testing.T) {
+	c, _ := newTest(t, func(ctx context.Context, key string) (string, error) { return "v", nil }, Config[string]{})
+	ctx := context.Background()
+	c.Get(ctx, "fresh")
+	if e, _ := c.Peek("fresh"); e.Version != 0 {
+		t.Fatalf("a key never written: version %d", e.Version)
+	}
+	c.Invalidate("w", 7)
+	c.Get(ctx, "w")
+	if e, _ := c.Peek("w"); e.Version != 7 {
+		t.Fatalf("after a write at 7: version %d", e.Version)
+	}
+}
+
+// An Invalidate that lands while a fill runs revokes it when the fill started before the
+// write was known, and the next Get fills again.
+func TestInvalidateRevokesOlderFills(t *testing.T) {
+	release := make(chan struct{})
+	var loads atomic.Int32
+	c, _ := newTest(t, func(ctx context.Context, key string) (string, error) {
+		n := loads.Add(1)
+		if n == 1 {
+			<-release
+		}
+		return fmt.Sprint("v", n), nil
+	}, Config[string]{})
+	done := make(chan string)
+	go func() { v, _ := c.Get(context.Background(), "k"); done <- v }()
+	eventually(t, "the fill to start", func() bool { return loads.Load() == 1 })
+	c.Invalidate("k", 3)
+	close(release)
+	if v := <-done; v != "v1" {
+		t.Fatalf("the waiter got %q", v) // it asked before the write
+	}
+	if _, ok := c.Peek("k"); ok {
+		t.Fatal("the revoked fill stored its result")
+	}
+	if v, _ := c.Get(context.Background(), "k"); v != "v2" {
+		t.Fatalf("after the write: %q", v)
 	}
 }
 

@@ -95,7 +95,7 @@ func BenchmarkRemoteHit(b *testing.B) {
 	}
 	defer conn.Close()
 	echo := peerpb.NewPeerClient(conn)
-	req := &peerpb.GetRequest{Group: "g", Key: key}
+	req := &peerpb.GetRequest{Group: "g", Key: []byte(key)}
 
 	calls := map[string]func() error{
 		"corral": func() error { _, err := gs[1].Get(ctx, key); return err },

@@ -62,15 +62,19 @@ func (e *LimitError) Error() string {
 }
 
 // UnreachedError is returned by Remove and Set when the owner applied the write but some
-// members could not be told to drop their near copies; those may serve the old value until
-// their copies expire (at most Config.NearTTL).
+// members could not be told of it (crashed and not yet detected, partitioned away): those
+// may serve the old value until their copies expire. Every other member was told, and the
+// write stands.
 type UnreachedError struct {
-	Members []string
-	Err     error // the first failure
+	Members []string // sorted
+	Err     error
 }
 
+// errNotTold is the Err of an UnreachedError; the log says why each member was not told.
+var errNotTold = errors.New("not reached")
+
 func (e *UnreachedError) Error() string {
-	return fmt.Sprintf("corral: near copies not dropped on %s: %v", strings.Join(e.Members, ", "), e.Err)
+	return fmt.Sprintf("corral: write applied, but members %s could not be told of it: %v", strings.Join(e.Members, ", "), e.Err)
 }
 
 func (e *UnreachedError) Unwrap() error { return e.Err }

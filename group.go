@@ -27,8 +27,9 @@ type Group[V any] struct {
 	load  LoadFunc[V]
 	codec Codec[V]
 
-	local *fill.Cache[V] // keys this node owns (or serves as acting owner)
-	near  *fill.Cache[V] // single flight of owner requests, and near copies of hot remote keys
+	local *fill.Cache[V]   // keys this node owns (or serves as acting owner)
+	near  *fill.Cache[V]   // single flight of owner requests, and near copies of hot remote keys
+	tombs *fill.Tombstones // the recent writes of keys, shared by local and near
 	hot   *otter.Cache[string, *atomic.Int32]
 
 	remoteGets fill.Counter  // Gets routed to another member (near hits included)
@@ -66,12 +67,19 @@ func NewGroup[V any](n *Node, name string, load LoadFunc[V], opts ...GroupOption
 		}
 		g.codec = c
 	}
+	// A write is remembered long enough to outlast any copy on its way: a remote Get waits
+	// at most the fill timeout and a peer timeout, a hand-off and a warm pull less.
+	g.tombs = fill.NewTombstones(fill.TombstoneConfig{
+		TTL:   max(fill.DefaultTombstoneTTL, 2*(o.fillTimeout+n.cfg.PeerTimeout)),
+		Clock: n.clock,
+	})
 	var err error
 	g.local, err = fill.New(g.fillLocal, fill.Config[V]{
 		Name: name, TTL: o.ttl, Jitter: o.jitter, Grace: o.grace, RefreshAhead: o.refreshAhead,
 		NegativeTTL: o.negativeTTL, FillTimeout: o.fillTimeout, MaxBytes: o.maxBytes,
 		Refreshes: n.refreshes, Fills: n.fills, Clock: n.clock, Logger: n.log,
-		OnFill: func(d time.Duration, err error) { n.metrics.fillDuration.WithLabelValues(name).Observe(d.Seconds()) },
+		OnFill:      func(d time.Duration, err error) { n.metrics.fillDuration.WithLabelValues(name).Observe(d.Seconds()) },
+		NextVersion: n.version.Next, Tombstones: g.tombs, Waits: n.waits.Hook(nil),
 	})
 	if err != nil {
 		return nil, err
@@ -81,7 +89,8 @@ func NewGroup[V any](n *Node, name string, load LoadFunc[V], opts ...GroupOption
 		Clock: n.clock, Logger: n.log,
 		// An owner request for a Get whose ctx cannot end runs on the caller's goroutine: no
 		// goroutine start and no fresh stack growing through gRPC.
-		InlineFill: true,
+		InlineFill:  true,
+		NextVersion: n.version.Next, Tombstones: g.tombs, Waits: n.waits.Hook(n.ownerAddr),
 	})
 	if err == nil {
 		g.hot, err = otter.New(&otter.Options[string, *atomic.Int32]{
@@ -229,17 +238,14 @@ func (e *remoteError) Error() string { return e.err.Error() }
 func (e *remoteError) Unwrap() error { return e.err }
 
 // fillLocal is the local store's loader. For a while after a membership change made this
-// node the owner of a key it does not hold, it first asks the key's previous owner, so a join
-// or scale-up does not cost a wave of fills.
+// node the owner of a key it does not hold, it first looks for the copy another member still
+// holds (a warm pull), so a join, a leave or a scale-up does not cost a wave of fills.
 func (g *Group[V]) fillLocal(ctx context.Context, key string) (V, error) {
-	n := g.node
-	v := n.view.Load()
-	for _, prev := range v.previousOwners(key, n.cfg.PeekWindow, time.Now()) {
-		if val, e, ok := g.peek(ctx, v.members[prev], key); ok {
-			fill.SetExpiry(ctx, e.FreshFor, max(e.StaleFor-e.FreshFor, 0))
-			n.metrics.handoff.WithLabelValues("received").Inc()
-			return val, nil
-		}
+	if e, ok := g.warmPull(ctx, key); ok {
+		fill.SetExpiry(ctx, e.FreshFor, max(e.StaleFor-e.FreshFor, 0))
+		fill.SetVersion(ctx, e.Version)
+		g.node.metrics.handoff.WithLabelValues("received").Inc()
+		return e.Value, nil
 	}
 	g.loads.Add(1)
 	return g.load(ctx, key)
@@ -280,15 +286,17 @@ func (g *Group[V]) Remove(ctx context.Context, key string) error {
 		})
 }
 
-// write applies a Set or Remove on the owner, then invalidates near copies everywhere else.
+// write applies a Set or Remove on the owner, then tells every member of it (see the
+// package documentation, "Writes under churn").
 func (g *Group[V]) write(ctx context.Context, key string, local func() (uint64, error),
 	remote func(context.Context, *memberState) (uint64, error)) error {
-	if g.node.leaving.Load() {
+	n := g.node
+	if n.leaving.Load() {
 		return ErrClosed
 	}
 	var version uint64
-	owner, err := g.node.onOwner(ctx, key,
-		func() error { var err error; version, err = local(); g.near.Remove(key); return err },
+	_, err := n.onOwner(ctx, key,
+		func() error { var err error; version, err = local(); return err },
 		func(ctx context.Context, st *memberState) error {
 			var err error
 			version, err = remote(ctx, st)
@@ -297,6 +305,10 @@ func (g *Group[V]) write(ctx context.Context, key string, local func() (uint64, 
 	if err != nil {
 		return g.wrapErr(key, err)
 	}
-	g.near.Remove(key)
-	return g.node.invalidate(ctx, g.name, key, version, owner)
+	n.version.Observe(version)
+	g.invalidate(key, version) // this node's own copies, in either store
+	if unreached := n.tell(ctx, g.name, key, version, []string{n.cfg.Name}); len(unreached) > 0 {
+		return &UnreachedError{Members: unreached, Err: errNotTold}
+	}
+	return nil
 }

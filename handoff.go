@@ -6,44 +6,79 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/corralcache/corral/transport"
 	"github.com/corralcache/corral/transport/peerpb"
 )
 
+// maxHandoffRounds bounds how often entries refused by a receiver (it is leaving too, or
+// cannot be reached) are given to the next owner instead.
+const maxHandoffRounds = 4
+
 // handoff pushes every fresh entry this node holds to the key's owner on the ring without
-// this node, one stream per new owner, in parallel. Entries carry their remaining lifetime
-// and version; a receiver keeps a newer version it already holds.
+// this node and without the members that are leaving — the owner once they are all gone —
+// one stream per owner, in parallel. Entries carry their remaining lifetime and version; a
+// receiver keeps a newer version it already holds and refuses one older than a write it
+// knows of. A receiver that turns out to be leaving too, or cannot be reached, is left out
+// and its entries go to their next owner, for a few rounds.
 func (n *Node) handoff(ctx context.Context) error {
 	v := n.view.Load()
-	r := v.ring.Without(v.self)
-	batches := make(map[string][]*peerpb.Entry)
+	excluded := map[string]bool{}
+	r := v.handoffRing(excluded)
+	groups := map[string]groupHandle{}
+	pending := make(map[string][]*peerpb.Entry) // by owner
 	for _, g := range n.groupList() {
 		g.handoffEntries(r, v.self, func(owner string, e *peerpb.Entry) {
-			batches[owner] = append(batches[owner], e)
+			groups[e.GetGroup()] = g
+			pending[owner] = append(pending[owner], e)
 		})
 	}
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-	)
-	for owner, entries := range batches {
-		st, ok := v.members[owner]
-		if !ok {
-			continue
-		}
-		wg.Go(func() {
-			resp, err := n.client.Handoff(ctx, st.PeerAddr, entries)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", owner, err))
-				return
+	var errs []error
+	for round := 0; round < maxHandoffRounds && len(pending) > 0; round++ {
+		var (
+			wg    sync.WaitGroup
+			mu    sync.Mutex
+			again []*peerpb.Entry // refused, for their next owner
+		)
+		for owner, entries := range pending {
+			st, ok := n.view.Load().members[owner]
+			if !ok {
+				excluded[owner] = true
+				again = append(again, entries...)
+				continue
 			}
-			n.metrics.handoff.WithLabelValues("sent").Add(float64(resp.GetAccepted()))
-			n.log.Info("corral: handed off", "to", owner, "entries", len(entries),
-				"accepted", resp.GetAccepted(), "kept", resp.GetKept())
-		})
+			wg.Go(func() {
+				// An entry that a write overtook since it was read is not sent.
+				fresh := entries[:0:0]
+				for _, e := range entries {
+					if g := groups[e.GetGroup()]; g != nil && g.stillCurrent(e) {
+						fresh = append(fresh, e)
+					}
+				}
+				resp, err := n.client.Handoff(ctx, st.PeerAddr, fresh)
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err == nil:
+					n.metrics.handoff.WithLabelValues("sent").Add(float64(resp.GetAccepted()))
+					n.log.Info("corral: handed off", "to", owner, "entries", len(fresh),
+						"accepted", resp.GetAccepted(), "kept", resp.GetKept())
+				case errors.Is(err, transport.ErrLeaving) || transport.IsUnreachable(err):
+					n.log.Info("corral: hand-off refused, giving the entries to the next owner", "to", owner, "err", err)
+					excluded[owner] = true
+					again = append(again, fresh...)
+				default:
+					errs = append(errs, fmt.Errorf("%s: %w", owner, err))
+				}
+			})
+		}
+		wg.Wait()
+		r = n.view.Load().handoffRing(excluded)
+		pending = make(map[string][]*peerpb.Entry)
+		for _, e := range again {
+			if owner := r.Owner(string(e.GetKey())); owner != "" {
+				pending[owner] = append(pending[owner], e)
+			}
+		}
 	}
-	wg.Wait()
 	return errors.Join(errs...)
 }

@@ -1,8 +1,10 @@
 package corral
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -32,6 +34,12 @@ func testConfig(name string, seeds ...string) Config {
 
 func newNode(tb testing.TB, cfg Config) *Node {
 	tb.Helper()
+	var logs *syncBuffer
+	if cfg.Logger == nil {
+		// Warnings are printed when the test fails: they say why a request failed over.
+		logs = &syncBuffer{}
+		cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
 	n, err := New(cfg)
 	if err != nil {
 		tb.Fatal(err)
@@ -40,8 +48,29 @@ func newNode(tb testing.TB, cfg Config) *Node {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		n.Close(ctx)
+		if logs != nil && tb.Failed() {
+			tb.Logf("%s logged:\n%s", cfg.Name, logs.String())
+		}
 	})
 	return n
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // newCluster starts size nodes that join through the first, and waits until every node sees

@@ -23,17 +23,17 @@ type GroupStats struct {
 
 func (g *Group[V]) stats() GroupStats {
 	l, nr := g.local.Stats(), g.near.Stats()
-	peerGets := g.peerGets.Load()
 	return GroupStats{
-		// local's Gets count this node's owned-key Gets and the peer requests it served.
-		Gets:        l.Gets - min(peerGets, l.Gets) + g.remoteGets.Load(),
+		// Each is a monotonic count, and so is their sum: peer requests are not counted in
+		// local's Gets (serveGet uses Lookup), so nothing is subtracted.
+		Gets:        l.Gets + g.remoteGets.Load(),
 		Fills:       g.loads.Load(),
 		Coalesced:   l.Coalesced + nr.Coalesced,
 		FillErrors:  l.FillErrors,
 		StaleServed: l.StaleServed,
 		Refreshes:   l.Refreshes,
 		NearHits:    g.nearHits.Load(),
-		PeerGets:    peerGets,
+		PeerGets:    g.peerGets.Load(),
 		Entries:     l.Entries,
 		Bytes:       l.Bytes,
 	}

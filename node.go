@@ -18,6 +18,7 @@ import (
 	"github.com/corralcache/corral/peer"
 	"github.com/corralcache/corral/ring"
 	"github.com/corralcache/corral/transport"
+	"github.com/corralcache/corral/transport/peerpb"
 )
 
 // Node is one member of a corral cluster: gossip membership, the peer gRPC server and client,
@@ -36,6 +37,11 @@ type Node struct {
 	serverDone chan struct{}
 	client     *transport.Client
 	members    *peer.Membership
+	peerAddr   string // the "ip:port" peers dial, fixed at New
+
+	version   versionClock    // orders writes (see version.go)
+	waits     *fill.WaitGraph // fills waiting on fills, here and through peers
+	strangers strangers       // peers that asked before they were in the view
 
 	view atomic.Pointer[view]
 	// viewMu serialises view changes (membership callbacks and Close).
@@ -45,7 +51,8 @@ type Node struct {
 	mu     sync.RWMutex
 	groups map[string]groupHandle
 
-	leaving   atomic.Bool // Close began: not ready, new local calls fail
+	leaving   atomic.Bool // Close began: not ready, new writes fail, no hand-off is taken
+	draining  atomic.Bool // left the cluster: peers get warm pulls only
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -69,6 +76,8 @@ func New(cfg Config) (*Node, error) {
 		groups:     make(map[string]groupHandle),
 		serverDone: make(chan struct{}),
 	}
+	n.version.now = time.Now
+	n.waits = fill.NewWaitGraph(n.resolveWaits)
 	if cfg.MaxFills > 0 {
 		n.fills = fill.NewLimiter(cfg.MaxFills)
 	}
@@ -84,8 +93,9 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.lis = lis
 	peerAddr := net.JoinHostPort(advertise, strconv.Itoa(lis.Addr().(*net.TCPAddr).Port))
+	n.peerAddr = peerAddr
 	msgSize := cfg.MaxValueBytes + 64<<10
-	n.server, err = transport.NewServer(n, transport.ServerConfig{TLS: cfg.PeerTLS, MaxMessageSize: msgSize, Logger: n.log})
+	n.server, err = transport.NewServer(server{n}, transport.ServerConfig{TLS: cfg.PeerTLS, MaxMessageSize: msgSize, Logger: n.log})
 	if err == nil {
 		n.client, err = transport.NewClient(transport.ClientConfig{
 			TLS: cfg.PeerTLS, MaxMessageSize: msgSize, CallTimeout: cfg.PeerTimeout,
@@ -136,6 +146,8 @@ func New(cfg Config) (*Node, error) {
 		Logger:              n.log,
 		OnChange:            n.setMembers,
 		OnEvent:             n.memberEvent,
+		LocalState:          n.version.localState,
+		MergeState:          n.version.mergeState,
 	})
 	if err != nil {
 		n.stopTransport(context.Background())
@@ -181,7 +193,7 @@ func (n *Node) setMembers(ms []peer.Member) {
 		ms = n.members.Members()
 	}
 	cur := n.view.Load()
-	nv, gone, err := nextView(cur, ms, n.ringCfg, time.Now())
+	nv, gone, err := nextView(cur, ms, n.ringCfg, time.Now(), n.cfg.PeekWindow)
 	if err != nil {
 		n.log.Error("corral: membership change ignored", "err", err)
 		return
@@ -213,7 +225,38 @@ func (n *Node) Name() string { return n.cfg.Name }
 func (n *Node) GossipAddr() string { return n.members.GossipAddr() }
 
 // PeerAddr returns the "ip:port" of the peer gRPC server.
-func (n *Node) PeerAddr() string { return n.view.Load().members[n.cfg.Name].PeerAddr }
+func (n *Node) PeerAddr() string { return n.peerAddr }
+
+// ownerAddr returns the peer address of key's owner, or "" when this node owns it: where the
+// fill of a key that the near cache waits on runs.
+func (n *Node) ownerAddr(key string) string {
+	v := n.view.Load()
+	if st, ok := v.members[v.owner(key)]; ok && st.Name != v.self {
+		return st.PeerAddr
+	}
+	return ""
+}
+
+// resolveWaits asks the member at t.Where what its fill of t waits on, for the wait graph.
+func (n *Node) resolveWaits(ctx context.Context, t fill.WaitTarget) ([]fill.WaitTarget, error) {
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.PeerTimeout)
+	defer cancel()
+	resp, err := n.client.WaitsFor(ctx, t.Where, &peerpb.WaitsForRequest{
+		Header: n.header(context.Background()), Group: t.Cache, Key: []byte(t.Key),
+	})
+	if err != nil {
+		return nil, err
+	}
+	var out []fill.WaitTarget
+	for _, w := range resp.GetWaits() {
+		where := w.GetAddr()
+		if where == n.peerAddr {
+			where = ""
+		}
+		out = append(out, fill.WaitTarget{Cache: w.GetGroup(), Key: string(w.GetKey()), Where: where})
+	}
+	return out, nil
+}
 
 // Members returns the current view, self included, sorted by Name.
 func (n *Node) Members() []Member {
@@ -259,11 +302,12 @@ func (n *Node) groupList() []groupHandle {
 	return out
 }
 
-// Close leaves the cluster gracefully: it stops being ready, leaves the gossip cluster (peers
-// record Left, not Dead), pushes every entry it holds that is still fresh to the key's new
-// owner, keeps answering peer requests for Config.DrainTimeout, and stops. ctx bounds the
-// whole; when it ends, Close stops at once. Close is safe to call more than once; later calls
-// return the first call's result.
+// Close leaves the cluster gracefully: it stops being ready and takes no more writes, tells
+// the cluster it is leaving, pushes every entry it holds that is still fresh to the key's
+// new owner (the owner once it is gone) while it still serves, leaves the gossip cluster
+// (peers record Left, not Dead, and route to the new owners), answers the new owners' warm
+// pulls for Config.DrainTimeout, and stops. ctx bounds the whole; when it ends, Close stops
+// at once. Close is safe to call more than once; later calls return the first call's result.
 func (n *Node) Close(ctx context.Context) error {
 	n.closeOnce.Do(func() { n.closeErr = n.close(ctx, true) })
 	return n.closeErr
@@ -281,12 +325,21 @@ func (n *Node) close(ctx context.Context, graceful bool) error {
 	var errs []error
 	if graceful {
 		alone := len(n.view.Load().list) <= 1
+		if !alone {
+			// Hand off before leaving, while peers still route here: the entries are with
+			// their new owners before any Get reaches them there. Members handing off at the
+			// same time are told apart by the flag, and take none of each other's entries.
+			if err := n.members.StartLeaving(ctx); err != nil && !errors.Is(err, peer.ErrClosed) {
+				errs = append(errs, fmt.Errorf("announce leaving: %w", err))
+			}
+			if err := n.handoff(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("hand-off: %w", err))
+			}
+		}
 		if err := n.members.Leave(ctx); err != nil && !errors.Is(err, peer.ErrClosed) {
 			errs = append(errs, fmt.Errorf("leave: %w", err))
 		}
-		if err := n.handoff(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("hand-off: %w", err))
-		}
+		n.draining.Store(true)
 		if n.cfg.DrainTimeout > 0 && !alone { // with no peers there is no one to drain for
 			t := time.NewTimer(n.cfg.DrainTimeout)
 			select {

@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"sync"
+	"time"
 
 	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/transport"
@@ -16,10 +17,11 @@ var errNoMembers = errors.New("corral: no member to route to")
 
 // onOwner runs an operation on key's owner: local when this node owns it, remote otherwise.
 // When the owner cannot be reached (refused, reset, deadline, or it left the view while the
-// call was in flight), the operation moves to the owner of the ring without that member —
-// the successor every replica computes alike and agrees on once the failure is detected — so
-// a crash costs one refill, not one per replica. With Config.LocalFallback it runs locally
-// instead. It returns the name of the member that ran the operation.
+// call was in flight), or answers that it is leaving, the operation moves to the owner of
+// the ring without that member — the successor every replica computes alike and agrees on
+// once the failure or the leave is seen — so a crash costs one refill, not one per replica.
+// With Config.LocalFallback it runs locally instead. It returns the name of the member that
+// ran the operation.
 func (n *Node) onOwner(ctx context.Context, key string, local func() error,
 	remote func(context.Context, *memberState) error) (string, error) {
 	v := n.view.Load()
@@ -38,10 +40,14 @@ func (n *Node) onOwner(ctx context.Context, key string, local func() error,
 			continue
 		}
 		err := callPeer(ctx, st, remote)
-		if err == nil || !n.unreachable(ctx, st, err) {
+		if err == nil || !n.failover(ctx, st, err) {
 			return owner, err
 		}
-		n.log.Warn("corral: owner unreachable, failing over", "owner", owner, "key", key, "err", err)
+		if errors.Is(err, transport.ErrLeaving) {
+			n.log.Debug("corral: owner is leaving, asking its successor", "owner", owner, "key", key)
+		} else {
+			n.log.Warn("corral: owner unreachable, failing over", "owner", owner, "key", key, "err", err)
+		}
 		if n.cfg.LocalFallback {
 			return v.self, local()
 		}
@@ -59,17 +65,23 @@ func callPeer(ctx context.Context, st *memberState, call func(context.Context, *
 	return call(ctx, st)
 }
 
-func (n *Node) unreachable(ctx context.Context, st *memberState, err error) bool {
+// failover reports whether a request to st that failed with err goes to the next owner.
+func (n *Node) failover(ctx context.Context, st *memberState, err error) bool {
 	if ctx.Err() != nil {
 		return false // the caller gave up: not the owner's fault
 	}
-	return st.gone.Err() != nil || transport.IsUnreachable(err)
+	return st.gone.Err() != nil || transport.IsUnreachable(err) || errors.Is(err, transport.ErrLeaving)
 }
 
-// header is the request header: this node, its ring epoch and the fill chain of ctx.
+// header is the request header: this node, its ring epoch, its clock and the fill chain of
+// ctx.
 func (n *Node) header(ctx context.Context) *peerpb.Header {
 	v := n.view.Load()
-	return &peerpb.Header{Sender: v.self, Epoch: v.ring.Epoch(), Chain: fill.Chain(ctx)}
+	h := &peerpb.Header{Sender: v.self, Epoch: v.ring.Epoch(), Clock: n.version.Now(), SenderAddr: n.peerAddr}
+	for _, link := range fill.Chain(ctx) {
+		h.Chain = append(h.Chain, []byte(link))
+	}
+	return h
 }
 
 // fetch is the near cache's loader: one owner request for all concurrent Gets of a remote
@@ -90,16 +102,19 @@ func (g *Group[V]) fetch(ctx context.Context, key string) (V, error) {
 		},
 		func(ctx context.Context, st *memberState) error {
 			resp, err := n.client.Get(ctx, st.PeerAddr, &peerpb.GetRequest{
-				Header: n.header(outer), Group: g.name, Key: key,
+				Header: n.header(outer), Group: g.name, Key: []byte(key),
 			})
 			if err != nil {
 				return err
 			}
 			e := resp.GetEntry()
+			n.version.Observe(e.GetVersion())
 			val, err = g.codec.Decode(e.GetValue())
 			if err != nil {
 				return fmt.Errorf("corral: value of %s/%q from %s: %w", g.name, key, st.Name, err)
 			}
+			// The copy is stored only if no write newer than it is known here by then.
+			fill.SetVersion(ctx, e.GetVersion())
 			fill.SetExpiry(ctx, g.nearLifetime(key, e), 0)
 			return nil
 		})
@@ -109,27 +124,82 @@ func (g *Group[V]) fetch(ctx context.Context, key string) (V, error) {
 	return val, nil
 }
 
-// peek asks the previous owner of key for an entry it still holds, without letting it fill.
-func (g *Group[V]) peek(ctx context.Context, st *memberState, key string) (V, fill.Entry[V], bool) {
-	var zero V
+// maxWidePeek bounds the members a warm pull asks at once when the key may be anywhere.
+const maxWidePeek = 64
+
+// warmPull looks for a copy of key that another member still holds from before a recent
+// membership change, so that a join, a leave or a restart does not cost a wave of fills. It
+// asks the likely holders first (see view.peekCandidates) and, if none has it, every member;
+// each question is bounded by PeekTimeout and never makes the other side fill. A copy older
+// than a write known here is not taken: the member that holds it may never have been told
+// of the write (it has left, say).
+func (g *Group[V]) warmPull(ctx context.Context, key string) (fill.Entry[V], bool) {
+	n := g.node
+	v := n.view.Load()
+	cands, moved := v.peekCandidates(key, n.cfg.PeekWindow, time.Now())
+	if !moved {
+		return fill.Entry[V]{}, false
+	}
+	if e, ok := g.peekAll(ctx, key, cands); ok {
+		return e, true
+	}
+	rest := v.others(cands)
+	if len(rest) > maxWidePeek {
+		rest = rest[:maxWidePeek]
+	}
+	return g.peekAll(ctx, key, rest)
+}
+
+// peekAll asks every member of sts at once for an entry of key it holds, and returns the
+// first fresh one that is not older than a write known here.
+func (g *Group[V]) peekAll(ctx context.Context, key string, sts []*memberState) (fill.Entry[V], bool) {
+	if len(sts) == 0 {
+		return fill.Entry[V]{}, false
+	}
 	ctx, cancel := context.WithTimeout(ctx, g.node.cfg.PeekTimeout)
 	defer cancel()
-	resp, err := g.node.client.Get(ctx, st.PeerAddr, &peerpb.GetRequest{
-		Header: g.node.header(fill.Outer(ctx)), Group: g.name, Key: key, Peek: true,
+	found := make(chan fill.Entry[V], len(sts)) // never blocks a sender
+	var wg sync.WaitGroup
+	for _, st := range sts {
+		wg.Go(func() {
+			if e, ok := g.peek(ctx, st, key); ok {
+				found <- e
+			}
+		})
+	}
+	go func() { wg.Wait(); close(found) }()
+	floor := g.tombs.Floor(key)
+	for e := range found {
+		if e.Version >= floor {
+			cancel()
+			for range found { // let the other questions end, so none outlives the fill
+			}
+			return e, true
+		}
+	}
+	return fill.Entry[V]{}, false
+}
+
+// peek asks st for an entry of key it holds, without letting it fill.
+func (g *Group[V]) peek(ctx context.Context, st *memberState, key string) (fill.Entry[V], bool) {
+	n := g.node
+	resp, err := n.client.Get(ctx, st.PeerAddr, &peerpb.GetRequest{
+		Header: n.header(fill.Outer(ctx)), Group: g.name, Key: []byte(key), Peek: true,
 	})
 	if err != nil || !resp.GetFound() || resp.GetEntry().GetFreshForNanos() <= 0 {
-		return zero, fill.Entry[V]{}, false
+		return fill.Entry[V]{}, false
 	}
+	n.version.Observe(resp.GetEntry().GetVersion())
 	e, err := g.decodeEntry(resp.GetEntry())
 	if err != nil {
-		return zero, fill.Entry[V]{}, false
+		return fill.Entry[V]{}, false
 	}
-	return e.Value, e, true
+	return e, true
 }
 
 func (n *Node) remoteSet(ctx context.Context, st *memberState, group, key string, value []byte) (uint64, error) {
 	resp, err := n.client.Set(ctx, st.PeerAddr, &peerpb.SetRequest{
-		Header: n.header(ctx), Entry: &peerpb.Entry{Group: group, Key: key, Value: value},
+		Header: n.header(ctx), Entry: &peerpb.Entry{Group: group, Key: []byte(key), Value: value},
 	})
 	if err != nil {
 		return 0, err
@@ -138,47 +208,83 @@ func (n *Node) remoteSet(ctx context.Context, st *memberState, group, key string
 }
 
 func (n *Node) remoteRemove(ctx context.Context, st *memberState, group, key string) (uint64, error) {
-	resp, err := n.client.Remove(ctx, st.PeerAddr, &peerpb.RemoveRequest{Header: n.header(ctx), Group: group, Key: key})
+	resp, err := n.client.Remove(ctx, st.PeerAddr, &peerpb.RemoveRequest{Header: n.header(ctx), Group: group, Key: []byte(key)})
 	if err != nil {
 		return 0, err
 	}
 	return resp.GetVersion(), nil
 }
 
-// invalidate tells every live member but this one and skip to drop its near copy of key, in
-// parallel, and names those it could not tell.
-func (n *Node) invalidate(ctx context.Context, group, key string, version uint64, skip string) error {
+// known returns the members this node knows of, by name, with their peer addresses, but
+// itself: its view, the live set of its membership (which may be a step ahead of the view),
+// and the strangers that asked it for keys before they were in its view.
+func (n *Node) known() map[string]string {
 	v := n.view.Load()
-	var (
-		wg     sync.WaitGroup
-		mu     sync.Mutex
-		failed []string
-		first  error
-	)
+	out := make(map[string]string, len(v.members))
 	for name, st := range v.members {
-		if name == v.self || name == skip {
-			continue
+		out[name] = st.PeerAddr
+	}
+	if n.members != nil {
+		for _, m := range n.members.Members() {
+			out[m.Name] = m.Meta.PeerAddr
 		}
+	}
+	for name, addr := range n.strangers.list(time.Now()) {
+		if _, ok := out[name]; !ok {
+			out[name] = addr
+		}
+	}
+	delete(out, v.self)
+	for name, addr := range out {
+		if addr == "" {
+			delete(out, name)
+		}
+	}
+	return out
+}
+
+// tell tells every member this node knows of and told does not list of the write of
+// group/key at version, in parallel, each of them passing it on to the members they know
+// of in turn, and returns the names of the members that could not be told, sorted. The
+// write then reaches every member that any member reached knows of: when views disagree
+// for a moment — a member has just joined, say — a member that one view lacks is told by
+// one that has it.
+func (n *Node) tell(ctx context.Context, group, key string, version uint64, told []string) []string {
+	known := n.known()
+	all := slices.Clone(told)
+	var targets []string
+	for name := range known {
+		if !slices.Contains(told, name) {
+			targets = append(targets, name)
+			all = append(all, name)
+		}
+	}
+	if len(targets) == 0 {
+		return nil
+	}
+	slices.Sort(all)
+	var (
+		wg        sync.WaitGroup
+		mu        sync.Mutex
+		unreached []string
+	)
+	for _, name := range targets {
 		wg.Go(func() {
-			err := n.client.Invalidate(ctx, st.PeerAddr, &peerpb.InvalidateRequest{
-				Header: n.header(ctx), Group: group, Key: key, Version: version,
+			resp, err := n.client.Invalidate(ctx, known[name], &peerpb.InvalidateRequest{
+				Header: n.header(ctx), Group: group, Key: []byte(key), Version: version, Told: all,
 			})
+			mu.Lock()
+			defer mu.Unlock()
 			if err != nil && !errors.Is(err, transport.ErrUnknownGroup) {
-				mu.Lock()
-				failed = append(failed, name)
-				if first == nil {
-					first = err
-				}
-				mu.Unlock()
+				n.log.Warn("corral: member not told of a write", "member", name, "group", group, "key", key, "err", err)
+				unreached = append(unreached, name)
 			}
+			unreached = append(unreached, resp.GetUnreached()...)
 		})
 	}
 	wg.Wait()
-	if len(failed) > 0 {
-		sort.Strings(failed)
-		return &UnreachedError{Members: failed, Err: first}
-	}
-	return nil
+	slices.Sort(unreached)
+	return slices.Compact(unreached)
 }
 
 // fromWire turns the transport's errors into corral's: the owner's answers are marked

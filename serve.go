@@ -18,22 +18,47 @@ type groupHandle interface {
 	serveGet(ctx context.Context, req *peerpb.GetRequest) (*peerpb.GetResponse, error)
 	serveSet(ctx context.Context, req *peerpb.SetRequest) (*peerpb.SetResponse, error)
 	serveRemove(ctx context.Context, req *peerpb.RemoveRequest) (*peerpb.RemoveResponse, error)
-	dropNear(key string)
+	invalidate(key string, version uint64)
 	accept(e *peerpb.Entry) (bool, error)
 	handoffEntries(r *ring.Ring, self string, add func(owner string, e *peerpb.Entry))
+	stillCurrent(e *peerpb.Entry) bool
 	stats() GroupStats
 	close(ctx context.Context) error
 }
 
 var _ groupHandle = (*Group[string])(nil)
-var _ transport.Handler = (*Node)(nil)
 
-// The transport.Handler methods. A peer request is served as acting owner and never
-// forwarded again, whatever this node's ring says: views that disagree for a moment cost at
-// most one extra fill, never a loop.
+// server is the node's side of the peer protocol: the transport.Handler. It is a type of
+// its own so that these methods, which take the wire's types, stay out of Node's API.
+//
+// A peer request is served as acting owner and never forwarded again, whatever this node's
+// ring says: views that disagree for a moment cost at most one extra fill, never a loop.
+type server struct{ n *Node }
 
-// Get serves a peer's Get (or peek) for a key.
-func (n *Node) Get(ctx context.Context, req *peerpb.GetRequest) (*peerpb.GetResponse, error) {
+var _ transport.Handler = server{}
+
+// greet is the first step of serving any request: the sender's clock moves this node's
+// clock past it, and a sender this node does not know yet is remembered, to be told of
+// writes (see strangers).
+func (n *Node) greet(h *peerpb.Header) {
+	n.version.Observe(h.GetClock())
+	name := h.GetSender()
+	if name == "" || name == n.cfg.Name {
+		return
+	}
+	if _, ok := n.view.Load().members[name]; !ok {
+		n.strangers.add(name, h.GetSenderAddr(), time.Now().Add(max(n.cfg.PeekWindow, time.Minute)))
+	}
+}
+
+// Get serves a peer's Get (or warm pull) of a key. Once this node has left, it answers only
+// warm pulls; Gets go to the key's next owner (ErrLeaving tells the sender so).
+func (s server) Get(ctx context.Context, req *peerpb.GetRequest) (*peerpb.GetResponse, error) {
+	n := s.n
+	n.greet(req.GetHeader())
+	if n.draining.Load() && !req.GetPeek() {
+		return nil, fmt.Errorf("%w: %s has left", transport.ErrLeaving, n.cfg.Name)
+	}
 	g, err := n.handle(req.GetGroup())
 	if err != nil {
 		return nil, err
@@ -42,7 +67,12 @@ func (n *Node) Get(ctx context.Context, req *peerpb.GetRequest) (*peerpb.GetResp
 }
 
 // Set serves a peer's write-through.
-func (n *Node) Set(ctx context.Context, req *peerpb.SetRequest) (*peerpb.SetResponse, error) {
+func (s server) Set(ctx context.Context, req *peerpb.SetRequest) (*peerpb.SetResponse, error) {
+	n := s.n
+	n.greet(req.GetHeader())
+	if n.draining.Load() {
+		return nil, fmt.Errorf("%w: %s has left", transport.ErrLeaving, n.cfg.Name)
+	}
 	g, err := n.handle(req.GetEntry().GetGroup())
 	if err != nil {
 		return nil, err
@@ -51,7 +81,12 @@ func (n *Node) Set(ctx context.Context, req *peerpb.SetRequest) (*peerpb.SetResp
 }
 
 // Remove serves a peer's Remove.
-func (n *Node) Remove(ctx context.Context, req *peerpb.RemoveRequest) (*peerpb.RemoveResponse, error) {
+func (s server) Remove(ctx context.Context, req *peerpb.RemoveRequest) (*peerpb.RemoveResponse, error) {
+	n := s.n
+	n.greet(req.GetHeader())
+	if n.draining.Load() {
+		return nil, fmt.Errorf("%w: %s has left", transport.ErrLeaving, n.cfg.Name)
+	}
 	g, err := n.handle(req.GetGroup())
 	if err != nil {
 		return nil, err
@@ -59,18 +94,37 @@ func (n *Node) Remove(ctx context.Context, req *peerpb.RemoveRequest) (*peerpb.R
 	return g.serveRemove(ctx, req)
 }
 
-// Invalidate drops this node's near copy of a key.
-func (n *Node) Invalidate(ctx context.Context, req *peerpb.InvalidateRequest) error {
-	g, err := n.handle(req.GetGroup())
-	if err != nil {
-		return err
+// Invalidate applies a write made through another member — this node drops its copies of
+// the key older than the write and remembers it — then tells the members this node knows
+// of that the sender did not list, before it answers.
+func (s server) Invalidate(ctx context.Context, req *peerpb.InvalidateRequest) (*peerpb.InvalidateResponse, error) {
+	n := s.n
+	n.greet(req.GetHeader())
+	key := string(req.GetKey())
+	if err := checkKey(key); err != nil {
+		return nil, toWire(err)
 	}
-	g.dropNear(req.GetKey())
-	return nil
+	n.version.Observe(req.GetVersion())
+	// A node that does not have the group holds no copy; it may still know members that do.
+	if g, ok := n.group(req.GetGroup()); ok {
+		g.invalidate(key, req.GetVersion())
+	}
+	if n.draining.Load() {
+		return &peerpb.InvalidateResponse{}, nil // its view is no longer kept up
+	}
+	told := append(req.GetTold(), n.cfg.Name)
+	return &peerpb.InvalidateResponse{Unreached: n.tell(ctx, req.GetGroup(), key, req.GetVersion(), told)}, nil
 }
 
-// Handoff stores an entry a leaving member pushed, unless a newer version is held.
-func (n *Node) Handoff(ctx context.Context, e *peerpb.Entry) (bool, error) {
+// Handoff stores an entry a leaving member pushed, unless this node holds a newer version
+// or knows of a write newer than the entry. A node that is leaving itself refuses it, so
+// that the sender gives it to a member that stays.
+func (s server) Handoff(ctx context.Context, e *peerpb.Entry) (bool, error) {
+	n := s.n
+	if n.leaving.Load() {
+		return false, fmt.Errorf("%w: %s is leaving", transport.ErrLeaving, n.cfg.Name)
+	}
+	n.version.Observe(e.GetVersion())
 	g, err := n.handle(e.GetGroup())
 	if err != nil {
 		return false, err
@@ -80,6 +134,22 @@ func (n *Node) Handoff(ctx context.Context, e *peerpb.Entry) (bool, error) {
 		n.metrics.handoff.WithLabelValues("received").Inc()
 	}
 	return ok, err
+}
+
+// WaitsFor lists what this node's fill of a key waits on, for a member looking for a fill
+// cycle through this one.
+func (s server) WaitsFor(ctx context.Context, req *peerpb.WaitsForRequest) (*peerpb.WaitsForResponse, error) {
+	n := s.n
+	n.greet(req.GetHeader())
+	resp := &peerpb.WaitsForResponse{}
+	for _, t := range n.waits.WaitsOf(req.GetGroup(), string(req.GetKey())) {
+		addr := t.Where
+		if addr == "" {
+			addr = n.peerAddr
+		}
+		resp.Waits = append(resp.Waits, &peerpb.Wait{Group: t.Cache, Key: []byte(t.Key), Addr: addr})
+	}
+	return resp, nil
 }
 
 func (n *Node) handle(group string) (groupHandle, error) {
@@ -97,7 +167,7 @@ func (n *Node) handle(group string) (groupHandle, error) {
 }
 
 func (g *Group[V]) serveGet(ctx context.Context, req *peerpb.GetRequest) (*peerpb.GetResponse, error) {
-	key := req.GetKey()
+	key := string(req.GetKey())
 	if err := checkKey(key); err != nil {
 		return nil, toWire(err)
 	}
@@ -110,10 +180,15 @@ func (g *Group[V]) serveGet(ctx context.Context, req *peerpb.GetRequest) (*peerp
 		if err != nil {
 			return &peerpb.GetResponse{}, nil
 		}
+		g.node.metrics.handoff.WithLabelValues("sent").Inc()
 		return &peerpb.GetResponse{Entry: pe, Found: true, Source: peerpb.Source_HIT}, nil
 	}
 	g.peerGets.Add(1)
-	e, src, err := g.local.GetEntry(fill.WithChain(ctx, req.GetHeader().GetChain()), key)
+	var chain []string
+	for _, link := range req.GetHeader().GetChain() {
+		chain = append(chain, string(link))
+	}
+	e, src, err := g.local.Lookup(fill.WithChain(ctx, chain), key)
 	if err != nil {
 		return nil, toWire(err)
 	}
@@ -138,50 +213,56 @@ func wireSource(s fill.Source) peerpb.Source {
 
 func (g *Group[V]) serveSet(ctx context.Context, req *peerpb.SetRequest) (*peerpb.SetResponse, error) {
 	e := req.GetEntry()
-	if err := checkKey(e.GetKey()); err != nil {
+	key := string(e.GetKey())
+	if err := checkKey(key); err != nil {
 		return nil, toWire(err)
 	}
 	v, err := g.codec.Decode(e.GetValue())
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", transport.ErrInvalidArgument, err)
 	}
-	version, err := g.local.Set(e.GetKey(), v)
+	version, err := g.local.Set(key, v)
 	if err != nil {
 		return nil, toWire(err)
 	}
-	g.near.Remove(e.GetKey())
+	g.near.Invalidate(key, version)
 	return &peerpb.SetResponse{Version: version}, nil
 }
 
 func (g *Group[V]) serveRemove(ctx context.Context, req *peerpb.RemoveRequest) (*peerpb.RemoveResponse, error) {
-	if err := checkKey(req.GetKey()); err != nil {
+	key := string(req.GetKey())
+	if err := checkKey(key); err != nil {
 		return nil, toWire(err)
 	}
-	version, err := g.local.Remove(req.GetKey())
+	version, err := g.local.Remove(key)
 	if err != nil {
 		return nil, toWire(err)
 	}
-	g.near.Remove(req.GetKey())
+	g.near.Invalidate(key, version)
 	return &peerpb.RemoveResponse{Version: version}, nil
 }
 
-// dropNear drops the near copy of key and revokes a fetch of it in flight, whose answer may
-// predate the write that caused the invalidation.
-func (g *Group[V]) dropNear(key string) {
-	if fill.CheckKey(key) == nil {
-		g.near.Remove(key)
+// invalidate applies a write of key at version made elsewhere: every copy of the key this
+// node holds that is older — in its store and its near cache — is dropped, fills of it in
+// flight are revoked, and the write is remembered, so that no older copy is stored later.
+func (g *Group[V]) invalidate(key string, version uint64) {
+	if fill.CheckKey(key) != nil {
+		return
 	}
+	g.local.Invalidate(key, version)
+	g.near.Invalidate(key, version)
 }
 
 func (g *Group[V]) accept(pe *peerpb.Entry) (bool, error) {
-	if err := checkKey(pe.GetKey()); err != nil {
+	key := string(pe.GetKey())
+	if err := checkKey(key); err != nil {
 		return false, toWire(err)
 	}
 	e, err := g.decodeEntry(pe)
 	if err != nil {
 		return false, fmt.Errorf("%w: %v", transport.ErrInvalidArgument, err)
 	}
-	return g.local.Put(pe.GetKey(), e)
+	return g.local.Put(key, e)
 }
 
 // handoffEntries yields every entry this node holds that is still fresh, with the member
@@ -203,6 +284,12 @@ func (g *Group[V]) handoffEntries(r *ring.Ring, self string, add func(owner stri
 	}
 }
 
+// stillCurrent reports whether no write newer than e is known here: an entry read for a
+// hand-off that a write has overtaken since is not sent.
+func (g *Group[V]) stillCurrent(e *peerpb.Entry) bool {
+	return e.GetVersion() >= g.tombs.Floor(string(e.GetKey()))
+}
+
 func (g *Group[V]) encodeEntry(key string, e fill.Entry[V]) (*peerpb.Entry, error) {
 	b, err := g.codec.Encode(e.Value)
 	if err != nil {
@@ -212,7 +299,7 @@ func (g *Group[V]) encodeEntry(key string, e fill.Entry[V]) (*peerpb.Entry, erro
 		return nil, err
 	}
 	return &peerpb.Entry{
-		Group: g.name, Key: key, Value: b,
+		Group: g.name, Key: []byte(key), Value: b,
 		FreshForNanos: int64(e.FreshFor), StaleForNanos: int64(e.StaleFor),
 		Version: e.Version, FillNanos: int64(e.FillTime),
 	}, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/corralcache/corral/peer"
@@ -16,72 +17,138 @@ import (
 type view struct {
 	self    string
 	ring    *ring.Ring
-	members map[string]*memberState // by name
+	members map[string]*memberState // live members, by name
 	list    []Member                // sorted by name
 
-	// prev is the ring before the last change of the member set, and changed when that
-	// happened: for PeekWindow after a change, a new owner asks the previous owner of a key
-	// before it loads.
-	prev    *ring.Ring
-	changed time.Time
-	// joined is when this node first saw another member: for PeekWindow after it, keys this
-	// node owns may have been owned, before it arrived, by their owner on the ring without it.
+	// history holds the rings this node routed by before ring, newest first, each with the
+	// time it was replaced, for PeekWindow: a key's owners on them may still hold it.
+	history []pastRing
+	// departed holds the members that left the view within PeekWindow, with the time they
+	// left: a member that left gracefully answers warm pulls while it drains.
+	departed map[string]departedMember
+	// joined is when this node first saw a cluster that was there before it (a member that
+	// started earlier than this one): for PeekWindow after it, keys this node owns may be
+	// held by their owner on the ring without it. Zero for a founding member.
 	joined time.Time
 }
+
+// pastRing is a ring this node routed by until a membership change.
+type pastRing struct {
+	ring  *ring.Ring
+	until time.Time
+}
+
+// departedMember is a member that left the view at a time.
+type departedMember struct {
+	*memberState
+	at time.Time
+}
+
+// maxHistory bounds the rings kept: past it, a key whose owner changed more often within
+// the window is looked for among every member instead (see peekCandidates).
+const maxHistory = 8
 
 // memberState is one live member. gone is cancelled when it leaves the view, which aborts
 // requests in flight to it so that they fail over at once instead of waiting out their
 // deadline.
 type memberState struct {
 	Member
-	gone   context.Context
-	cancel context.CancelFunc
+	started time.Time   // when its process started, as its meta says
+	leaving atomic.Bool // it has started a graceful leave: it is given nothing to keep
+	gone    context.Context
+	cancel  context.CancelFunc
 }
 
 // owner returns the member this view routes key to.
 func (v *view) owner(key string) string { return v.ring.Owner(key) }
 
-// previousOwners returns the live members other than self that may hold key from before
-// the last membership change, if that was within window: the key's owner on the previous
-// ring (it held the key when another member left or joined), and, while this node has only
-// just joined, its owner on the ring without this node (it held the key before this node
-// arrived — this node's own earlier views, built while it was still joining, may not show
-// that). At most two, without repeats; none for keys whose owner did not change.
-func (v *view) previousOwners(key string, window time.Duration, now time.Time) []string {
-	if v.prev == nil || window < 0 || now.Sub(v.changed) > window {
-		return nil
+// lookup returns the live or recently departed member called name, or nil.
+func (v *view) lookup(name string) *memberState {
+	if st, ok := v.members[name]; ok {
+		return st
 	}
-	candidates := [2]string{v.prev.Owner(key)}
+	if d, ok := v.departed[name]; ok {
+		return d.memberState
+	}
+	return nil
+}
+
+// peekCandidates returns the members that may hold key from before a recent membership
+// change, to ask before loading it (a warm pull): its owners on the rings of the last
+// PeekWindow (the member it moved from, and the ones before it when changes overlapped),
+// and, while this node has only just joined a cluster, its owner on the ring without this
+// node (its own earlier views, built while it was joining, may not show who held it). moved
+// reports whether key's owner changed within the window at all: if none of the candidates
+// holds it, it may be anywhere, and the caller asks every member. Nothing for keys whose
+// owner did not change.
+func (v *view) peekCandidates(key string, window time.Duration, now time.Time) (cands []*memberState, moved bool) {
+	if window < 0 {
+		return nil, false
+	}
+	seen := map[string]bool{v.self: true}
+	add := func(name string) {
+		if name == "" || seen[name] {
+			return
+		}
+		seen[name] = true
+		moved = true
+		if st := v.lookup(name); st != nil {
+			cands = append(cands, st)
+		}
+	}
+	for _, h := range v.history {
+		if now.Sub(h.until) > window {
+			break
+		}
+		add(h.ring.Owner(key))
+	}
 	if !v.joined.IsZero() && now.Sub(v.joined) <= window {
-		candidates[1] = v.ring.Without(v.self).Owner(key)
+		add(v.ring.Without(v.self).Owner(key))
 	}
-	var out []string
-	for _, p := range candidates {
-		if p == "" || p == v.self || (len(out) > 0 && out[0] == p) {
+	return cands, moved
+}
+
+// others returns the live members other than this node and the ones in skip.
+func (v *view) others(skip []*memberState) []*memberState {
+	var out []*memberState
+	for _, m := range v.list {
+		st := v.members[m.Name]
+		if m.Name == v.self || slices.Contains(skip, st) {
 			continue
 		}
-		if _, ok := v.members[p]; ok {
-			out = append(out, p)
-		}
+		out = append(out, st)
 	}
 	return out
 }
 
+// handoffRing returns the ring without this node, the members in excluded, and every member
+// that is leaving: the ring that will route this node's keys once it is gone.
+func (v *view) handoffRing(excluded map[string]bool) *ring.Ring {
+	r := v.ring.Without(v.self)
+	for _, m := range v.list {
+		if excluded[m.Name] || v.members[m.Name].leaving.Load() {
+			r = r.Without(m.Name)
+		}
+	}
+	return r
+}
+
 // nextView builds the view after a membership change. Members that stay keep their
-// memberState; the ones that are gone are returned so the caller can cancel them.
-func nextView(cur *view, ms []peer.Member, rc ring.Config, now time.Time) (*view, []*memberState, error) {
+// memberState; the ones that are gone are returned so the caller can cancel them. window is
+// Config.PeekWindow: how long replaced rings and departed members are remembered.
+func nextView(cur *view, ms []peer.Member, rc ring.Config, now time.Time, window time.Duration) (*view, []*memberState, error) {
 	names := make([]string, 0, len(ms))
 	nv := &view{self: cur.self, members: make(map[string]*memberState, len(ms))}
 	for _, m := range ms {
 		names = append(names, m.Name)
 		mm := memberOf(m)
-		if old, ok := cur.members[m.Name]; ok && old.Member == mm {
-			nv.members[m.Name] = old
-		} else {
-			st := &memberState{Member: mm}
+		st, ok := cur.members[m.Name]
+		if !ok || st.Member != mm {
+			st = &memberState{Member: mm, started: m.Meta.StartedAt}
 			st.gone, st.cancel = context.WithCancel(context.Background())
-			nv.members[m.Name] = st
 		}
+		st.leaving.Store(m.Leaving)
+		nv.members[m.Name] = st
 		nv.list = append(nv.list, mm)
 	}
 	slices.SortFunc(nv.list, func(a, b Member) int { return strings.Compare(a.Name, b.Name) })
@@ -90,19 +157,39 @@ func nextView(cur *view, ms []peer.Member, rc ring.Config, now time.Time) (*view
 		return nil, nil, err
 	}
 	nv.ring = r
-	if r.Epoch() == cur.ring.Epoch() {
-		nv.prev, nv.changed = cur.prev, cur.changed
-	} else {
-		nv.prev, nv.changed = cur.ring, now
+
+	keep := func(t time.Time) bool { return window >= 0 && now.Sub(t) <= window }
+	if r.Epoch() != cur.ring.Epoch() && cur.ring.Len() > 0 {
+		nv.history = append(nv.history, pastRing{ring: cur.ring, until: now})
 	}
-	nv.joined = cur.joined
-	if nv.joined.IsZero() && r.Len() > 1 {
-		nv.joined = now
+	for _, h := range cur.history {
+		if len(nv.history) < maxHistory && keep(h.until) {
+			nv.history = append(nv.history, h)
+		}
+	}
+	nv.departed = make(map[string]departedMember)
+	for name, d := range cur.departed {
+		if _, back := nv.members[name]; !back && keep(d.at) {
+			nv.departed[name] = d
+		}
 	}
 	var gone []*memberState
 	for name, st := range cur.members {
 		if nst, ok := nv.members[name]; !ok || nst != st {
 			gone = append(gone, st)
+			if !ok && name != cur.self {
+				nv.departed[name] = departedMember{memberState: st, at: now}
+			}
+		}
+	}
+
+	nv.joined = cur.joined
+	if self, ok := nv.members[nv.self]; ok && nv.joined.IsZero() {
+		for _, st := range nv.members {
+			if st.Name != nv.self && !st.started.IsZero() && st.started.Before(self.started) {
+				nv.joined = now
+				break
+			}
 		}
 	}
 	return nv, gone, nil

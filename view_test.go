@@ -1,6 +1,8 @@
 package corral
 
 import (
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -8,56 +10,109 @@ import (
 	"github.com/corralcache/corral/ring"
 )
 
+// members describes peers by name; each started at the given offset from the Unix epoch,
+// in seconds (the order matters to who joined whom).
 func members(names ...string) []peer.Member {
 	var ms []peer.Member
-	for _, n := range names {
-		ms = append(ms, peer.Member{Name: n, GossipAddr: n + ":1", Meta: peer.Meta{PeerAddr: n + ":2"}})
+	for i, n := range names {
+		ms = append(ms, peer.Member{Name: n, GossipAddr: n + ":1",
+			Meta: peer.Meta{PeerAddr: n + ":2", StartedAt: time.Unix(int64(i), 0)}})
 	}
 	return ms
 }
 
-func TestPreviousOwners(t *testing.T) {
-	rc := ring.DefaultConfig()
-	solo, _ := ring.New([]string{"a"}, rc)
-	v := &view{self: "a", ring: solo, members: map[string]*memberState{}}
-	t0 := time.Unix(1000, 0)
-	window := time.Minute
+func names2(sts []*memberState) []string {
+	var out []string
+	for _, st := range sts {
+		out = append(out, st.Name)
+	}
+	return out
+}
 
-	// a joins b and c: keys a now owns were owned on the ring without a.
-	v1, _, err := nextView(v, members("a", "b", "c"), rc, t0)
+func TestPeekCandidates(t *testing.T) {
+	rc := ring.DefaultConfig()
+	solo, _ := ring.New([]string{"d"}, rc)
+	window := time.Minute
+	keys := make([]string, 3000)
+	for i := range keys {
+		keys[i] = fmt.Sprint("k", i)
+	}
+
+	// d joins a, b and c, which started before it: keys d now owns were owned on the ring
+	// without d.
+	t0 := time.Unix(1000, 0)
+	v0 := &view{self: "d", ring: solo, members: map[string]*memberState{}}
+	v1, _, err := nextView(v0, members("a", "b", "c", "d"), rc, t0, window)
 	if err != nil {
 		t.Fatal(err)
 	}
-	without, _ := ring.New([]string{"b", "c"}, rc)
+	without, _ := ring.New([]string{"a", "b", "c"}, rc)
 	checked := 0
-	for i := range 2000 {
-		key := string(rune('a'+i%26)) + string(rune(i))
-		if v1.ring.Owner(key) != "a" {
+	for _, key := range keys {
+		if v1.ring.Owner(key) != "d" {
 			continue
 		}
-		got := v1.previousOwners(key, window, t0.Add(time.Second))
-		if len(got) == 0 || got[len(got)-1] != without.Owner(key) {
-			t.Fatalf("%q: previous owners %v, want to end with %s", key, got, without.Owner(key))
+		got, moved := v1.peekCandidates(key, window, t0.Add(time.Second))
+		if !moved || !slices.Contains(names2(got), without.Owner(key)) {
+			t.Fatalf("%q: candidates %v (moved %v), want %s among them", key, names2(got), moved, without.Owner(key))
 		}
 		checked++
 	}
 	if checked == 0 {
-		t.Fatal("a owns no key")
+		t.Fatal("d owns no key")
 	}
 	// Past the window: nobody is asked.
-	if got := v1.previousOwners("x", window, t0.Add(2*time.Minute)); got != nil {
-		t.Fatalf("past the window: %v", got)
+	if got, moved := v1.peekCandidates(keys[0], window, t0.Add(2*time.Minute)); got != nil || moved {
+		t.Fatalf("past the window: %v %v", names2(got), moved)
 	}
 
-	// Long after joining, d joins: a asks only for keys whose owner changed, never for keys
-	// it already owned.
+	// Long after, e joins: d asks for no key it owned before and still owns.
 	t1 := t0.Add(time.Hour)
-	v2, _, _ := nextView(v1, members("a", "b", "c", "d"), rc, t1)
-	for i := range 2000 {
-		key := string(rune('a'+i%26)) + string(rune(i))
-		got := v2.previousOwners(key, window, t1.Add(time.Second))
-		if v1.ring.Owner(key) == "a" && len(got) != 0 {
-			t.Fatalf("%q: a owned it before and still asks %v", key, got)
+	v2, _, _ := nextView(v1, members("a", "b", "c", "d", "e"), rc, t1, window)
+	for _, key := range keys {
+		if v1.ring.Owner(key) == "d" && v2.ring.Owner(key) == "d" {
+			if got, moved := v2.peekCandidates(key, window, t1.Add(time.Second)); len(got) != 0 || moved {
+				t.Fatalf("%q: d owned it before and still asks %v", key, names2(got))
+			}
 		}
+	}
+
+	// Then a leaves: the keys d takes over from it name a — departed, still known, with its
+	// address — and so do those of overlapping changes before it.
+	t2 := t1.Add(10 * time.Second)
+	v3, _, _ := nextView(v2, members("b", "c", "d", "e"), rc, t2, window)
+	if _, ok := v3.departed["a"]; !ok {
+		t.Fatal("a is not remembered as departed")
+	}
+	checked = 0
+	for _, key := range keys {
+		if v2.ring.Owner(key) != "a" || v3.ring.Owner(key) != "d" {
+			continue
+		}
+		got, moved := v3.peekCandidates(key, window, t2.Add(time.Second))
+		if !moved || !slices.Contains(names2(got), "a") || got[0].PeerAddr != "a:2" {
+			t.Fatalf("%q: candidates %v, want a first", key, names2(got))
+		}
+		checked++
+	}
+	if checked == 0 {
+		t.Fatal("no key moved from a to d")
+	}
+	// A departed member is forgotten after the window, and so are old rings.
+	v4, _, _ := nextView(v3, members("b", "c", "d", "e", "f"), rc, t2.Add(2*time.Minute), window)
+	if _, ok := v4.departed["a"]; ok || len(v4.history) != 1 {
+		t.Fatalf("after the window: departed %v, %d rings", v4.departed, len(v4.history))
+	}
+}
+
+// A founding member, the oldest, never counts as having joined a cluster that was there
+// before it, so it asks no one for the keys it owned from the start.
+func TestFoundingMemberHasNotJoined(t *testing.T) {
+	rc := ring.DefaultConfig()
+	solo, _ := ring.New([]string{"a"}, rc)
+	v0 := &view{self: "a", ring: solo, members: map[string]*memberState{}}
+	v1, _, _ := nextView(v0, members("a", "b"), rc, time.Unix(1000, 0), time.Minute)
+	if !v1.joined.IsZero() {
+		t.Fatal("the oldest member counts as joined")
 	}
 }

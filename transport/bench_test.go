@@ -16,7 +16,7 @@ import (
 // Shared, because it is only ever marshalled.
 var benchResponse = &peerpb.GetResponse{
 	Entry: &peerpb.Entry{
-		Group: "g", Key: "key-0001", Value: bytes.Repeat([]byte("v"), 100),
+		Group: "g", Key: []byte("key-0001"), Value: bytes.Repeat([]byte("v"), 100),
 		FreshForNanos: 60e9, Version: 1,
 	},
 	Source: peerpb.Source_HIT,
@@ -43,7 +43,7 @@ func (*bareServer) Get(context.Context, *peerpb.GetRequest) (*peerpb.GetResponse
 }
 
 func benchRequest() *peerpb.GetRequest {
-	return &peerpb.GetRequest{Header: &peerpb.Header{Sender: "node-a", Epoch: 3}, Group: "g", Key: "key-0001"}
+	return &peerpb.GetRequest{Header: &peerpb.Header{Sender: "node-a", Epoch: 3}, Group: "g", Key: []byte("key-0001")}
 }
 
 // BenchmarkGet is one remote Get through Client and Server.

@@ -84,7 +84,7 @@ type ClientConfig struct {
 	KeepaliveTimeout time.Duration
 
 	// OnCall, if set, is called after every RPC sent with the method
-	// ("Get", "Set", "Remove", "Invalidate", "Handoff"), the gRPC code of
+	// ("Get", "Set", "Remove", "Invalidate", "Handoff", "WaitsFor"), the gRPC code of
 	// the result as codes.Code.String gives it ("OK", "NotFound",
 	// "Unavailable", ...) and the time the call took. It feeds
 	// corral_peer_requests_total. It runs on the caller's goroutine and must
@@ -224,11 +224,15 @@ func (c *Client) Remove(ctx context.Context, addr string, req *peerpb.RemoveRequ
 	return unary(c, ctx, addr, "Remove", req, peerpb.PeerClient.Remove)
 }
 
-// Invalidate drops the near copy of a key on the peer at addr (see
-// Handler.Invalidate).
-func (c *Client) Invalidate(ctx context.Context, addr string, req *peerpb.InvalidateRequest) error {
-	_, err := unary(c, ctx, addr, "Invalidate", req, peerpb.PeerClient.Invalidate)
-	return err
+// Invalidate tells the peer at addr of a write (see Handler.Invalidate).
+func (c *Client) Invalidate(ctx context.Context, addr string, req *peerpb.InvalidateRequest) (*peerpb.InvalidateResponse, error) {
+	return unary(c, ctx, addr, "Invalidate", req, peerpb.PeerClient.Invalidate)
+}
+
+// WaitsFor asks the peer at addr what its fill of a key waits on (see
+// Handler.WaitsFor).
+func (c *Client) WaitsFor(ctx context.Context, addr string, req *peerpb.WaitsForRequest) (*peerpb.WaitsForResponse, error) {
+	return unary(c, ctx, addr, "WaitsFor", req, peerpb.PeerClient.WaitsFor)
 }
 
 // Handoff streams entries to the peer at addr, in order, and returns how

@@ -17,6 +17,7 @@ import (
 //	ErrNotFound                        NotFound               -                    ErrNotFound (exactly)
 //	ErrFillCycle                       Aborted                REASON_FILL_CYCLE    ErrFillCycle (exactly)
 //	ErrUnknownGroup                    FailedPrecondition     REASON_UNKNOWN_GROUP *RemoteError wrapping ErrUnknownGroup, peer's message
+//	ErrLeaving                         FailedPrecondition     REASON_LEAVING       *RemoteError wrapping ErrLeaving, peer's message
 //	ErrInvalidArgument                 InvalidArgument        -                    *RemoteError wrapping ErrInvalidArgument, peer's message
 //	*FillFailedError{Msg}              Unknown, message Msg   REASON_FILL_FAILED   *FillFailedError{Msg}
 //	ctx.Err() after the call's ctx     Canceled /             -                    (the caller has gone; see below)
@@ -60,6 +61,8 @@ func toStatus(ctx context.Context, err error) error {
 		return withReason(codes.Aborted, err.Error(), peerpb.Reason_REASON_FILL_CYCLE)
 	case errors.Is(err, ErrUnknownGroup):
 		return withReason(codes.FailedPrecondition, err.Error(), peerpb.Reason_REASON_UNKNOWN_GROUP)
+	case errors.Is(err, ErrLeaving):
+		return withReason(codes.FailedPrecondition, err.Error(), peerpb.Reason_REASON_LEAVING)
 	case errors.Is(err, ErrInvalidArgument):
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.As(err, &ffe):
@@ -129,8 +132,11 @@ func fromStatus(ctx context.Context, addr string, err error) error {
 			return ErrFillCycle
 		}
 	case codes.FailedPrecondition:
-		if reason(st) == peerpb.Reason_REASON_UNKNOWN_GROUP {
+		switch reason(st) {
+		case peerpb.Reason_REASON_UNKNOWN_GROUP:
 			return &RemoteError{Code: st.Code().String(), Msg: st.Message(), kind: ErrUnknownGroup}
+		case peerpb.Reason_REASON_LEAVING:
+			return &RemoteError{Code: st.Code().String(), Msg: st.Message(), kind: ErrLeaving}
 		}
 	case codes.Unknown:
 		if reason(st) == peerpb.Reason_REASON_FILL_FAILED {

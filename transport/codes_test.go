@@ -77,7 +77,7 @@ func TestErrorMapping(t *testing.T) {
 	c := newClient(t, ClientConfig{})
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := c.Get(context.Background(), addr, &peerpb.GetRequest{Group: "g", Key: fmt.Sprint(i)})
+			_, err := c.Get(context.Background(), addr, &peerpb.GetRequest{Group: "g", Key: []byte(fmt.Sprint(i))})
 			if err == nil {
 				t.Fatal("Get succeeded")
 			}
@@ -89,18 +89,18 @@ func TestErrorMapping(t *testing.T) {
 	}
 
 	t.Run("panic", func(t *testing.T) {
-		_, err := c.Get(context.Background(), addr, &peerpb.GetRequest{Group: "g", Key: "panic"})
+		_, err := c.Get(context.Background(), addr, &peerpb.GetRequest{Group: "g", Key: []byte("panic")})
 		var re *RemoteError
 		if !errors.As(err, &re) || re.Code != "Internal" || IsUnreachable(err) {
 			t.Fatalf("Get of panicking key: %v, want RemoteError Internal", err)
 		}
 		// The server still serves.
-		if _, err := c.Get(context.Background(), addr, &peerpb.GetRequest{Group: "g", Key: "ok"}); err != nil {
+		if _, err := c.Get(context.Background(), addr, &peerpb.GetRequest{Group: "g", Key: []byte("ok")}); err != nil {
 			t.Fatalf("Get after panic: %v", err)
 		}
 	})
 	t.Run("unknown group on Invalidate", func(t *testing.T) {
-		err := c.Invalidate(context.Background(), addr, &peerpb.InvalidateRequest{Group: "unknown", Key: "k"})
+		_, err := c.Invalidate(context.Background(), addr, &peerpb.InvalidateRequest{Group: "unknown", Key: []byte("k")})
 		if !errors.Is(err, ErrUnknownGroup) || IsUnreachable(err) {
 			t.Fatalf("Invalidate: %v, want ErrUnknownGroup", err)
 		}
@@ -240,7 +240,7 @@ func TestToStatus(t *testing.T) {
 func TestUnreachable(t *testing.T) {
 	ctx := context.Background()
 	get := func(c *Client, ctx context.Context, addr, key string) error {
-		_, err := c.Get(ctx, addr, &peerpb.GetRequest{Group: "g", Key: key})
+		_, err := c.Get(ctx, addr, &peerpb.GetRequest{Group: "g", Key: []byte(key)})
 		return err
 	}
 
@@ -360,13 +360,13 @@ func TestOnCall(t *testing.T) {
 		mu.Unlock()
 	}})
 	ctx := context.Background()
-	_, _ = c.Get(ctx, addr, &peerpb.GetRequest{Group: "g", Key: "k"})
-	_, _ = c.Get(ctx, addr, &peerpb.GetRequest{Group: "g", Key: "nf"})
-	_, _ = c.Set(ctx, addr, &peerpb.SetRequest{Entry: &peerpb.Entry{Key: "k"}})
-	_, _ = c.Remove(ctx, addr, &peerpb.RemoveRequest{Key: "k"})
-	_ = c.Invalidate(ctx, addr, &peerpb.InvalidateRequest{Key: "k"})
-	_, _ = c.Handoff(ctx, addr, []*peerpb.Entry{{Key: "k"}})
-	_, _ = c.Get(ctx, closedAddr(t), &peerpb.GetRequest{Key: "k"})
+	_, _ = c.Get(ctx, addr, &peerpb.GetRequest{Group: "g", Key: []byte("k")})
+	_, _ = c.Get(ctx, addr, &peerpb.GetRequest{Group: "g", Key: []byte("nf")})
+	_, _ = c.Set(ctx, addr, &peerpb.SetRequest{Entry: &peerpb.Entry{Key: []byte("k")}})
+	_, _ = c.Remove(ctx, addr, &peerpb.RemoveRequest{Key: []byte("k")})
+	_, _ = c.Invalidate(ctx, addr, &peerpb.InvalidateRequest{Key: []byte("k")})
+	_, _ = c.Handoff(ctx, addr, []*peerpb.Entry{{Key: []byte("k")}})
+	_, _ = c.Get(ctx, closedAddr(t), &peerpb.GetRequest{Key: []byte("k")})
 
 	want := []call{
 		{"Get", "OK"}, {"Get", "NotFound"}, {"Set", "OK"}, {"Remove", "OK"},

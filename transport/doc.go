@@ -1,6 +1,7 @@
 // Package transport carries corral's peer protocol: the requests one replica
 // sends to another over gRPC (Get from the owner, Set and Remove through the
-// owner, Invalidate a near copy, Handoff when leaving), the gRPC server that
+// owner, Invalidate the copies a write made older, Handoff when leaving,
+// WaitsFor when looking for a fill cycle), the gRPC server that
 // answers them for a Handler, and the client that keeps one connection per
 // peer. It is the only package of corral that speaks gRPC: status codes stop
 // here, and callers see this package's errors.
@@ -41,7 +42,7 @@
 //  2. Call Client.Forget(addr) when a member leaves or dies, so that its
 //     connection is closed and not kept for ever.
 //  3. Return only this package's errors from a Handler when they apply
-//     (ErrNotFound, ErrFillCycle, ErrUnknownGroup, ErrInvalidArgument
+//     (ErrNotFound, ErrFillCycle, ErrUnknownGroup, ErrLeaving, ErrInvalidArgument
 //     wrapped with the reason, *FillFailedError); anything else reaches the
 //     other side as a *RemoteError with code "Internal".
 //  4. Make Handler methods return soon after their ctx ends: Stop waits for

@@ -30,6 +30,12 @@ var (
 	// on either side, also comes back as ErrInvalidArgument.
 	ErrInvalidArgument = errors.New("transport: invalid argument")
 
+	// ErrLeaving means the receiver is leaving the cluster: it takes no
+	// hand-off, and once it has left it routes no Get, Set or Remove. The
+	// sender asks the key's next owner instead. Any Client call can return an
+	// error wrapping it.
+	ErrLeaving = errors.New("transport: receiver is leaving")
+
 	// ErrClosed is returned by Client calls after Client.Close.
 	ErrClosed = errors.New("transport: client closed")
 )

@@ -18,13 +18,13 @@ type ownerHandler struct{}
 var _ transport.Handler = ownerHandler{}
 
 func (ownerHandler) Get(ctx context.Context, req *peerpb.GetRequest) (*peerpb.GetResponse, error) {
-	switch req.GetKey() {
+	switch string(req.GetKey()) {
 	case "missing":
 		return nil, transport.ErrNotFound
 	case "broken":
 		return nil, &transport.FillFailedError{Msg: "origin: 503 Service Unavailable"}
 	}
-	e := &peerpb.Entry{Group: req.GetGroup(), Key: req.GetKey(), Value: []byte("value of " + req.GetKey())}
+	e := &peerpb.Entry{Group: req.GetGroup(), Key: req.GetKey(), Value: []byte("value of " + string(req.GetKey()))}
 	return &peerpb.GetResponse{Entry: e, Source: peerpb.Source_FILL, Found: true}, nil
 }
 
@@ -36,7 +36,12 @@ func (ownerHandler) Remove(context.Context, *peerpb.RemoveRequest) (*peerpb.Remo
 	return &peerpb.RemoveResponse{Version: 2}, nil
 }
 
-func (ownerHandler) Invalidate(context.Context, *peerpb.InvalidateRequest) error { return nil }
+func (ownerHandler) Invalidate(context.Context, *peerpb.InvalidateRequest) (*peerpb.InvalidateResponse, error) {
+	return nil, nil
+}
+func (ownerHandler) WaitsFor(context.Context, *peerpb.WaitsForRequest) (*peerpb.WaitsForResponse, error) {
+	return nil, nil
+}
 
 func (ownerHandler) Handoff(context.Context, *peerpb.Entry) (bool, error) { return true, nil }
 
@@ -74,7 +79,7 @@ func Example() {
 	resp, err := client.Get(context.Background(), addr, &peerpb.GetRequest{
 		Header: &peerpb.Header{Sender: "node-b", Epoch: 4},
 		Group:  "users",
-		Key:    "42",
+		Key:    []byte("42"),
 	})
 	if err != nil {
 		fmt.Println(err)
@@ -82,7 +87,7 @@ func Example() {
 	}
 	fmt.Printf("%s (%v)\n", resp.GetEntry().GetValue(), resp.GetSource())
 
-	_, err = client.Get(context.Background(), addr, &peerpb.GetRequest{Group: "users", Key: "missing"})
+	_, err = client.Get(context.Background(), addr, &peerpb.GetRequest{Group: "users", Key: []byte("missing")})
 	fmt.Println(err == transport.ErrNotFound)
 	// Output:
 	// value of 42 (FILL)
@@ -99,7 +104,7 @@ func ExampleFillFailedError() {
 	}
 	defer client.Close()
 
-	_, err = client.Get(context.Background(), addr, &peerpb.GetRequest{Group: "users", Key: "broken"})
+	_, err = client.Get(context.Background(), addr, &peerpb.GetRequest{Group: "users", Key: []byte("broken")})
 	var ffe *transport.FillFailedError
 	if errors.As(err, &ffe) {
 		fmt.Println("owner's loader failed:", ffe.Msg)
@@ -125,13 +130,13 @@ func ExampleIsUnreachable() {
 	}
 	defer client.Close()
 
-	_, err = client.Get(context.Background(), gone, &peerpb.GetRequest{Group: "users", Key: "42"})
+	_, err = client.Get(context.Background(), gone, &peerpb.GetRequest{Group: "users", Key: []byte("42")})
 	fmt.Println("unreachable:", transport.IsUnreachable(err))
 
 	// The caller's own cancellation is not the peer's fault.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err = client.Get(ctx, gone, &peerpb.GetRequest{Group: "users", Key: "42"})
+	_, err = client.Get(ctx, gone, &peerpb.GetRequest{Group: "users", Key: []byte("42")})
 	fmt.Println("unreachable:", transport.IsUnreachable(err), err)
 	// Output:
 	// unreachable: true
@@ -151,8 +156,8 @@ func ExampleClient_Handoff() {
 	// A leaving node pushes its fresh entries to their new owner, with the
 	// time they have left.
 	resp, err := client.Handoff(context.Background(), addr, []*peerpb.Entry{
-		{Group: "users", Key: "1", Value: []byte("a"), FreshForNanos: 30e9, Version: 3},
-		{Group: "users", Key: "2", Value: []byte("b"), FreshForNanos: 12e9, Version: 8},
+		{Group: "users", Key: []byte("1"), Value: []byte("a"), FreshForNanos: 30e9, Version: 3},
+		{Group: "users", Key: []byte("2"), Value: []byte("b"), FreshForNanos: 12e9, Version: 8},
 	})
 	if err != nil {
 		fmt.Println(err)

@@ -46,7 +46,7 @@ func newFakeHandler() *fakeHandler {
 }
 
 func (h *fakeHandler) Get(ctx context.Context, req *peerpb.GetRequest) (*peerpb.GetResponse, error) {
-	switch req.GetKey() {
+	switch string(req.GetKey()) {
 	case "hang": // answer only when the caller gives up
 		select {
 		case h.entered <- struct{}{}:
@@ -59,10 +59,10 @@ func (h *fakeHandler) Get(ctx context.Context, req *peerpb.GetRequest) (*peerpb.
 	case "nil": // a nil response with no error
 		return nil, nil
 	}
-	if err, ok := h.errs[req.GetKey()]; ok {
+	if err, ok := h.errs[string(req.GetKey())]; ok {
 		return nil, err
 	}
-	id := req.GetGroup() + "/" + req.GetKey()
+	id := req.GetGroup() + "/" + string(req.GetKey())
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if e, ok := h.entries[id]; ok {
@@ -74,7 +74,7 @@ func (h *fakeHandler) Get(ctx context.Context, req *peerpb.GetRequest) (*peerpb.
 	h.version++
 	h.fills++
 	e := &peerpb.Entry{
-		Group: req.GetGroup(), Key: req.GetKey(), Value: []byte("v:" + req.GetKey()),
+		Group: req.GetGroup(), Key: req.GetKey(), Value: []byte("v:" + string(req.GetKey())),
 		FreshForNanos: int64(time.Minute), Version: h.version, FillNanos: 1000,
 	}
 	h.entries[id] = e
@@ -83,7 +83,7 @@ func (h *fakeHandler) Get(ctx context.Context, req *peerpb.GetRequest) (*peerpb.
 
 func (h *fakeHandler) Set(ctx context.Context, req *peerpb.SetRequest) (*peerpb.SetResponse, error) {
 	e := req.GetEntry()
-	if len(e.GetKey()) > 4096 {
+	if len(string(e.GetKey())) > 4096 {
 		return nil, errors.Join(ErrInvalidArgument, errors.New("key too long"))
 	}
 	h.mu.Lock()
@@ -93,7 +93,7 @@ func (h *fakeHandler) Set(ctx context.Context, req *peerpb.SetRequest) (*peerpb.
 		Group: e.GetGroup(), Key: e.GetKey(), Value: e.GetValue(),
 		FreshForNanos: e.GetFreshForNanos(), StaleForNanos: e.GetStaleForNanos(), Version: h.version,
 	}
-	h.entries[e.GetGroup()+"/"+e.GetKey()] = stored
+	h.entries[e.GetGroup()+"/"+string(e.GetKey())] = stored
 	return &peerpb.SetResponse{Version: h.version}, nil
 }
 
@@ -101,27 +101,39 @@ func (h *fakeHandler) Remove(ctx context.Context, req *peerpb.RemoveRequest) (*p
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.version++
-	delete(h.entries, req.GetGroup()+"/"+req.GetKey())
+	delete(h.entries, req.GetGroup()+"/"+string(req.GetKey()))
 	return &peerpb.RemoveResponse{Version: h.version}, nil
 }
 
-func (h *fakeHandler) Invalidate(ctx context.Context, req *peerpb.InvalidateRequest) error {
+func (h *fakeHandler) Invalidate(ctx context.Context, req *peerpb.InvalidateRequest) (*peerpb.InvalidateResponse, error) {
 	if req.GetGroup() == "unknown" {
-		return errors.Join(ErrUnknownGroup, errors.New(`group "unknown"`))
+		return nil, errors.Join(ErrUnknownGroup, errors.New(`group "unknown"`))
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.invalidated = append(h.invalidated, req.GetGroup()+"/"+req.GetKey())
-	return nil
+	h.invalidated = append(h.invalidated, req.GetGroup()+"/"+string(req.GetKey()))
+	// Members listed in told get nothing; "unreached" stands for one that could not be told.
+	return &peerpb.InvalidateResponse{Unreached: []string{"unreached"}}, nil
+}
+
+// WaitsFor answers that the fill of "waiting" waits on g/"other" at 10.0.0.1:7947.
+func (h *fakeHandler) WaitsFor(ctx context.Context, req *peerpb.WaitsForRequest) (*peerpb.WaitsForResponse, error) {
+	if string(req.GetKey()) != "waiting" {
+		return nil, nil
+	}
+	return &peerpb.WaitsForResponse{Waits: []*peerpb.Wait{{Group: "g", Key: []byte("other"), Addr: "10.0.0.1:7947"}}}, nil
 }
 
 // Handoff stores an entry newer than the one held and keeps the held one
 // otherwise; a key "fail" ends the stream with an error.
 func (h *fakeHandler) Handoff(ctx context.Context, e *peerpb.Entry) (bool, error) {
-	if e.GetKey() == "fail" {
+	switch string(e.GetKey()) {
+	case "fail":
 		return false, errors.New("disk full")
+	case "leaving":
+		return false, ErrLeaving
 	}
-	id := e.GetGroup() + "/" + e.GetKey()
+	id := e.GetGroup() + "/" + string(e.GetKey())
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if old, ok := h.entries[id]; ok && old.GetVersion() >= e.GetVersion() {

@@ -32,13 +32,21 @@ type Handler interface {
 	// in the cluster.
 	Remove(ctx context.Context, req *peerpb.RemoveRequest) (*peerpb.RemoveResponse, error)
 
-	// Invalidate drops this node's near copy of the key.
-	Invalidate(ctx context.Context, req *peerpb.InvalidateRequest) error
+	// Invalidate tells this node of a write: it drops its copies of the key
+	// older than req.Version and tells the members it knows of that
+	// req.Told does not list. A nil response is sent as an empty one.
+	Invalidate(ctx context.Context, req *peerpb.InvalidateRequest) (*peerpb.InvalidateResponse, error)
 
 	// Handoff is called once per entry a leaving peer streams, in order, by
 	// one goroutine per stream. accepted reports whether the entry was stored
 	// (false: this node kept what it had, at the same or a newer version).
 	// An error ends the stream: the sender gets it and the entries after this
 	// one are not delivered; to skip a single bad entry, return false, nil.
+	// A node that is leaving itself returns ErrLeaving, and the sender hands
+	// the entries to another member.
 	Handoff(ctx context.Context, e *peerpb.Entry) (accepted bool, err error)
+
+	// WaitsFor lists what this node's fill of the key is waiting on (an
+	// empty answer when no such fill runs). It must not wait for a fill.
+	WaitsFor(ctx context.Context, req *peerpb.WaitsForRequest) (*peerpb.WaitsForResponse, error)
 }

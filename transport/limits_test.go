@@ -12,8 +12,8 @@ import (
 
 func TestMaxMessageSize(t *testing.T) {
 	const limit = 64 << 10
-	big := &peerpb.SetRequest{Entry: &peerpb.Entry{Group: "g", Key: "big", Value: bytes.Repeat([]byte("x"), limit+1)}}
-	small := &peerpb.SetRequest{Entry: &peerpb.Entry{Group: "g", Key: "small", Value: []byte("x")}}
+	big := &peerpb.SetRequest{Entry: &peerpb.Entry{Group: "g", Key: []byte("big"), Value: bytes.Repeat([]byte("x"), limit+1)}}
+	small := &peerpb.SetRequest{Entry: &peerpb.Entry{Group: "g", Key: []byte("small"), Value: []byte("x")}}
 	ctx := context.Background()
 
 	check := func(t *testing.T, err error, side string) {
@@ -60,7 +60,7 @@ func TestMaxMessageSize(t *testing.T) {
 			t.Fatalf("Set under the default limit: %v", err)
 		}
 		reader := newClient(t, ClientConfig{MaxMessageSize: limit})
-		_, err := reader.Get(ctx, addr, &peerpb.GetRequest{Group: "g", Key: "big"})
+		_, err := reader.Get(ctx, addr, &peerpb.GetRequest{Group: "g", Key: []byte("big")})
 		check(t, err, "received")
 	})
 
@@ -68,10 +68,10 @@ func TestMaxMessageSize(t *testing.T) {
 		addr, _ := serve(t, newFakeHandler(), ServerConfig{})
 		c := newClient(t, ClientConfig{})
 		v := bytes.Repeat([]byte("y"), 8<<20)
-		if _, err := c.Set(ctx, addr, &peerpb.SetRequest{Entry: &peerpb.Entry{Group: "g", Key: strings.Repeat("k", 4096), Value: v}}); err != nil {
+		if _, err := c.Set(ctx, addr, &peerpb.SetRequest{Entry: &peerpb.Entry{Group: "g", Key: []byte(strings.Repeat("k", 4096)), Value: v}}); err != nil {
 			t.Fatalf("Set of 8 MiB value with a 4 KiB key: %v", err)
 		}
-		resp, err := c.Get(ctx, addr, &peerpb.GetRequest{Group: "g", Key: strings.Repeat("k", 4096), Peek: true})
+		resp, err := c.Get(ctx, addr, &peerpb.GetRequest{Group: "g", Key: []byte(strings.Repeat("k", 4096)), Peek: true})
 		if err != nil || !bytes.Equal(resp.GetEntry().GetValue(), v) {
 			t.Fatalf("Get of 8 MiB value: %v", err)
 		}

@@ -23,7 +23,7 @@ func TestOneConnectionPerAddress(t *testing.T) {
 	for range n {
 		wg.Go(func() {
 			<-start
-			_, err := c.Get(context.Background(), addr, &peerpb.GetRequest{Group: "g", Key: "k"})
+			_, err := c.Get(context.Background(), addr, &peerpb.GetRequest{Group: "g", Key: []byte("k")})
 			errs <- err
 		})
 	}
@@ -49,7 +49,7 @@ func TestForget(t *testing.T) {
 	serveOn(t, newFakeHandler(), ServerConfig{}, lis)
 	c := newClient(t, ClientConfig{})
 	ctx := context.Background()
-	req := &peerpb.GetRequest{Group: "g", Key: "k"}
+	req := &peerpb.GetRequest{Group: "g", Key: []byte("k")}
 
 	if _, err := c.Get(ctx, addr, req); err != nil {
 		t.Fatalf("Get: %v", err)
@@ -80,7 +80,7 @@ func TestForgetDuringCall(t *testing.T) {
 		<-h.entered
 		c.Forget(addr)
 	}()
-	_, err := c.Get(context.Background(), addr, &peerpb.GetRequest{Group: "g", Key: "hang"})
+	_, err := c.Get(context.Background(), addr, &peerpb.GetRequest{Group: "g", Key: []byte("hang")})
 	if !IsUnreachable(err) {
 		t.Fatalf("call cut by Forget: %v, want unreachable", err)
 	}
@@ -94,14 +94,14 @@ func TestClientClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := c.Get(ctx, addr, &peerpb.GetRequest{Group: "g", Key: "k"}); err != nil {
+	if _, err := c.Get(ctx, addr, &peerpb.GetRequest{Group: "g", Key: []byte("k")}); err != nil {
 		t.Fatalf("Get: %v", err)
 	}
 
 	// A call in flight when Close comes fails with ErrClosed.
 	done := make(chan error, 1)
 	go func() {
-		_, err := c.Get(ctx, addr, &peerpb.GetRequest{Group: "g", Key: "hang"})
+		_, err := c.Get(ctx, addr, &peerpb.GetRequest{Group: "g", Key: []byte("hang")})
 		done <- err
 	}()
 	<-h.entered
@@ -114,7 +114,7 @@ func TestClientClose(t *testing.T) {
 	if err := c.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
-	if _, err := c.Get(ctx, addr, &peerpb.GetRequest{Group: "g", Key: "k"}); !errors.Is(err, ErrClosed) {
+	if _, err := c.Get(ctx, addr, &peerpb.GetRequest{Group: "g", Key: []byte("k")}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Get after Close: %v, want ErrClosed", err)
 	}
 	if _, err := c.Handoff(ctx, addr, nil); !errors.Is(err, ErrClosed) {
@@ -129,7 +129,7 @@ func TestConnectTimeout(t *testing.T) {
 	addr := newSilentListener(t)
 	c := newClient(t, ClientConfig{ConnectTimeout: 100 * time.Millisecond, CallTimeout: time.Minute})
 	begin := time.Now()
-	_, err := c.Get(context.Background(), addr, &peerpb.GetRequest{Group: "g", Key: "k"})
+	_, err := c.Get(context.Background(), addr, &peerpb.GetRequest{Group: "g", Key: []byte("k")})
 	if !IsUnreachable(err) {
 		t.Fatalf("Get: %v, want unreachable", err)
 	}

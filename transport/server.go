@@ -221,11 +221,6 @@ type peerService struct {
 
 var _ peerpb.PeerServer = (*peerService)(nil)
 
-// invalidateOK is the answer to every successful Invalidate. It is shared
-// because it is empty and only ever marshalled, which protobuf allows
-// concurrently.
-var invalidateOK = &peerpb.InvalidateResponse{}
-
 func (p *peerService) Get(ctx context.Context, req *peerpb.GetRequest) (resp *peerpb.GetResponse, err error) {
 	defer p.recoverPanic("Get", &err)
 	resp, err = p.h.Get(ctx, req)
@@ -267,10 +262,26 @@ func (p *peerService) Remove(ctx context.Context, req *peerpb.RemoveRequest) (re
 
 func (p *peerService) Invalidate(ctx context.Context, req *peerpb.InvalidateRequest) (resp *peerpb.InvalidateResponse, err error) {
 	defer p.recoverPanic("Invalidate", &err)
-	if err := p.h.Invalidate(ctx, req); err != nil {
+	resp, err = p.h.Invalidate(ctx, req)
+	if err != nil {
 		return nil, toStatus(ctx, err)
 	}
-	return invalidateOK, nil
+	if resp == nil {
+		resp = &peerpb.InvalidateResponse{}
+	}
+	return resp, nil
+}
+
+func (p *peerService) WaitsFor(ctx context.Context, req *peerpb.WaitsForRequest) (resp *peerpb.WaitsForResponse, err error) {
+	defer p.recoverPanic("WaitsFor", &err)
+	resp, err = p.h.WaitsFor(ctx, req)
+	if err != nil {
+		return nil, toStatus(ctx, err)
+	}
+	if resp == nil {
+		resp = &peerpb.WaitsForResponse{}
+	}
+	return resp, nil
 }
 
 func (p *peerService) Handoff(stream grpc.ClientStreamingServer[peerpb.Entry, peerpb.HandoffResponse]) (err error) {

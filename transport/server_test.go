@@ -14,7 +14,7 @@ func TestServerStop(t *testing.T) {
 	t.Run("graceful, twice, concurrently", func(t *testing.T) {
 		addr, srv := serve(t, newFakeHandler(), ServerConfig{})
 		c := newClient(t, ClientConfig{})
-		if _, err := c.Get(context.Background(), addr, &peerpb.GetRequest{Group: "g", Key: "k"}); err != nil {
+		if _, err := c.Get(context.Background(), addr, &peerpb.GetRequest{Group: "g", Key: []byte("k")}); err != nil {
 			t.Fatalf("Get: %v", err)
 		}
 		var wg sync.WaitGroup
@@ -31,7 +31,7 @@ func TestServerStop(t *testing.T) {
 		c := newClient(t, ClientConfig{CallTimeout: time.Minute})
 		done := make(chan error, 1)
 		go func() {
-			_, err := c.Get(context.Background(), addr, &peerpb.GetRequest{Group: "g", Key: "hang"})
+			_, err := c.Get(context.Background(), addr, &peerpb.GetRequest{Group: "g", Key: []byte("hang")})
 			done <- err
 		}()
 		<-h.entered

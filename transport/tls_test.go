@@ -86,7 +86,7 @@ func TestMutualTLS(t *testing.T) {
 	h := newFakeHandler()
 	addr, _ := serve(t, h, ServerConfig{TLS: serverTLS})
 	ctx := context.Background()
-	req := &peerpb.GetRequest{Group: "g", Key: "k"}
+	req := &peerpb.GetRequest{Group: "g", Key: []byte("k")}
 
 	t.Run("both sides authenticated", func(t *testing.T) {
 		c := newClient(t, ClientConfig{TLS: &tls.Config{

@@ -36,7 +36,7 @@ func (s echoServer) Get(_ context.Context, req *peerpb.GetRequest) (*peerpb.GetR
 
 // echoRequest is the request corral's caller sends: a header with sender and epoch.
 func echoRequest(group, key string) *peerpb.GetRequest {
-	return &peerpb.GetRequest{Header: &peerpb.Header{Sender: "raw-c0", Epoch: 0x5eed}, Group: group, Key: key}
+	return &peerpb.GetRequest{Header: &peerpb.Header{Sender: "raw-c0", Epoch: 0x5eed}, Group: group, Key: []byte(key)}
 }
 
 func init() {

@@ -88,6 +88,7 @@ const (
 	Reason_REASON_FILL_CYCLE    Reason = 1 // with code Aborted
 	Reason_REASON_UNKNOWN_GROUP Reason = 2 // with code FailedPrecondition
 	Reason_REASON_FILL_FAILED   Reason = 3 // with code Unknown; the message is the loader's
+	Reason_REASON_LEAVING       Reason = 4 // with code FailedPrecondition: the receiver is leaving: it takes no hand-off and routes nothing; ask the key's next owner
 )
 
 // Enum value maps for Reason.
@@ -97,12 +98,14 @@ var (
 		1: "REASON_FILL_CYCLE",
 		2: "REASON_UNKNOWN_GROUP",
 		3: "REASON_FILL_FAILED",
+		4: "REASON_LEAVING",
 	}
 	Reason_value = map[string]int32{
 		"REASON_UNSPECIFIED":   0,
 		"REASON_FILL_CYCLE":    1,
 		"REASON_UNKNOWN_GROUP": 2,
 		"REASON_FILL_FAILED":   3,
+		"REASON_LEAVING":       4,
 	}
 )
 
@@ -141,8 +144,15 @@ type Header struct {
 	// epoch is the sender's ring epoch when it routed the request.
 	Epoch uint64 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	// chain lists the fills in progress ("group/key") that led to this request,
-	// outermost first, so the receiver can detect a fill cycle.
-	Chain         []string `protobuf:"bytes,3,rep,name=chain,proto3" json:"chain,omitempty"`
+	// outermost first, so the receiver can detect a fill cycle. Keys are any
+	// bytes, so the entries are bytes too.
+	Chain [][]byte `protobuf:"bytes,3,rep,name=chain,proto3" json:"chain,omitempty"`
+	// clock is the sender's version clock: the receiver's clock moves past it,
+	// so a write the receiver orders later gets a larger version.
+	Clock uint64 `protobuf:"varint,4,opt,name=clock,proto3" json:"clock,omitempty"`
+	// sender_addr is the sender's peer address, for a receiver that does not
+	// know the sender yet and must tell it of later writes.
+	SenderAddr    string `protobuf:"bytes,5,opt,name=sender_addr,json=senderAddr,proto3" json:"sender_addr,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -191,11 +201,25 @@ func (x *Header) GetEpoch() uint64 {
 	return 0
 }
 
-func (x *Header) GetChain() []string {
+func (x *Header) GetChain() [][]byte {
 	if x != nil {
 		return x.Chain
 	}
 	return nil
+}
+
+func (x *Header) GetClock() uint64 {
+	if x != nil {
+		return x.Clock
+	}
+	return 0
+}
+
+func (x *Header) GetSenderAddr() string {
+	if x != nil {
+		return x.SenderAddr
+	}
+	return ""
 }
 
 // Entry is one cached value with its remaining lifetime. Durations are
@@ -204,13 +228,16 @@ func (x *Header) GetChain() []string {
 type Entry struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
-	Key   string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
-	Value []byte                 `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
+	// key is any bytes (proto3 strings must be UTF-8; keys need not be).
+	Key   []byte `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	Value []byte `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
 	// fresh_for_nanos is how long the value stays fresh from now; 0 = never expires.
 	FreshForNanos int64 `protobuf:"varint,4,opt,name=fresh_for_nanos,json=freshForNanos,proto3" json:"fresh_for_nanos,omitempty"`
 	// stale_for_nanos is how long it may be served stale after it stops being fresh.
 	StaleForNanos int64 `protobuf:"varint,5,opt,name=stale_for_nanos,json=staleForNanos,proto3" json:"stale_for_nanos,omitempty"`
-	// version is the key's version on the owner (bumped by Set and Remove).
+	// version is the latest write (Set or Remove) of the key that the value
+	// reflects: a copy whose version is below a write the receiver knows of is
+	// older than that write and is not stored.
 	Version uint64 `protobuf:"varint,6,opt,name=version,proto3" json:"version,omitempty"`
 	// fill_nanos is how long the loader took to produce the value.
 	FillNanos     int64 `protobuf:"varint,7,opt,name=fill_nanos,json=fillNanos,proto3" json:"fill_nanos,omitempty"`
@@ -255,11 +282,11 @@ func (x *Entry) GetGroup() string {
 	return ""
 }
 
-func (x *Entry) GetKey() string {
+func (x *Entry) GetKey() []byte {
 	if x != nil {
 		return x.Key
 	}
-	return ""
+	return nil
 }
 
 func (x *Entry) GetValue() []byte {
@@ -301,7 +328,7 @@ type GetRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Header *Header                `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
 	Group  string                 `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
-	Key    string                 `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
+	Key    []byte                 `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
 	// peek asks only for an entry the receiver already holds; it never fills.
 	// A new owner uses it to ask the previous owner after a membership change.
 	Peek          bool `protobuf:"varint,4,opt,name=peek,proto3" json:"peek,omitempty"`
@@ -353,11 +380,11 @@ func (x *GetRequest) GetGroup() string {
 	return ""
 }
 
-func (x *GetRequest) GetKey() string {
+func (x *GetRequest) GetKey() []byte {
 	if x != nil {
 		return x.Key
 	}
-	return ""
+	return nil
 }
 
 func (x *GetRequest) GetPeek() bool {
@@ -529,7 +556,7 @@ type RemoveRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Header        *Header                `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
 	Group         string                 `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
-	Key           string                 `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
+	Key           []byte                 `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -578,11 +605,11 @@ func (x *RemoveRequest) GetGroup() string {
 	return ""
 }
 
-func (x *RemoveRequest) GetKey() string {
+func (x *RemoveRequest) GetKey() []byte {
 	if x != nil {
 		return x.Key
 	}
-	return ""
+	return nil
 }
 
 type RemoveResponse struct {
@@ -634,10 +661,14 @@ type InvalidateRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Header *Header                `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
 	Group  string                 `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
-	Key    string                 `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
-	// version is the owner's version of the key after the change; a near copy
-	// at or below it is dropped.
-	Version       uint64 `protobuf:"varint,4,opt,name=version,proto3" json:"version,omitempty"`
+	Key    []byte                 `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
+	// version is the write's version; every copy of the key below it is
+	// dropped, and copies below it that arrive later are refused.
+	Version uint64 `protobuf:"varint,4,opt,name=version,proto3" json:"version,omitempty"`
+	// told names the members this write is being told to (the sender's view
+	// and the receivers before it): the receiver tells the members it knows of
+	// that are not listed, before it answers.
+	Told          []string `protobuf:"bytes,5,rep,name=told,proto3" json:"told,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -686,11 +717,11 @@ func (x *InvalidateRequest) GetGroup() string {
 	return ""
 }
 
-func (x *InvalidateRequest) GetKey() string {
+func (x *InvalidateRequest) GetKey() []byte {
 	if x != nil {
 		return x.Key
 	}
-	return ""
+	return nil
 }
 
 func (x *InvalidateRequest) GetVersion() uint64 {
@@ -700,8 +731,17 @@ func (x *InvalidateRequest) GetVersion() uint64 {
 	return 0
 }
 
+func (x *InvalidateRequest) GetTold() []string {
+	if x != nil {
+		return x.Told
+	}
+	return nil
+}
+
 type InvalidateResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// unreached names the members the receiver could not tell.
+	Unreached     []string `protobuf:"bytes,1,rep,name=unreached,proto3" json:"unreached,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -736,6 +776,179 @@ func (*InvalidateResponse) Descriptor() ([]byte, []int) {
 	return file_peer_proto_rawDescGZIP(), []int{9}
 }
 
+func (x *InvalidateResponse) GetUnreached() []string {
+	if x != nil {
+		return x.Unreached
+	}
+	return nil
+}
+
+type WaitsForRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Header        *Header                `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	Group         string                 `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
+	Key           []byte                 `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WaitsForRequest) Reset() {
+	*x = WaitsForRequest{}
+	mi := &file_peer_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WaitsForRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WaitsForRequest) ProtoMessage() {}
+
+func (x *WaitsForRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WaitsForRequest.ProtoReflect.Descriptor instead.
+func (*WaitsForRequest) Descriptor() ([]byte, []int) {
+	return file_peer_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *WaitsForRequest) GetHeader() *Header {
+	if x != nil {
+		return x.Header
+	}
+	return nil
+}
+
+func (x *WaitsForRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *WaitsForRequest) GetKey() []byte {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+// Wait is one fill another fill is waiting on.
+type Wait struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Key   []byte                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	// addr is the peer address of the member running that fill.
+	Addr          string `protobuf:"bytes,3,opt,name=addr,proto3" json:"addr,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Wait) Reset() {
+	*x = Wait{}
+	mi := &file_peer_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Wait) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Wait) ProtoMessage() {}
+
+func (x *Wait) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Wait.ProtoReflect.Descriptor instead.
+func (*Wait) Descriptor() ([]byte, []int) {
+	return file_peer_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *Wait) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *Wait) GetKey() []byte {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *Wait) GetAddr() string {
+	if x != nil {
+		return x.Addr
+	}
+	return ""
+}
+
+type WaitsForResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Waits         []*Wait                `protobuf:"bytes,1,rep,name=waits,proto3" json:"waits,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WaitsForResponse) Reset() {
+	*x = WaitsForResponse{}
+	mi := &file_peer_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WaitsForResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WaitsForResponse) ProtoMessage() {}
+
+func (x *WaitsForResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WaitsForResponse.ProtoReflect.Descriptor instead.
+func (*WaitsForResponse) Descriptor() ([]byte, []int) {
+	return file_peer_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *WaitsForResponse) GetWaits() []*Wait {
+	if x != nil {
+		return x.Waits
+	}
+	return nil
+}
+
 type HandoffResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// accepted counts entries the receiver stored.
@@ -749,7 +962,7 @@ type HandoffResponse struct {
 
 func (x *HandoffResponse) Reset() {
 	*x = HandoffResponse{}
-	mi := &file_peer_proto_msgTypes[10]
+	mi := &file_peer_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -761,7 +974,7 @@ func (x *HandoffResponse) String() string {
 func (*HandoffResponse) ProtoMessage() {}
 
 func (x *HandoffResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[10]
+	mi := &file_peer_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -774,7 +987,7 @@ func (x *HandoffResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandoffResponse.ProtoReflect.Descriptor instead.
 func (*HandoffResponse) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{10}
+	return file_peer_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *HandoffResponse) GetAccepted() uint32 {
@@ -803,7 +1016,7 @@ type ErrorDetail struct {
 
 func (x *ErrorDetail) Reset() {
 	*x = ErrorDetail{}
-	mi := &file_peer_proto_msgTypes[11]
+	mi := &file_peer_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -815,7 +1028,7 @@ func (x *ErrorDetail) String() string {
 func (*ErrorDetail) ProtoMessage() {}
 
 func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[11]
+	mi := &file_peer_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -828,7 +1041,7 @@ func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorDetail.ProtoReflect.Descriptor instead.
 func (*ErrorDetail) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{11}
+	return file_peer_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ErrorDetail) GetReason() Reason {
@@ -843,14 +1056,17 @@ var File_peer_proto protoreflect.FileDescriptor
 const file_peer_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
-	"peer.proto\x12\x0ecorral.peer.v1\"L\n" +
+	"peer.proto\x12\x0ecorral.peer.v1\"\x83\x01\n" +
 	"\x06Header\x12\x16\n" +
 	"\x06sender\x18\x01 \x01(\tR\x06sender\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x14\n" +
-	"\x05chain\x18\x03 \x03(\tR\x05chain\"\xce\x01\n" +
+	"\x05chain\x18\x03 \x03(\fR\x05chain\x12\x14\n" +
+	"\x05clock\x18\x04 \x01(\x04R\x05clock\x12\x1f\n" +
+	"\vsender_addr\x18\x05 \x01(\tR\n" +
+	"senderAddr\"\xce\x01\n" +
 	"\x05Entry\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x10\n" +
-	"\x03key\x18\x02 \x01(\tR\x03key\x12\x14\n" +
+	"\x03key\x18\x02 \x01(\fR\x03key\x12\x14\n" +
 	"\x05value\x18\x03 \x01(\fR\x05value\x12&\n" +
 	"\x0ffresh_for_nanos\x18\x04 \x01(\x03R\rfreshForNanos\x12&\n" +
 	"\x0fstale_for_nanos\x18\x05 \x01(\x03R\rstaleForNanos\x12\x18\n" +
@@ -861,7 +1077,7 @@ const file_peer_proto_rawDesc = "" +
 	"GetRequest\x12.\n" +
 	"\x06header\x18\x01 \x01(\v2\x16.corral.peer.v1.HeaderR\x06header\x12\x14\n" +
 	"\x05group\x18\x02 \x01(\tR\x05group\x12\x10\n" +
-	"\x03key\x18\x03 \x01(\tR\x03key\x12\x12\n" +
+	"\x03key\x18\x03 \x01(\fR\x03key\x12\x12\n" +
 	"\x04peek\x18\x04 \x01(\bR\x04peek\"\x80\x01\n" +
 	"\vGetResponse\x12+\n" +
 	"\x05entry\x18\x01 \x01(\v2\x15.corral.peer.v1.EntryR\x05entry\x12.\n" +
@@ -876,15 +1092,27 @@ const file_peer_proto_rawDesc = "" +
 	"\rRemoveRequest\x12.\n" +
 	"\x06header\x18\x01 \x01(\v2\x16.corral.peer.v1.HeaderR\x06header\x12\x14\n" +
 	"\x05group\x18\x02 \x01(\tR\x05group\x12\x10\n" +
-	"\x03key\x18\x03 \x01(\tR\x03key\"*\n" +
+	"\x03key\x18\x03 \x01(\fR\x03key\"*\n" +
 	"\x0eRemoveResponse\x12\x18\n" +
-	"\aversion\x18\x01 \x01(\x04R\aversion\"\x85\x01\n" +
+	"\aversion\x18\x01 \x01(\x04R\aversion\"\x99\x01\n" +
 	"\x11InvalidateRequest\x12.\n" +
 	"\x06header\x18\x01 \x01(\v2\x16.corral.peer.v1.HeaderR\x06header\x12\x14\n" +
 	"\x05group\x18\x02 \x01(\tR\x05group\x12\x10\n" +
-	"\x03key\x18\x03 \x01(\tR\x03key\x12\x18\n" +
-	"\aversion\x18\x04 \x01(\x04R\aversion\"\x14\n" +
-	"\x12InvalidateResponse\"A\n" +
+	"\x03key\x18\x03 \x01(\fR\x03key\x12\x18\n" +
+	"\aversion\x18\x04 \x01(\x04R\aversion\x12\x12\n" +
+	"\x04told\x18\x05 \x03(\tR\x04told\"2\n" +
+	"\x12InvalidateResponse\x12\x1c\n" +
+	"\tunreached\x18\x01 \x03(\tR\tunreached\"i\n" +
+	"\x0fWaitsForRequest\x12.\n" +
+	"\x06header\x18\x01 \x01(\v2\x16.corral.peer.v1.HeaderR\x06header\x12\x14\n" +
+	"\x05group\x18\x02 \x01(\tR\x05group\x12\x10\n" +
+	"\x03key\x18\x03 \x01(\fR\x03key\"B\n" +
+	"\x04Wait\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\fR\x03key\x12\x12\n" +
+	"\x04addr\x18\x03 \x01(\tR\x04addr\">\n" +
+	"\x10WaitsForResponse\x12*\n" +
+	"\x05waits\x18\x01 \x03(\v2\x14.corral.peer.v1.WaitR\x05waits\"A\n" +
 	"\x0fHandoffResponse\x12\x1a\n" +
 	"\baccepted\x18\x01 \x01(\rR\baccepted\x12\x12\n" +
 	"\x04kept\x18\x02 \x01(\rR\x04kept\"=\n" +
@@ -895,19 +1123,21 @@ const file_peer_proto_rawDesc = "" +
 	"\x03HIT\x10\x01\x12\b\n" +
 	"\x04FILL\x10\x02\x12\r\n" +
 	"\tCOALESCED\x10\x03\x12\t\n" +
-	"\x05STALE\x10\x04*i\n" +
+	"\x05STALE\x10\x04*}\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11REASON_FILL_CYCLE\x10\x01\x12\x18\n" +
 	"\x14REASON_UNKNOWN_GROUP\x10\x02\x12\x16\n" +
-	"\x12REASON_FILL_FAILED\x10\x032\xe9\x02\n" +
+	"\x12REASON_FILL_FAILED\x10\x03\x12\x12\n" +
+	"\x0eREASON_LEAVING\x10\x042\xb8\x03\n" +
 	"\x04Peer\x12>\n" +
 	"\x03Get\x12\x1a.corral.peer.v1.GetRequest\x1a\x1b.corral.peer.v1.GetResponse\x12>\n" +
 	"\x03Set\x12\x1a.corral.peer.v1.SetRequest\x1a\x1b.corral.peer.v1.SetResponse\x12G\n" +
 	"\x06Remove\x12\x1d.corral.peer.v1.RemoveRequest\x1a\x1e.corral.peer.v1.RemoveResponse\x12S\n" +
 	"\n" +
 	"Invalidate\x12!.corral.peer.v1.InvalidateRequest\x1a\".corral.peer.v1.InvalidateResponse\x12C\n" +
-	"\aHandoff\x12\x15.corral.peer.v1.Entry\x1a\x1f.corral.peer.v1.HandoffResponse(\x01B0Z.github.com/corralcache/corral/transport/peerpbb\x06proto3"
+	"\aHandoff\x12\x15.corral.peer.v1.Entry\x1a\x1f.corral.peer.v1.HandoffResponse(\x01\x12M\n" +
+	"\bWaitsFor\x12\x1f.corral.peer.v1.WaitsForRequest\x1a .corral.peer.v1.WaitsForResponseB0Z.github.com/corralcache/corral/transport/peerpbb\x06proto3"
 
 var (
 	file_peer_proto_rawDescOnce sync.Once
@@ -922,7 +1152,7 @@ func file_peer_proto_rawDescGZIP() []byte {
 }
 
 var file_peer_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_peer_proto_goTypes = []any{
 	(Source)(0),                // 0: corral.peer.v1.Source
 	(Reason)(0),                // 1: corral.peer.v1.Reason
@@ -936,8 +1166,11 @@ var file_peer_proto_goTypes = []any{
 	(*RemoveResponse)(nil),     // 9: corral.peer.v1.RemoveResponse
 	(*InvalidateRequest)(nil),  // 10: corral.peer.v1.InvalidateRequest
 	(*InvalidateResponse)(nil), // 11: corral.peer.v1.InvalidateResponse
-	(*HandoffResponse)(nil),    // 12: corral.peer.v1.HandoffResponse
-	(*ErrorDetail)(nil),        // 13: corral.peer.v1.ErrorDetail
+	(*WaitsForRequest)(nil),    // 12: corral.peer.v1.WaitsForRequest
+	(*Wait)(nil),               // 13: corral.peer.v1.Wait
+	(*WaitsForResponse)(nil),   // 14: corral.peer.v1.WaitsForResponse
+	(*HandoffResponse)(nil),    // 15: corral.peer.v1.HandoffResponse
+	(*ErrorDetail)(nil),        // 16: corral.peer.v1.ErrorDetail
 }
 var file_peer_proto_depIdxs = []int32{
 	2,  // 0: corral.peer.v1.GetRequest.header:type_name -> corral.peer.v1.Header
@@ -947,22 +1180,26 @@ var file_peer_proto_depIdxs = []int32{
 	3,  // 4: corral.peer.v1.SetRequest.entry:type_name -> corral.peer.v1.Entry
 	2,  // 5: corral.peer.v1.RemoveRequest.header:type_name -> corral.peer.v1.Header
 	2,  // 6: corral.peer.v1.InvalidateRequest.header:type_name -> corral.peer.v1.Header
-	1,  // 7: corral.peer.v1.ErrorDetail.reason:type_name -> corral.peer.v1.Reason
-	4,  // 8: corral.peer.v1.Peer.Get:input_type -> corral.peer.v1.GetRequest
-	6,  // 9: corral.peer.v1.Peer.Set:input_type -> corral.peer.v1.SetRequest
-	8,  // 10: corral.peer.v1.Peer.Remove:input_type -> corral.peer.v1.RemoveRequest
-	10, // 11: corral.peer.v1.Peer.Invalidate:input_type -> corral.peer.v1.InvalidateRequest
-	3,  // 12: corral.peer.v1.Peer.Handoff:input_type -> corral.peer.v1.Entry
-	5,  // 13: corral.peer.v1.Peer.Get:output_type -> corral.peer.v1.GetResponse
-	7,  // 14: corral.peer.v1.Peer.Set:output_type -> corral.peer.v1.SetResponse
-	9,  // 15: corral.peer.v1.Peer.Remove:output_type -> corral.peer.v1.RemoveResponse
-	11, // 16: corral.peer.v1.Peer.Invalidate:output_type -> corral.peer.v1.InvalidateResponse
-	12, // 17: corral.peer.v1.Peer.Handoff:output_type -> corral.peer.v1.HandoffResponse
-	13, // [13:18] is the sub-list for method output_type
-	8,  // [8:13] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	2,  // 7: corral.peer.v1.WaitsForRequest.header:type_name -> corral.peer.v1.Header
+	13, // 8: corral.peer.v1.WaitsForResponse.waits:type_name -> corral.peer.v1.Wait
+	1,  // 9: corral.peer.v1.ErrorDetail.reason:type_name -> corral.peer.v1.Reason
+	4,  // 10: corral.peer.v1.Peer.Get:input_type -> corral.peer.v1.GetRequest
+	6,  // 11: corral.peer.v1.Peer.Set:input_type -> corral.peer.v1.SetRequest
+	8,  // 12: corral.peer.v1.Peer.Remove:input_type -> corral.peer.v1.RemoveRequest
+	10, // 13: corral.peer.v1.Peer.Invalidate:input_type -> corral.peer.v1.InvalidateRequest
+	3,  // 14: corral.peer.v1.Peer.Handoff:input_type -> corral.peer.v1.Entry
+	12, // 15: corral.peer.v1.Peer.WaitsFor:input_type -> corral.peer.v1.WaitsForRequest
+	5,  // 16: corral.peer.v1.Peer.Get:output_type -> corral.peer.v1.GetResponse
+	7,  // 17: corral.peer.v1.Peer.Set:output_type -> corral.peer.v1.SetResponse
+	9,  // 18: corral.peer.v1.Peer.Remove:output_type -> corral.peer.v1.RemoveResponse
+	11, // 19: corral.peer.v1.Peer.Invalidate:output_type -> corral.peer.v1.InvalidateResponse
+	15, // 20: corral.peer.v1.Peer.Handoff:output_type -> corral.peer.v1.HandoffResponse
+	14, // 21: corral.peer.v1.Peer.WaitsFor:output_type -> corral.peer.v1.WaitsForResponse
+	16, // [16:22] is the sub-list for method output_type
+	10, // [10:16] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_peer_proto_init() }
@@ -976,7 +1213,7 @@ func file_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_peer_proto_rawDesc), len(file_peer_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   12,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -28,6 +28,7 @@ const (
 	Peer_Remove_FullMethodName     = "/corral.peer.v1.Peer/Remove"
 	Peer_Invalidate_FullMethodName = "/corral.peer.v1.Peer/Invalidate"
 	Peer_Handoff_FullMethodName    = "/corral.peer.v1.Peer/Handoff"
+	Peer_WaitsFor_FullMethodName   = "/corral.peer.v1.Peer/WaitsFor"
 )
 
 // PeerClient is the client API for Peer service.
@@ -43,10 +44,16 @@ type PeerClient interface {
 	// Remove deletes a key on the owner, bumps its version and drops every near
 	// copy in the cluster before it answers.
 	Remove(ctx context.Context, in *RemoveRequest, opts ...grpc.CallOption) (*RemoveResponse, error)
-	// Invalidate drops a near-cache copy held by the receiver.
+	// Invalidate tells the receiver of a write: it drops every copy of the key
+	// older than the write (its own store and its near cache), remembers the
+	// write, and tells the members it knows of that the request does not list
+	// before it answers.
 	Invalidate(ctx context.Context, in *InvalidateRequest, opts ...grpc.CallOption) (*InvalidateResponse, error)
 	// Handoff carries the fresh entries of a leaving node to their new owner.
 	Handoff(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[Entry, HandoffResponse], error)
+	// WaitsFor lists what the receiver's fill of group/key is waiting on, so a
+	// member about to wait on a fill can see a cycle through other members.
+	WaitsFor(ctx context.Context, in *WaitsForRequest, opts ...grpc.CallOption) (*WaitsForResponse, error)
 }
 
 type peerClient struct {
@@ -110,6 +117,16 @@ func (c *peerClient) Handoff(ctx context.Context, opts ...grpc.CallOption) (grpc
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Peer_HandoffClient = grpc.ClientStreamingClient[Entry, HandoffResponse]
 
+func (c *peerClient) WaitsFor(ctx context.Context, in *WaitsForRequest, opts ...grpc.CallOption) (*WaitsForResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(WaitsForResponse)
+	err := c.cc.Invoke(ctx, Peer_WaitsFor_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PeerServer is the server API for Peer service.
 // All implementations must embed UnimplementedPeerServer
 // for forward compatibility.
@@ -123,10 +140,16 @@ type PeerServer interface {
 	// Remove deletes a key on the owner, bumps its version and drops every near
 	// copy in the cluster before it answers.
 	Remove(context.Context, *RemoveRequest) (*RemoveResponse, error)
-	// Invalidate drops a near-cache copy held by the receiver.
+	// Invalidate tells the receiver of a write: it drops every copy of the key
+	// older than the write (its own store and its near cache), remembers the
+	// write, and tells the members it knows of that the request does not list
+	// before it answers.
 	Invalidate(context.Context, *InvalidateRequest) (*InvalidateResponse, error)
 	// Handoff carries the fresh entries of a leaving node to their new owner.
 	Handoff(grpc.ClientStreamingServer[Entry, HandoffResponse]) error
+	// WaitsFor lists what the receiver's fill of group/key is waiting on, so a
+	// member about to wait on a fill can see a cycle through other members.
+	WaitsFor(context.Context, *WaitsForRequest) (*WaitsForResponse, error)
 	mustEmbedUnimplementedPeerServer()
 }
 
@@ -151,6 +174,9 @@ func (UnimplementedPeerServer) Invalidate(context.Context, *InvalidateRequest) (
 }
 func (UnimplementedPeerServer) Handoff(grpc.ClientStreamingServer[Entry, HandoffResponse]) error {
 	return status.Error(codes.Unimplemented, "method Handoff not implemented")
+}
+func (UnimplementedPeerServer) WaitsFor(context.Context, *WaitsForRequest) (*WaitsForResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method WaitsFor not implemented")
 }
 func (UnimplementedPeerServer) mustEmbedUnimplementedPeerServer() {}
 func (UnimplementedPeerServer) testEmbeddedByValue()              {}
@@ -252,6 +278,24 @@ func _Peer_Handoff_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Peer_HandoffServer = grpc.ClientStreamingServer[Entry, HandoffResponse]
 
+func _Peer_WaitsFor_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(WaitsForRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PeerServer).WaitsFor(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Peer_WaitsFor_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PeerServer).WaitsFor(ctx, req.(*WaitsForRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Peer_ServiceDesc is the grpc.ServiceDesc for Peer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -274,6 +318,10 @@ var Peer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Invalidate",
 			Handler:    _Peer_Invalidate_Handler,
+		},
+		{
+			MethodName: "WaitsFor",
+			Handler:    _Peer_WaitsFor_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

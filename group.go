@@ -207,6 +207,9 @@ func (g *Group[V]) getRemote(ctx context.Context, key string) (V, Source, error)
 
 // wrapErr turns the fill engine's errors into the public ones.
 func (g *Group[V]) wrapErr(key string, err error) error {
+	if errors.Is(err, ErrClosed) || errors.Is(err, fill.ErrClosed) {
+		return ErrClosed // this node is closing: not a failure of the fill
+	}
 	var fe *fill.FillError
 	if !errors.As(err, &fe) {
 		var ke *fill.KeyError

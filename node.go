@@ -44,7 +44,8 @@ type Node struct {
 	strangers strangers       // peers that asked before they were in the view
 
 	view atomic.Pointer[view]
-	// viewMu serialises view changes (membership callbacks and Close).
+	// viewMu serialises view changes (membership callbacks and Close), and guards members
+	// while New sets it.
 	viewMu sync.Mutex
 
 	// mu guards groups.
@@ -127,7 +128,7 @@ func New(cfg Config) (*Node, error) {
 			seeds = append(seeds, s)
 		}
 	}
-	n.members, err = peer.New(peer.Config{
+	members, err := peer.New(peer.Config{
 		Name:                cfg.Name,
 		BindAddr:            cfg.BindAddr,
 		BindPort:            cfg.GossipPort,
@@ -155,6 +156,11 @@ func New(cfg Config) (*Node, error) {
 		n.metrics.unregister()
 		return nil, fmt.Errorf("corral: membership: %w", err)
 	}
+	// Peers may call in (and read n.members, see known) while New still runs: set it under
+	// viewMu.
+	n.viewMu.Lock()
+	n.members = members
+	n.viewMu.Unlock()
 	// OnChange may have run before n.members was set; read the list under viewMu, so a newer
 	// list delivered meanwhile is not overwritten by this older read.
 	n.setMembers(nil)

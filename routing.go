@@ -224,8 +224,11 @@ func (n *Node) known() map[string]string {
 	for name, st := range v.members {
 		out[name] = st.PeerAddr
 	}
-	if n.members != nil {
-		for _, m := range n.members.Members() {
+	n.viewMu.Lock()
+	members := n.members // nil while New runs
+	n.viewMu.Unlock()
+	if members != nil {
+		for _, m := range members.Members() {
 			out[m.Name] = m.Meta.PeerAddr
 		}
 	}
@@ -292,6 +295,8 @@ func (n *Node) tell(ctx context.Context, group, key string, version uint64, told
 func fromWire(err error) error {
 	var ffe *transport.FillFailedError
 	switch {
+	case errors.Is(err, transport.ErrClosed):
+		return ErrClosed // this node is closing; the owner said nothing
 	case errors.Is(err, transport.ErrNotFound):
 		return &remoteError{err: ErrNotFound}
 	case errors.Is(err, transport.ErrFillCycle):

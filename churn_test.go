@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -454,4 +455,160 @@ func TestCountersNeverGoDown(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
+}
+
+// warm fills every key once through gs, spreading the Gets over the nodes.
+func warm(tb testing.TB, gs []*Group[string], keys []string) {
+	tb.Helper()
+	for i, k := range keys {
+		if _, err := gs[i%len(gs)].Get(context.Background(), k); err != nil {
+			tb.Fatal(err)
+		}
+	}
+}
+
+func hotKeys(n int, prefix string) []string {
+	var keys []string
+	for i := range n {
+		keys = append(keys, fmt.Sprint(prefix, i))
+	}
+	return keys
+}
+
+// Two members leaving gracefully at once cost no refill: each hands its keys to the owners
+// on the ring without either of them.
+func TestOverlappingLeavesCostNoRefills(t *testing.T) {
+	nodes := newCluster(t, 5)
+	src := newSource(0)
+	gs := groups(t, nodes, "g", src.load, WithTTL(time.Hour))
+	keys := hotKeys(300, "o")
+	warm(t, gs, keys)
+	before := src.total.Load()
+	var wg sync.WaitGroup
+	for _, n := range nodes[3:] {
+		wg.Go(func() {
+			if err := n.Close(context.Background()); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	waitMembers(t, nodes[:3], 3)
+	for _, k := range keys {
+		getAll(t, gs[:3], k)
+	}
+	if refills := src.total.Load() - before; refills != 0 {
+		t.Fatalf("%d of %d keys refilled after two overlapping leaves", refills, len(keys))
+	}
+}
+
+// A rolling restart — each member in turn leaves and a new one joins, under reads — costs
+// no refill.
+func TestRollingRestartCostsNoRefills(t *testing.T) {
+	nodes := newCluster(t, 3)
+	src := newSource(0)
+	gs := groups(t, nodes, "g", src.load, WithTTL(time.Hour))
+	keys := hotKeys(200, "r")
+	warm(t, gs, keys)
+	before := src.total.Load()
+	var readMu sync.Mutex // guards the live groups the readers use
+	live := slices.Clone(gs)
+	stop := make(chan struct{})
+	var readers sync.WaitGroup
+	for r := range 2 {
+		readers.Go(func() {
+			for i := r; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				readMu.Lock()
+				g := live[i%len(live)]
+				readMu.Unlock()
+				if _, err := g.Get(context.Background(), keys[i%len(keys)]); err != nil && !errors.Is(err, ErrClosed) {
+					t.Errorf("Get during the restart: %v", err)
+					return
+				}
+			}
+		})
+	}
+	for i := range 3 {
+		replacement := newNode(t, testConfig(fmt.Sprint("r", i), nodes[(i+1)%3].GossipAddr()))
+		rg := groups(t, []*Node{replacement}, "g", src.load, WithTTL(time.Hour))[0]
+		waitMembers(t, []*Node{replacement}, 4)
+		readMu.Lock()
+		live = append(slices.DeleteFunc(live, func(g *Group[string]) bool { return g == gs[i] }), rg)
+		readMu.Unlock()
+		if err := nodes[i].Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		nodes[i], gs[i] = replacement, rg
+		waitMembers(t, nodes, 3)
+	}
+	close(stop)
+	readers.Wait()
+	for _, k := range keys {
+		getAll(t, gs, k)
+	}
+	if refills := src.total.Load() - before; refills != 0 {
+		t.Fatalf("%d of %d keys refilled by a rolling restart of 3 members", refills, len(keys))
+	}
+}
+
+// Two members crashing at once cost at most one refill per key: every survivor routes a
+// key of either to the same successor.
+func TestOverlappingCrashesCostOneRefillPerKey(t *testing.T) {
+	nodes := newCluster(t, 5)
+	src := newSource(20 * time.Millisecond)
+	gs := groups(t, nodes, "g", src.load, WithTTL(time.Hour))
+	var keys []string
+	for _, k := range hotKeys(400, "x") {
+		if o := nodes[0].Owner(k).Name; o == "n3" || o == "n4" {
+			keys = append(keys, k)
+		}
+	}
+	keys = keys[:40]
+	warm(t, gs, keys)
+	nodes[3].Kill()
+	nodes[4].Kill()
+	var wg sync.WaitGroup
+	for _, g := range gs[:3] {
+		for _, k := range keys {
+			for range 5 {
+				wg.Go(func() {
+					if _, err := g.Get(context.Background(), k); err != nil {
+						t.Errorf("Get(%s) after the crashes: %v", k, err)
+					}
+				})
+			}
+		}
+	}
+	wg.Wait()
+	waitMembers(t, nodes[:3], 3)
+	for _, k := range keys {
+		getAll(t, gs[:3], k)
+		if got := src.count(k); got > 2 {
+			t.Errorf("%s loaded %d times, want at most 2 (one before the crashes, one refill)", k, got)
+		}
+	}
+}
+
+// A member that joins before its application registered the group owns keys it cannot
+// serve yet: peers ask the next owner instead of failing.
+func TestJoinBeforeTheGroupIsRegistered(t *testing.T) {
+	nodes := newCluster(t, 2)
+	src := newSource(0)
+	gs := groups(t, nodes, "g", src.load, WithTTL(time.Hour))
+	late := newNode(t, testConfig("n2", nodes[0].GossipAddr()))
+	waitMembers(t, append(nodes, late), 3)
+	key := keyOwnedBy(t, late, "late")
+	for _, g := range gs {
+		if v, err := g.Get(context.Background(), key); err != nil || v != key+"@0" {
+			t.Fatalf("Get of a key owned by a member without the group: %q, %v", v, err)
+		}
+	}
+	if got := src.count(key); got != 1 {
+		t.Fatalf("loaded %d times, want 1", got)
+	}
 }

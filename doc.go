@@ -29,7 +29,113 @@
 //  2. Close the node on shutdown (SIGTERM), so that it leaves and hands its keys off rather
 //     than being detected as dead.
 //  3. Let loaders honour their context, and pass it to any Get they make.
+//  4. Write the source of truth before calling Set or Remove: a fill that starts after the
+//     write reads the source again.
 //
-// See DESIGN.md for the semantics of Get, ownership under churn, expiry, Remove and Set,
-// errors and limits; package fill for the definitions of TTL, grace, jitter and refresh.
+// # Get
+//
+// A Get looks in this node's near cache (copies of hot keys owned elsewhere, kept at most
+// Config.NearTTL), then routes: if this node owns the key it serves it from its store or
+// fills it; otherwise it asks the owner over gRPC. Concurrent Gets of one key on one node
+// share one fill or one owner request, so K Gets on each of N nodes for one expired key run
+// the loader once in the cluster. A peer's request is served by its receiver as acting owner
+// and never forwarded again, so views that disagree for a moment cost at most one extra fill
+// per disagreeing view, never a loop. When the owner cannot be reached, or answers that it is
+// leaving, the Get goes to the key's owner on the ring without it — the successor every
+// replica computes alike — rather than filling locally (Config.LocalFallback changes that).
+//
+// # Expiry
+//
+// TTLs travel between nodes as remaining durations, never as instants, so clock skew does
+// not matter. With stale-while-revalidate, a read past TTL but within grace returns the old
+// value and starts at most one background refresh, on the owner. Package fill defines TTL,
+// grace, jitter and refresh-ahead exactly.
+//
+// # Writes: Set and Remove
+//
+// Remove deletes a key on its owner and Set writes through its owner; both then tell every
+// member of the write before they return nil. Once a Set or Remove has returned nil, no Get
+// anywhere that starts after it returns an older value, through any number of joins, leaves,
+// crashes and restarts. When some member could not be told (it crashed and is not yet
+// detected, or is cut off), the write still stands and the call returns an *UnreachedError
+// naming it; that member may serve the old value until its copy expires.
+//
+// How that holds, by construction:
+//
+//  1. Versions. Every write gets a version from its owner's version clock, a hybrid logical
+//     clock: larger than every version the owner handed out or saw. Every peer request carries
+//     its sender's clock, every write's tell carries its version, and memberlist's full state
+//     exchange carries the clock to a joining node, so a write that starts after another
+//     returned always gets a larger version — whichever nodes ran them, whatever the pods'
+//     wall clocks say (the wall clock is only a floor, so a restarted node starts high).
+//  2. What a value's version means. Every stored value carries the version of the latest
+//     write it reflects: a Set's value its write's; a fill's result the latest write of the
+//     key known where the fill started (0 if none). A copy whose version is below a write is
+//     older than that write.
+//  3. Telling. After the owner applied the write, the writer tells every member it knows of:
+//     its view, the live set of its membership (a step ahead of the view), and the peers that
+//     asked it for keys before they were in its view. Each member told drops every copy of
+//     the key older than the write — in its own store as well as its near cache —, revokes
+//     the fills of the key in flight that started before it knew of the write (their callers
+//     still get the result: they asked before the write returned), remembers the write for a
+//     while (a tombstone, fill.Tombstones), and tells the members it knows of that the request
+//     does not list, before it answers. So when the write returns, every member that any
+//     member told knows of has dropped its old copies.
+//  4. Checking. Every path that moves a value between members — the hand-off of a leaving
+//     member, the warm pull of a new owner, the answer an owner gives to a near cache — carries
+//     the value's version, and the receiver refuses a copy below a write it remembers, under
+//     the same lock that orders its own writes. A write is remembered for at least five
+//     minutes, far longer than any copy can be on its way: every peer request has a deadline.
+//
+// The interleavings this rules out, each of which undid a write before:
+//
+//   - A join. n0 holds k; n2 joins and now owns k; Remove(k) through n1 reaches n2, which holds
+//     nothing. n2's first miss then asks n0 — and n0 held the removed value. Now the Remove's
+//     tell reaches n0, which drops its copy before the Remove returns; a warm pull that n0
+//     answered just before that arrives at n2 after n2 applied the Remove, and is refused.
+//   - A hand-off. n2 hands its entries off while Removes of its keys arrive: the entry read
+//     before a Remove reaches the new owner after the Remove did, and is refused; one sent
+//     after the Remove was applied on n2 is not sent at all.
+//   - A parallel tell. The writer tells R and X at once; R is told first, misses, and asks X,
+//     which is not told yet and answers with its old copy. R refuses it: R knows of the write.
+//   - A member no writer knows yet. A node that has just joined pulls k from X before the
+//     writer's view holds it. X remembers the stranger that asked and passes the tell on to it.
+//   - A member that left. A leaving member is told of nothing once it is out of the views,
+//     so after it has left it answers only warm pulls, whose copies the new owners check,
+//     and refuses Gets, Sets and Removes with "leaving": the caller asks the next owner.
+//
+// # Membership changes and refills
+//
+// A join costs no refill: for Config.PeekWindow after a change, a new owner's first miss of a
+// key whose owner changed asks, in parallel and without letting them fill, the key's owners
+// on every ring of the window (departed members included) and, while it has only just
+// joined, its owner on the ring without itself; if none holds it, every member. A graceful
+// leave costs no refill: Close announces that the node is leaving, hands every fresh entry to
+// its owner on the ring without every leaving member (entries refused by a member that is
+// leaving too go to the next owner) while peers still route to it, then leaves and answers
+// the new owners' warm pulls for Config.DrainTimeout. However many joins and leaves overlap,
+// the value is found wherever it still is. A crash costs at most one refill per key: every
+// survivor routes the dead owner's keys to the same successor.
+//
+// # Errors
+//
+// A failing loader never poisons a key: nothing is stored and the next Get fills again. Every
+// caller of a failed fill gets a *FillError: Shared for callers that waited on another's fill,
+// Remote for callers on other nodes; ErrNotFound stays ErrNotFound across the wire. A loader
+// panic is recovered and reported the same way, its stack logged. A caller whose context
+// ends gets ctx.Err() alone; the fill goes on for the others. A loader that asks for a key
+// whose fill it is part of — directly, through other groups or through peers, and also when
+// the cycle is entered from several keys at once, each fill started by its own caller — gets
+// ErrFillCycle at once instead of a deadlock: every wait of a fill on a fill is kept in a wait
+// graph (fill.WaitGraph), and the wait that would close a cycle, found by following the
+// graph through the members that run the fills, fails.
+//
+// # Limits
+//
+// Keys are any bytes, non-empty and at most 4 KiB (valid UTF-8 is not required); values are
+// bounded by Config.MaxValueBytes (8 MiB); group names are [a-zA-Z0-9_.-]{1,64}. A request
+// that breaks a limit gets a *LimitError naming it and changes nothing else.
+//
+// Package fill is the in-process engine (and usable alone); ring, peer and transport are the
+// ownership ring, the membership and the peer protocol.
 package corral

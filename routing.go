@@ -17,8 +17,9 @@ var errNoMembers = errors.New("corral: no member to route to")
 
 // onOwner runs an operation on key's owner: local when this node owns it, remote otherwise.
 // When the owner cannot be reached (refused, reset, deadline, or it left the view while the
-// call was in flight), or answers that it is leaving, the operation moves to the owner of
-// the ring without that member — the successor every replica computes alike and agrees on
+// call was in flight), or answers that it is leaving or does not serve the group yet (it
+// has joined before its application registered the group), the operation moves to the
+// owner of the ring without that member — the successor every replica computes alike and agrees on
 // once the failure or the leave is seen — so a crash costs one refill, not one per replica.
 // With Config.LocalFallback it runs locally instead. It returns the name of the member that
 // ran the operation.
@@ -43,8 +44,8 @@ func (n *Node) onOwner(ctx context.Context, key string, local func() error,
 		if err == nil || !n.failover(ctx, st, err) {
 			return owner, err
 		}
-		if errors.Is(err, transport.ErrLeaving) {
-			n.log.Debug("corral: owner is leaving, asking its successor", "owner", owner, "key", key)
+		if errors.Is(err, transport.ErrLeaving) || errors.Is(err, transport.ErrUnknownGroup) {
+			n.log.Debug("corral: owner does not serve the key, asking its successor", "owner", owner, "key", key, "err", err)
 		} else {
 			n.log.Warn("corral: owner unreachable, failing over", "owner", owner, "key", key, "err", err)
 		}
@@ -70,7 +71,8 @@ func (n *Node) failover(ctx context.Context, st *memberState, err error) bool {
 	if ctx.Err() != nil {
 		return false // the caller gave up: not the owner's fault
 	}
-	return st.gone.Err() != nil || transport.IsUnreachable(err) || errors.Is(err, transport.ErrLeaving)
+	return st.gone.Err() != nil || transport.IsUnreachable(err) ||
+		errors.Is(err, transport.ErrLeaving) || errors.Is(err, transport.ErrUnknownGroup)
 }
 
 // header is the request header: this node, its ring epoch, its clock and the fill chain of

@@ -95,8 +95,9 @@ func (n *Network) newConnLocked(a, b *Host, port int) (dialer, acceptor *Conn) {
 
 // Read reads what has arrived, up to len(b) bytes, waiting for something to arrive. It returns
 // io.EOF after the far end closed and every byte it wrote was read; an error wrapping
-// ECONNRESET once the far end's reset has arrived (bytes not yet read are lost); a timeout at
-// the read deadline; and net.ErrClosed after Close.
+// ECONNRESET once the far end's reset has arrived (bytes not yet read are lost); a timeout
+// (wrapping os.ErrDeadlineExceeded) once the read deadline has passed, even if bytes have
+// arrived; and net.ErrClosed after Close.
 func (c *Conn) Read(b []byte) (int, error) {
 	n := c.n
 	n.mu.Lock()
@@ -110,6 +111,10 @@ func (c *Conn) Read(b []byte) (int, error) {
 			return 0, nil
 		}
 		now := time.Now()
+		// As net.Conn's: once the deadline has passed, Read fails without reading.
+		if !c.rdl.IsZero() && !now.Before(c.rdl) {
+			return 0, c.opErr("read", os.ErrDeadlineExceeded)
+		}
 		flows := n.flowsLocked(p.from, p.to)
 		var next time.Time // when the next thing arrives, once flowing
 		switch {
@@ -128,9 +133,6 @@ func (c *Conn) Read(b []byte) (int, error) {
 				return 0, io.EOF
 			}
 			next = p.finAt
-		}
-		if !c.rdl.IsZero() && !now.Before(c.rdl) {
-			return 0, c.opErr("read", os.ErrDeadlineExceeded)
 		}
 		if !flows {
 			next = time.Time{} // the network's change wakes us, not the clock
@@ -175,14 +177,14 @@ func (c *Conn) Write(b []byte) (int, error) {
 			return written, c.opErr("write", net.ErrClosed)
 		}
 		now := time.Now()
+		if !c.wdl.IsZero() && !now.Before(c.wdl) {
+			return written, c.opErr("write", os.ErrDeadlineExceeded)
+		}
 		if c.in.reset && n.flowsLocked(c.rh, c.lh) && !now.Before(c.in.resetAt) {
 			return written, c.opErr("write", errReset)
 		}
 		if len(b) == 0 {
 			return written, nil
-		}
-		if !c.wdl.IsZero() && !now.Before(c.wdl) {
-			return written, c.opErr("write", os.ErrDeadlineExceeded)
 		}
 		p := c.out
 		if p.discard {

@@ -78,6 +78,20 @@ func (n *Network) Cut(from, to []*Host) {
 	n.changedLocked()
 }
 
+// Uncut undoes Cut(from, to), leaving other cuts as they are: Uncut(a, b) and Uncut(b, a)
+// together undo Partition(a, b).
+func (n *Network) Uncut(from, to []*Host) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, a := range from {
+		for _, b := range to {
+			delete(n.cuts, pair{a, b})
+		}
+	}
+	n.traceLocked(Event{Kind: EventFault, From: ips(from), To: ips(to), Detail: "uncut"})
+	n.changedLocked()
+}
+
 // Partition cuts both ways between every two sides: each host then reaches only the hosts of
 // its own side (and those listed on no side, which it reached before). Heal undoes it.
 func (n *Network) Partition(sides ...[]*Host) {

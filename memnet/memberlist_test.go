@@ -25,6 +25,7 @@ type cluster struct {
 	start time.Time
 	// goroutines is how many ran before the cluster started: as many are left after shutdown.
 	goroutines int
+	tune       func(*memberlist.Config) // changes the LAN defaults; nil = none
 
 	mu sync.Mutex
 	// guards log
@@ -54,8 +55,18 @@ func (e memberEvent) String() string {
 // the first; it does not wait for them to converge.
 func newCluster(tb testing.TB, n *memnet.Network, k int) *cluster {
 	tb.Helper()
-	c := &cluster{t: tb, n: n, start: time.Now(), goroutines: first(bubbleGoroutines())}
+	return newStaggeredCluster(tb, n, k, nil, nil)
+}
+
+// newStaggeredCluster is newCluster with tune applied to each member's config and, if set,
+// stagger called before each member starts.
+func newStaggeredCluster(tb testing.TB, n *memnet.Network, k int, tune func(*memberlist.Config), stagger func()) *cluster {
+	tb.Helper()
+	c := &cluster{t: tb, n: n, start: time.Now(), goroutines: first(bubbleGoroutines()), tune: tune}
 	for i := range k {
+		if stagger != nil {
+			stagger()
+		}
 		m := c.startMember(n.NewHost(), fmt.Sprintf("node%d", i))
 		if i > 0 {
 			if _, err := m.ml.Join([]string{c.nodes[0].tr.Addr()}); err != nil {
@@ -77,6 +88,9 @@ func (c *cluster) startMember(h *memnet.Host, name string) *member {
 	cfg.Transport = tr
 	cfg.Logger = log.New(io.Discard, "", 0)
 	cfg.Events = &eventLog{c: c, observer: name}
+	if c.tune != nil {
+		c.tune(cfg)
+	}
 	ml, err := memberlist.Create(cfg)
 	if err != nil {
 		c.t.Fatal(err)
@@ -133,8 +147,15 @@ func bubbleGoroutines() (int, string) {
 		panic("bubbleGoroutines called outside a synctest bubble")
 	}
 	tag := "synctest bubble " + strings.TrimSuffix(after, "]:")
-	buf := make([]byte, 4<<20)
-	buf = buf[:runtime.Stack(buf, true)]
+	buf := make([]byte, 64<<10)
+	for {
+		k := runtime.Stack(buf, true)
+		if k < len(buf) {
+			buf = buf[:k]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
 	k := 0
 	var mine []string
 	for _, g := range strings.Split(string(buf), "\n\n") {

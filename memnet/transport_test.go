@@ -89,6 +89,10 @@ func TestFaultsOnPackets(t *testing.T) {
 			func(n *memnet.Network, _ hosts) { n.Heal() }, true, true},
 		{"partition", func(n *memnet.Network, h hosts) { n.Partition([]*memnet.Host{h.a}, []*memnet.Host{h.b}) },
 			func(n *memnet.Network, _ hosts) { n.Heal() }, false, false},
+		{"uncut", func(n *memnet.Network, h hosts) {
+			n.Partition([]*memnet.Host{h.a}, []*memnet.Host{h.b})
+			n.Uncut([]*memnet.Host{h.a}, []*memnet.Host{h.b}) // b→a stays cut
+		}, func(n *memnet.Network, _ hosts) { n.Heal() }, true, true},
 		{"loss 1", func(n *memnet.Network, h hosts) { n.SetLink(h.a, h.b, memnet.Link{Loss: 1}) },
 			func(n *memnet.Network, h hosts) { n.ClearLink(h.a, h.b) }, false, false},
 		// A paused process does not send; its kernel queues what comes in until it resumes.

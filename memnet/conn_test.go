@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"net"
 	"os"
 	"syscall"
@@ -194,8 +195,11 @@ func TestRefusedAndUnreachable(t *testing.T) {
 				ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 				defer cancel()
 				start := time.Now()
-				_, err := a.DialContext(ctx, tt.addr(b))
+				c, err := a.DialContext(ctx, tt.addr(b))
 				took := time.Since(start)
+				if c != nil {
+					t.Errorf("a failed dial returned a non-nil net.Conn (%#v)", c)
+				}
 				if tt.wantRefused {
 					if !errors.Is(err, syscall.ECONNREFUSED) || took != 2*time.Millisecond {
 						t.Errorf("dial: %v after %v, want ECONNREFUSED after one round trip", err, took)
@@ -408,5 +412,51 @@ func TestListenErrors(t *testing.T) {
 	defer any.Close()
 	if p := any.Addr().(*net.TCPAddr).Port; p < 32768 {
 		t.Errorf("Listen(0) picked port %d, want an ephemeral one", p)
+	}
+}
+
+func TestNewValidates(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  memnet.Config
+	}{
+		{"negative window", memnet.Config{Window: -1}},
+		{"negative queue", memnet.Config{PacketQueue: -1}},
+		{"negative connect timeout", memnet.Config{ConnectTimeout: -time.Second}},
+		{"negative delay", memnet.Config{Link: memnet.Link{Delay: -1}}},
+		{"negative jitter", memnet.Config{Link: memnet.Link{Jitter: -1}}},
+		{"loss over 1", memnet.Config{Link: memnet.Link{Loss: 1.5}}},
+		{"loss NaN", memnet.Config{Link: memnet.Link{Loss: math.NaN()}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := memnet.New(tt.cfg); err == nil {
+				t.Error("New: no error")
+			}
+		})
+	}
+	n, err := memnet.New(memnet.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := n.NewHost(), n.NewHost()
+	if err := n.SetLink(a, b, memnet.Link{Loss: -0.1}); err == nil {
+		t.Error("SetLink with negative loss: no error")
+	}
+	if _, err := n.AddHost("10.0.0.1"); !errors.Is(err, memnet.ErrHostExists) {
+		t.Errorf("AddHost of a taken address: %v, want ErrHostExists", err)
+	}
+	if _, err := n.AddHost("not an ip"); err == nil {
+		t.Error("AddHost of a name: no error")
+	}
+	h, err := n.AddHost("fd00::7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := h.Addr(7946); got != "[fd00::7]:7946" || n.Host("fd00::7") != h {
+		t.Errorf("IPv6 host: Addr %s, Host lookup %v", got, n.Host("fd00::7"))
+	}
+	if _, err := b.DialContext(t.Context(), "name.example:80"); err == nil {
+		t.Error("dial to a host name: no error")
 	}
 }

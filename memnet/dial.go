@@ -41,8 +41,11 @@ func (h *Host) dial(ctx context.Context, addr string, t *Transport) (*Conn, erro
 		return opErr(err)
 	}
 	for attempt := 0; ; {
-		if h.down || h.generation != gen || (t != nil && t.closed) {
+		if h.down || h.generation != gen {
 			return nil, opErr(ErrHostDown)
+		}
+		if t != nil && t.closed {
+			return nil, opErr(net.ErrClosed)
 		}
 		now := time.Now()
 		if !now.Before(deadline) || errors.Is(ctx.Err(), context.DeadlineExceeded) {
@@ -72,8 +75,11 @@ func (h *Host) dial(ctx context.Context, addr string, t *Transport) (*Conn, erro
 				continue // reported at the top
 			}
 		}
-		if lost || !n.handshakeFlowsLocked(h, dest) || h.down || h.generation != gen {
-			// Lost, or cut while on its way: the next attempt waits for the path.
+		if lost || !n.handshakeFlowsLocked(h, dest) || h.down || h.generation != gen || (t != nil && t.closed) {
+			// Lost, or cut while on its way: the next attempt waits for the path. (Or this end
+			// died meanwhile, which the top reports: a Transport's Shutdown closes it before
+			// it cancels ctx, so a dial waking here in between must not make a connection
+			// that nobody would close.)
 			continue
 		}
 		acc := dest.listeners[port]

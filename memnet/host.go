@@ -213,7 +213,11 @@ func (h *Host) nextEphemeralLocked() int {
 // refused (ECONNREFUSED); a dial to an address with no host waits, as a SYN into the void
 // would. A host name is not resolved: it fails as an unknown host.
 func (h *Host) DialContext(ctx context.Context, addr string) (net.Conn, error) {
-	return h.dial(ctx, addr, nil)
+	c, err := h.dial(ctx, addr, nil)
+	if err != nil {
+		return nil, err // not a nil *Conn in a non-nil net.Conn
+	}
+	return c, nil
 }
 
 func sortedKeys[V any](m map[int]V) []int {

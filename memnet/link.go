@@ -4,6 +4,7 @@ import (
 	"errors"
 	"hash/fnv"
 	"math/rand/v2"
+	"strconv"
 	"time"
 )
 
@@ -58,7 +59,7 @@ func (n *Network) ClearLink(from, to *Host) {
 }
 
 func (l Link) String() string {
-	return "delay=" + l.Delay.String() + " jitter=" + l.Jitter.String() + " loss=" + formatFloat(l.Loss)
+	return "delay=" + l.Delay.String() + " jitter=" + l.Jitter.String() + " loss=" + strconv.FormatFloat(l.Loss, 'g', -1, 64)
 }
 
 // Cut stops everything from each host of from to each host of to, one way: packets from→to

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/netip"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -415,5 +414,3 @@ func udpAddr(addr string) net.Addr {
 	}
 	return nil
 }
-
-func formatFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }

@@ -196,6 +196,10 @@ func TestCrashClosesTransport(t *testing.T) {
 		if got := drain(tr); len(got) != 1 {
 			t.Errorf("%d packets arrived after restart, want 1", len(got))
 		}
+		tr.Shutdown()
+		if _, err := tr.DialTimeout(ts[0].Addr(), time.Second); !errors.Is(err, net.ErrClosed) {
+			t.Errorf("dial from a Transport after Shutdown: %v, want net.ErrClosed", err)
+		}
 	})
 }
 

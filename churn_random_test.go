@@ -233,7 +233,7 @@ func TestRandomChurnNeverUndoesAWrite(t *testing.T) {
 			changes = append(changes, "leave "+name)
 		default:
 			name, _, _, _ := c.pick(r)
-			c.remove(name).Kill()
+			c.remove(name).kill()
 			changes = append(changes, "crash "+name)
 		}
 		time.Sleep(time.Duration(100+r.IntN(300)) * time.Millisecond)

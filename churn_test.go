@@ -152,7 +152,7 @@ func TestSetOnNewOwnerThenItCrashes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	nodes[2].Kill()
+	nodes[2].kill()
 	waitMembers(t, nodes[:2], 2)
 	for _, k := range keys {
 		for i, v := range getAll(t, gs, k) {
@@ -570,8 +570,8 @@ func TestOverlappingCrashesCostOneRefillPerKey(t *testing.T) {
 	}
 	keys = keys[:40]
 	warm(t, gs, keys)
-	nodes[3].Kill()
-	nodes[4].Kill()
+	nodes[3].kill()
+	nodes[4].kill()
 	var wg sync.WaitGroup
 	for _, g := range gs[:3] {
 		for _, k := range keys {

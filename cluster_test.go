@@ -198,7 +198,7 @@ func TestCrashCostsOneRefill(t *testing.T) {
 			gs[0].Get(ctx, k)
 		}
 	}
-	victim.Kill()
+	victim.kill()
 	// Stampede every hot key from every survivor at once, before and while the failure is
 	// detected.
 	var wg sync.WaitGroup
@@ -308,7 +308,7 @@ func TestRestartWithSameName(t *testing.T) {
 	nodes := newCluster(t, 2)
 	restarted := testConfig("n1", nodes[0].GossipAddr())
 	restarted.DeadNodeReclaimTime = 10 * time.Millisecond
-	nodes[1].Kill()
+	nodes[1].kill()
 	waitMembers(t, nodes[:1], 1)
 	n1 := newNode(t, restarted)
 	waitMembers(t, []*Node{nodes[0], n1}, 2)

@@ -1,16 +1,20 @@
 package corral
 
 import (
-	"crypto/rand"
+	crand "crypto/rand"
 	"crypto/tls"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/corralcache/corral/memnet"
 )
 
 // Config configures New. The zero value of every field means its default; DefaultConfig
@@ -82,6 +86,18 @@ type Config struct {
 	// NearPromote is how many requests for a remote key within a second make it hot enough to
 	// keep a near copy; 0 = 2.
 	NearPromote int
+
+	// Host, if set, is the in-memory host (package memnet) this node runs on instead of the
+	// operating system's network: it binds no port, advertises the host's address, gossips
+	// and reaches its peers through the host's network, and reads time without a ticker. It
+	// is for tests of a whole cluster in one process — in a testing/synctest bubble, in virtual
+	// time (see package corraltest). BindAddr and AdvertiseAddr are ignored. nil = real
+	// sockets.
+	Host *memnet.Host
+	// Rand is the source of everything this node draws at random — the suffix of a default
+	// Name, TTL jitter, refresh-ahead, join backoff — so that a seeded simulation replays.
+	// New takes it over: the caller must not use it afterwards. nil = unpredictable.
+	Rand *rand.Rand
 }
 
 // DefaultConfig returns the production defaults.
@@ -117,7 +133,11 @@ func (c *Config) validate() error {
 			host = "corral"
 		}
 		var b [4]byte
-		rand.Read(b[:])
+		if c.Rand != nil {
+			binary.LittleEndian.PutUint32(b[:], c.Rand.Uint32())
+		} else {
+			crand.Read(b[:])
+		}
 		c.Name = host + "-" + hex.EncodeToString(b[:])
 	}
 	if c.BindAddr == "" {

@@ -77,7 +77,7 @@ func NewGroup[V any](n *Node, name string, load LoadFunc[V], opts ...GroupOption
 	g.local, err = fill.New(g.fillLocal, fill.Config[V]{
 		Name: name, TTL: o.ttl, Jitter: o.jitter, Grace: o.grace, RefreshAhead: o.refreshAhead,
 		NegativeTTL: o.negativeTTL, FillTimeout: o.fillTimeout, MaxBytes: o.maxBytes,
-		Refreshes: n.refreshes, Fills: n.fills, Clock: n.clock, Logger: n.log,
+		Refreshes: n.refreshes, Fills: n.fills, Clock: n.clock, Logger: n.log, Rand: n.randFloat(),
 		OnFill:      func(d time.Duration, err error) { n.metrics.fillDuration.WithLabelValues(name).Observe(d.Seconds()) },
 		NextVersion: n.version.Next, Tombstones: g.tombs, Waits: n.waits.Hook(nil),
 	})
@@ -86,7 +86,7 @@ func NewGroup[V any](n *Node, name string, load LoadFunc[V], opts ...GroupOption
 	}
 	g.near, err = fill.New(g.fetch, fill.Config[V]{
 		Name: name, FillTimeout: o.fillTimeout + n.cfg.PeerTimeout, MaxBytes: max(n.cfg.NearBytes, 1),
-		Clock: n.clock, Logger: n.log,
+		Clock: n.clock, Logger: n.log, Rand: n.randFloat(),
 		// An owner request for a Get whose ctx cannot end runs on the caller's goroutine: no
 		// goroutine start and no fresh stack growing through gRPC.
 		InlineFill:  true,
@@ -96,7 +96,7 @@ func NewGroup[V any](n *Node, name string, load LoadFunc[V], opts ...GroupOption
 		g.hot, err = otter.New(&otter.Options[string, *atomic.Int32]{
 			MaximumSize:      10_000,
 			ExpiryCalculator: otter.ExpiryWriting[string, *atomic.Int32](time.Second),
-			Clock:            n.clock,
+			Clock:            otterClock(n.clock),
 		})
 	}
 	if err != nil {
@@ -315,3 +315,16 @@ func (g *Group[V]) write(ctx context.Context, key string, local func() (uint64, 
 	}
 	return nil
 }
+
+// otterClock gives an otter cache the node's clock: itself when it is otter's coarse clock,
+// else the clock without ticks (entries then expire when touched).
+func otterClock(c fill.Clock) otter.Clock {
+	if cc, ok := c.(*otter.CoarseClock); ok {
+		return cc
+	}
+	return tickless{c}
+}
+
+type tickless struct{ fill.Clock }
+
+func (tickless) Tick(time.Duration) <-chan time.Time { return nil }

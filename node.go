@@ -12,9 +12,9 @@ import (
 	"time"
 
 	sockaddr "github.com/hashicorp/go-sockaddr"
-	"github.com/maypok86/otter/v2"
 
 	"github.com/corralcache/corral/fill"
+	"github.com/corralcache/corral/internal/crash"
 	"github.com/corralcache/corral/peer"
 	"github.com/corralcache/corral/ring"
 	"github.com/corralcache/corral/transport"
@@ -27,7 +27,9 @@ type Node struct {
 	cfg       Config
 	log       *slog.Logger
 	ringCfg   ring.Config
-	clock     *otter.CoarseClock
+	clock     fill.Clock
+	stopClock func()
+	rand      *lockedRand // Config.Rand, or nil
 	refreshes *fill.Limiter
 	fills     *fill.Limiter // nil = unbounded
 	metrics   *metrics
@@ -65,10 +67,16 @@ func New(cfg Config) (*Node, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	advertise, err := advertiseAddr(cfg)
-	if err != nil {
-		return nil, err
+	var advertise string
+	if cfg.Host != nil {
+		advertise = cfg.Host.IP()
+	} else {
+		var err error
+		if advertise, err = advertiseAddr(cfg); err != nil {
+			return nil, err
+		}
 	}
+	var err error
 	n := &Node{
 		cfg:        cfg,
 		log:        cfg.Logger.With("node", cfg.Name),
@@ -76,6 +84,7 @@ func New(cfg Config) (*Node, error) {
 		refreshes:  fill.NewLimiter(cfg.MaxRefreshes),
 		groups:     make(map[string]groupHandle),
 		serverDone: make(chan struct{}),
+		rand:       newLockedRand(cfg.Rand),
 	}
 	n.version.now = time.Now
 	n.waits = fill.NewWaitGraph(n.resolveWaits)
@@ -87,7 +96,12 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 
-	lis, err := net.Listen("tcp", net.JoinHostPort(cfg.BindAddr, strconv.Itoa(cfg.PeerPort)))
+	var lis net.Listener
+	if cfg.Host != nil {
+		lis, err = cfg.Host.Listen(cfg.PeerPort)
+	} else {
+		lis, err = net.Listen("tcp", net.JoinHostPort(cfg.BindAddr, strconv.Itoa(cfg.PeerPort)))
+	}
 	if err != nil {
 		n.metrics.unregister()
 		return nil, fmt.Errorf("corral: listen for peers: %w", err)
@@ -98,10 +112,14 @@ func New(cfg Config) (*Node, error) {
 	msgSize := cfg.MaxValueBytes + 64<<10
 	n.server, err = transport.NewServer(server{n}, transport.ServerConfig{TLS: cfg.PeerTLS, MaxMessageSize: msgSize, Logger: n.log})
 	if err == nil {
-		n.client, err = transport.NewClient(transport.ClientConfig{
+		cc := transport.ClientConfig{
 			TLS: cfg.PeerTLS, MaxMessageSize: msgSize, CallTimeout: cfg.PeerTimeout,
 			OnCall: n.metrics.peerCall,
-		})
+		}
+		if cfg.Host != nil {
+			cc.Dialer = cfg.Host.DialContext
+		}
+		n.client, err = transport.NewClient(cc)
 	}
 	if err != nil {
 		lis.Close()
@@ -115,7 +133,13 @@ func New(cfg Config) (*Node, error) {
 		}
 	}()
 
-	n.clock = fill.NewCoarseClock(time.Millisecond)
+	if cfg.Host != nil {
+		// A ticker per node would wake every simulated node every millisecond.
+		n.clock, n.stopClock = fill.NewSystemClock(), func() {}
+	} else {
+		cc := fill.NewCoarseClock(time.Millisecond)
+		n.clock, n.stopClock = cc, cc.Stop
+	}
 	self := &memberState{Member: Member{Name: cfg.Name, PeerAddr: peerAddr}}
 	self.gone, self.cancel = context.WithCancel(context.Background())
 	r, _ := ring.New([]string{cfg.Name}, n.ringCfg)
@@ -128,7 +152,7 @@ func New(cfg Config) (*Node, error) {
 			seeds = append(seeds, s)
 		}
 	}
-	members, err := peer.New(peer.Config{
+	pc := peer.Config{
 		Name:                cfg.Name,
 		BindAddr:            cfg.BindAddr,
 		BindPort:            cfg.GossipPort,
@@ -149,10 +173,25 @@ func New(cfg Config) (*Node, error) {
 		OnEvent:             n.memberEvent,
 		LocalState:          n.version.localState,
 		MergeState:          n.version.mergeState,
-	})
+	}
+	if n.rand != nil {
+		pc.Rand = n.rand.child()
+	}
+	if cfg.Host != nil {
+		tr, terr := cfg.Host.NewTransport(cfg.GossipPort)
+		if terr != nil {
+			err = terr
+		} else {
+			pc.Transport, pc.BindPort = tr, tr.Port()
+		}
+	}
+	var members *peer.Membership
+	if err == nil {
+		members, err = peer.New(pc)
+	}
 	if err != nil {
 		n.stopTransport(context.Background())
-		n.clock.Stop()
+		n.stopClock()
 		n.metrics.unregister()
 		return nil, fmt.Errorf("corral: membership: %w", err)
 	}
@@ -319,12 +358,15 @@ func (n *Node) Close(ctx context.Context) error {
 	return n.closeErr
 }
 
-// Kill stops the node at once, without leaving or handing off: peers find out only through
-// failure detection, as when a process is killed. It is for tests and demos of failover;
-// production code calls Close. Kill after Close (or Close after Kill) does nothing.
-func (n *Node) Kill() {
+// kill stops the node at once, without leaving or handing off: peers find out only through
+// failure detection, as when a process is killed. It is for the module's tests, demo and
+// test cluster (through package internal/crash); production code calls Close. kill after
+// Close (or Close after kill) does nothing.
+func (n *Node) kill() {
 	n.closeOnce.Do(func() { n.closeErr = n.close(context.Background(), false) })
 }
+
+func init() { crash.Node = func(n any) { n.(*Node).kill() } }
 
 func (n *Node) close(ctx context.Context, graceful bool) error {
 	n.leaving.Store(true)
@@ -369,7 +411,7 @@ func (n *Node) close(ctx context.Context, graceful bool) error {
 		st.cancel()
 	}
 	n.viewMu.Unlock()
-	n.clock.Stop()
+	n.stopClock()
 	n.metrics.unregister()
 	return errors.Join(errs...)
 }

@@ -21,6 +21,20 @@ func NewCoarseClock(resolution time.Duration) *otter.CoarseClock {
 	return otter.NewCoarseClock(resolution)
 }
 
+// SystemClock reads time.Now's monotonic clock on every call: no goroutine and no ticks,
+// for a process that would rather pay ≈20 ns per read than keep a ticker — a simulation in
+// virtual time, where a ticker would wake every simulated node every millisecond. The zero
+// value is not usable: create it with NewSystemClock.
+type SystemClock struct{ start time.Time }
+
+var _ Clock = SystemClock{}
+
+// NewSystemClock returns a SystemClock.
+func NewSystemClock() SystemClock { return SystemClock{start: time.Now()} }
+
+// NowNano returns the nanoseconds since NewSystemClock.
+func (c SystemClock) NowNano() int64 { return int64(time.Since(c.start)) }
+
 // FakeClock is a Clock that only moves when told to. The zero value reads 0 and is ready to
 // use. Tests drive TTL, grace, jitter and refresh-ahead with it instead of sleeping.
 type FakeClock struct {

@@ -78,15 +78,10 @@ func NewTombstones(cfg TombstoneConfig) *Tombstones {
 		cfg.MaxBytes = DefaultTombstoneBytes
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = monotonic{start: time.Now()}
+		cfg.Clock = NewSystemClock()
 	}
 	return &Tombstones{ttl: int64(cfg.TTL), maxBytes: cfg.MaxBytes, clock: cfg.Clock, byKey: make(map[string]tomb)}
 }
-
-// monotonic reads time.Now's monotonic clock.
-type monotonic struct{ start time.Time }
-
-func (m monotonic) NowNano() int64 { return int64(time.Since(m.start)) }
 
 // Record remembers a write of key at version. A key remembers its largest version.
 func (t *Tombstones) Record(key string, version uint64) {

@@ -2,6 +2,7 @@ package peer
 
 import (
 	"errors"
+	"math/rand/v2"
 	"fmt"
 	"log/slog"
 	"net"
@@ -104,6 +105,15 @@ type Config struct {
 
 	// Resolver looks up seed names. nil means net.DefaultResolver.
 	Resolver Resolver
+	// Transport, if set, carries gossip instead of UDP and TCP sockets on BindAddr:BindPort:
+	// an in-memory network's (package memnet) for tests in one process and in virtual time.
+	// BindPort must then be the transport's port, or 0 when the transport has a Port or
+	// GetAutoBindPort method; Membership shuts it down on Close. nil means real sockets.
+	Transport memberlist.NodeAwareTransport
+	// Rand is the source of this package's randomness (the jitter of join backoff), so that a
+	// seeded simulation replays. New takes it over: the caller must not use it afterwards.
+	// nil means an unpredictable source.
+	Rand *rand.Rand
 	// Logger receives this package's logs and memberlist's (with component=memberlist, at the
 	// level memberlist gave them). nil means no logs.
 	Logger *slog.Logger

@@ -135,7 +135,11 @@ func singleError(err error) error {
 // RejoinInterval, or stops if that is negative.
 func (m *Membership) joinLoop(reached bool) {
 	s := m.s
-	b := newBackoff(s.JoinBackoffMin, s.JoinBackoffMax, rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())))
+	r := s.Rand
+	if r == nil {
+		r = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	}
+	b := newBackoff(s.JoinBackoffMin, s.JoinBackoffMax, r)
 	for {
 		var wait time.Duration
 		switch {

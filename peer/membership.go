@@ -61,11 +61,10 @@ func New(cfg Config) (*Membership, error) {
 	}
 	log := s.Logger
 
-	tr, err := newTransport(s.BindAddr, s.BindPort, s.AdvertisePort, newMemberlistLogger(log))
+	tr, bound, err := openTransport(s, newMemberlistLogger(log))
 	if err != nil {
 		return nil, fmt.Errorf("peer: %w", err)
 	}
-	bound := tr.GetAutoBindPort()
 	advertisePort := s.AdvertisePort
 	if advertisePort == 0 {
 		advertisePort = bound

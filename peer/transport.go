@@ -12,6 +12,29 @@ import (
 	"github.com/hashicorp/memberlist"
 )
 
+// openTransport returns the transport gossip runs on and the port it is bound to: s.Transport
+// when set, else a new transport on real sockets.
+func openTransport(s settings, logger *log.Logger) (memberlist.NodeAwareTransport, int, error) {
+	if s.Transport == nil {
+		tr, err := newTransport(s.BindAddr, s.BindPort, s.AdvertisePort, logger)
+		if err != nil {
+			return nil, 0, err
+		}
+		return tr, tr.GetAutoBindPort(), nil
+	}
+	port := s.BindPort
+	switch t := s.Transport.(type) {
+	case interface{ GetAutoBindPort() int }:
+		port = t.GetAutoBindPort()
+	case interface{ Port() int }:
+		port = t.Port()
+	}
+	if port == 0 || (s.BindPort != 0 && port != s.BindPort) {
+		return nil, 0, fmt.Errorf("Config.Transport is bound to port %d, BindPort is %d", port, s.BindPort)
+	}
+	return s.Transport, port, nil
+}
+
 // transport is memberlist's own NetTransport with three changes:
 //
 //   - It is created here rather than inside memberlist.Create, so that AdvertisePort is honored

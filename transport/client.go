@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -82,6 +83,10 @@ type ClientConfig struct {
 	// it closes the connection (calls on it fail as unreachable).
 	// 0 = DefaultKeepaliveTimeout; negative is an error.
 	KeepaliveTimeout time.Duration
+
+	// Dialer, if set, makes the connections to peers instead of TCP: an in-memory network's
+	// (package memnet), for tests in one process and in virtual time. nil = TCP.
+	Dialer func(ctx context.Context, addr string) (net.Conn, error)
 
 	// OnCall, if set, is called after every RPC sent with the method
 	// ("Get", "Set", "Remove", "Invalidate", "Handoff", "WaitsFor"), the gRPC code of
@@ -205,6 +210,9 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 				MinConnectTimeout: cfg.ConnectTimeout,
 			}),
 		},
+	}
+	if cfg.Dialer != nil {
+		c.dialOpts = append(c.dialOpts, grpc.WithContextDialer(cfg.Dialer))
 	}
 	return c, nil
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/corralcache/corral"
+	"github.com/corralcache/corral/internal/crash"
 )
 
 // serveConfig is everything `corral serve` is told.
@@ -317,7 +318,7 @@ func (d *daemon) serveOn(ctx context.Context, lis net.Listener) error {
 // kill stops the daemon as SIGKILL would: no readiness change, no leave, no hand-off, open
 // connections cut (for the demo).
 func (d *daemon) kill() {
-	d.node.Kill()
+	crash.Node(d.node)
 	d.mu.Lock()
 	srv := d.srv
 	d.mu.Unlock()

@@ -221,7 +221,7 @@ func measureMemory(ctx context.Context, w *workerState, a memoryArgs) (memoryRes
 		if err != nil {
 			return memoryResult{}, err
 		}
-		defer node.Kill()
+		defer node.Close(context.Background()) // alone: no hand-off, no drain
 		g, err := corral.NewGroup(node, "mem", func(_ context.Context, key string) (string, error) {
 			var i int
 			fmt.Sscanf(key, "key:%d", &i)

@@ -1,0 +1,128 @@
+package corraltest_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/corralcache/corral"
+	"github.com/corralcache/corral/corraltest"
+)
+
+// The one-fill guarantee on 10 nodes in virtual time: K concurrent Gets on every node for one
+// key run the loader once in the cluster, however busy the machine running the test is.
+func TestStampedeOnTenNodes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var loads atomic.Int32
+		var mu sync.Mutex
+		groups := map[string]*corral.Group[string]{}
+		c, err := corraltest.New(corraltest.Config{
+			Nodes: 10,
+			Setup: func(n *corral.Node) error {
+				g, err := corral.NewGroup(n, "g", func(ctx context.Context, key string) (string, error) {
+					loads.Add(1)
+					time.Sleep(50 * time.Millisecond)
+					return "v:" + key, nil
+				}, corral.WithTTL(time.Hour))
+				mu.Lock()
+				groups[n.Name()] = g
+				mu.Unlock()
+				return err
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close(context.Background())
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := c.WaitConverged(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		for _, n := range c.Nodes() {
+			for range 20 {
+				wg.Go(func() {
+					if v, err := groups[n.Name()].Get(ctx, "hot"); err != nil || v != "v:hot" {
+						t.Errorf("Get on %s = %q, %v", n.Name(), v, err)
+					}
+				})
+			}
+		}
+		wg.Wait()
+		if got := loads.Load(); got != 1 {
+			t.Fatalf("loader ran %d times for 10×20 Gets, want 1", got)
+		}
+	})
+}
+
+// A crash costs one refill, and the crashed node comes back under its name and address.
+func TestCrashAndRestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var loads atomic.Int32
+		var mu sync.Mutex
+		groups := map[string]*corral.Group[string]{}
+		c, err := corraltest.New(corraltest.Config{
+			Nodes: 4,
+			Setup: func(n *corral.Node) error {
+				g, err := corral.NewGroup(n, "g", func(ctx context.Context, key string) (string, error) {
+					loads.Add(1)
+					return "v:" + key, nil
+				}, corral.WithTTL(time.Hour))
+				mu.Lock()
+				groups[n.Name()] = g
+				mu.Unlock()
+				return err
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close(context.Background())
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		if err := c.WaitConverged(ctx); err != nil {
+			t.Fatal(err)
+		}
+		owner := c.Nodes()[0].Owner("k").Name
+		var reader string
+		for _, n := range c.Nodes() {
+			if n.Name() != owner {
+				reader = n.Name()
+			}
+		}
+		get := func(name string) {
+			mu.Lock()
+			g := groups[name]
+			mu.Unlock()
+			if _, err := g.Get(ctx, "k"); err != nil {
+				t.Fatalf("Get on %s: %v", name, err)
+			}
+		}
+		get(reader)
+		if err := c.Crash(owner); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range c.Nodes() {
+			get(n.Name())
+		}
+		if got := loads.Load(); got != 2 {
+			t.Fatalf("loads = %d, want 2 (one before the crash, one refill)", got)
+		}
+		if err := c.WaitConverged(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Restart(owner); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.WaitConverged(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := len(c.Nodes()[0].Members()); got != 4 {
+			t.Fatalf("%d members after the restart", got)
+		}
+	})
+}

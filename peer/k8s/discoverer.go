@@ -74,7 +74,7 @@ func Open(target string) (peer.Discoverer, error) {
 	}
 	d, err := New(c)
 	if err != nil {
-		return nil, fmt.Errorf("k8s://%s: %w", target, err)
+		return nil, err // not a nil *Discoverer in a non-nil interface
 	}
 	return d, nil
 }

@@ -14,14 +14,15 @@ import (
 const serviceAccountNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 // parseTarget splits "namespace/service[:port]" or "service[:port]"; an empty namespace means
-// this pod's own (see podNamespace).
+// this pod's own (see podNamespace). Its errors do not repeat the target: package peer names the
+// seed.
 func parseTarget(target string) (Config, error) {
 	var c Config
 	rest := target
 	if i := strings.LastIndexByte(rest, ':'); i >= 0 {
 		rest, c.Port = rest[:i], rest[i+1:]
 		if c.Port == "" {
-			return c, fmt.Errorf("k8s://%s: empty port", target)
+			return c, errors.New("empty port")
 		}
 	}
 	ns, svc, ok := strings.Cut(rest, "/")
@@ -30,12 +31,9 @@ func parseTarget(target string) (Config, error) {
 	}
 	c.Namespace, c.Service = ns, svc
 	if ok && ns == "" {
-		return c, fmt.Errorf("k8s://%s: empty namespace (write k8s://service for this pod's namespace)", target)
+		return c, errors.New("empty namespace (write k8s://service for this pod's namespace)")
 	}
-	if err := c.checkNames(); err != nil {
-		return c, fmt.Errorf("k8s://%s: %w", target, err)
-	}
-	return c, nil
+	return c, c.checkNames()
 }
 
 // checkNames checks Namespace, Service and Port as the API server would.

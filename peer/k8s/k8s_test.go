@@ -9,11 +9,13 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
@@ -316,4 +318,69 @@ func TestRootPackageLinksNoClientGo(t *testing.T) {
 			}
 		}
 	}
+}
+
+// flakyClient breaks the watch as an API server does: its first watch ends (a reconnect), its
+// second fails with "resource version too old" after a slice was created that no watch saw, so
+// only a fresh list can find it.
+type flakyClient struct {
+	fakeClient
+	watches, lists atomic.Int32
+	first          chan watch.Interface // the first watch, for the test to stop
+}
+
+func (c *flakyClient) List(ctx context.Context, opts metav1.ListOptions) (*discoveryv1.EndpointSliceList, error) {
+	c.lists.Add(1)
+	return c.fakeClient.List(ctx, opts)
+}
+
+func (c *flakyClient) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	switch c.watches.Add(1) {
+	case 1:
+		w, err := c.fakeClient.Watch(ctx, opts)
+		if err == nil {
+			c.first <- w
+		}
+		return w, err
+	case 2:
+		gap := slice("svc-gap", "svc", discoveryv1.AddressTypeIPv4, map[string]int32{"tcp-gossip": 7946}, "10.0.0.9")
+		if _, err := c.DiscoveryV1().EndpointSlices("ns").Create(ctx, gap, metav1.CreateOptions{}); err != nil {
+			return nil, err
+		}
+		return nil, apierrors.NewResourceExpired("too old resource version")
+	}
+	return c.fakeClient.Watch(ctx, opts)
+}
+
+// A watch that ends is resumed, and one refused as too old is followed by a new list, which
+// finds what changed while no watch was open.
+func TestRunSurvivesBrokenWatches(t *testing.T) {
+	gossip := map[string]int32{"tcp-gossip": 7946}
+	c := &flakyClient{fakeClient: fakeClient{fake.NewClientset(slice("svc-1", "svc", discoveryv1.AddressTypeIPv4, gossip, "10.0.0.1"))},
+		first: make(chan watch.Interface, 1)}
+	d, err := New(Config{Namespace: "ns", Service: "svc", Client: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	u := &updates{}
+	go func() { done <- d.Run(ctx, slog.New(slog.DiscardHandler), u.update) }()
+	defer func() { cancel(); <-done }()
+
+	(<-c.first).Stop() // the connection drops
+	waitFor(t, "a list after the expired watch", func() bool { return c.lists.Load() >= 2 })
+	waitFor(t, "the slice created while no watch was open", func() bool {
+		got, _ := u.last()
+		return slices.Equal(got, []string{"10.0.0.1:7946", "10.0.0.9:7946"})
+	})
+	// And the watch that follows works.
+	if _, err := c.DiscoveryV1().EndpointSlices("ns").Create(context.Background(),
+		slice("svc-2", "svc", discoveryv1.AddressTypeIPv4, gossip, "10.0.0.2"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a slice created after the new watch", func() bool {
+		got, _ := u.last()
+		return slices.Equal(got, []string{"10.0.0.1:7946", "10.0.0.2:7946", "10.0.0.9:7946"})
+	})
 }

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/corralcache/corral/internal/leakcheck"
@@ -36,12 +35,8 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	if code == 0 {
-		// client-go keeps its transports, and their idle connections, for the process's life.
-		if err := leakcheck.Check(
-			goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
-			goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
-			goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
-		); err != nil {
+		// run has stopped the control plane, which also ends client-go's idle connections to it.
+		if err := leakcheck.Check(); err != nil {
 			fmt.Fprintln(os.Stderr, "leakcheck:", err)
 			code = 1
 		}

@@ -340,4 +340,3 @@ func freePorts(n int) ([]int, error) {
 	}
 	return ports, nil
 }
-

@@ -42,7 +42,13 @@ type controlPlane struct {
 	dyn    dynamic.Interface
 
 	mu    sync.Mutex
-	procs []*exec.Cmd // guards procs
+	procs []*proc // guards procs
+}
+
+// proc is a process of the control plane; done is closed once it has exited.
+type proc struct {
+	cmd  *exec.Cmd
+	done chan struct{}
 }
 
 // kubeconfigPath is the admin kubeconfig, for helm and the controller-manager.
@@ -182,10 +188,11 @@ func (cp *controlPlane) spawn(path, name string, args ...string) error {
 		logf.Close()
 		return fmt.Errorf("start %s: %w", name, err)
 	}
+	p := &proc{cmd: cmd, done: make(chan struct{})}
 	cp.mu.Lock()
-	cp.procs = append(cp.procs, cmd)
+	cp.procs = append(cp.procs, p)
 	cp.mu.Unlock()
-	go func() { cmd.Wait(); logf.Close() }()
+	go func() { cmd.Wait(); logf.Close(); close(p.done) }()
 	return nil
 }
 
@@ -205,14 +212,13 @@ func (cp *controlPlane) stop() {
 	cp.procs = nil
 	cp.mu.Unlock()
 	for i := len(procs) - 1; i >= 0; i-- {
-		p := procs[i].Process
-		p.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { procs[i].Process.Wait(); close(done) }()
+		p := procs[i]
+		p.cmd.Process.Signal(syscall.SIGTERM)
 		select {
-		case <-done:
+		case <-p.done:
 		case <-time.After(10 * time.Second):
-			p.Kill()
+			p.cmd.Process.Kill()
+			<-p.done
 		}
 	}
 	os.RemoveAll(cp.dir)

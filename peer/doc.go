@@ -52,7 +52,8 @@
 // refusal of a member for a reason is logged at Warn, the next at Debug. Members with another
 // Label, or another SecretKey, cannot even read each other's packets.
 //
-// Seeds: "host:port" or "dns+name:port". A name is looked up on every attempt, and every address
+// Seeds: "host:port", "dns+name:port", or "scheme://target" of a registered scheme (see
+// "Discovery schemes"). A name is looked up on every attempt, and every address
 // found is joined except this member's own, so a headless Service works as the seed of every pod,
 // including the first. New makes one attempt bounded by JoinTimeout. Until some seed has been
 // reached (or another member has joined this one) a background loop retries with backoff between

@@ -68,8 +68,9 @@ func run(m *testing.M) (int, error) {
 	if err := dockerAvailable(); err != nil {
 		dockerErr = err.Error()
 	} else {
+		sweepDocker()
 		name := fmt.Sprintf("corral-k8s-%d", time.Now().UnixNano()%1e9)
-		if out, err := exec.Command("docker", "network", "create", name).CombinedOutput(); err != nil {
+		if out, err := exec.Command("docker", "network", "create", "--label", dockerLabel, name).CombinedOutput(); err != nil {
 			return 0, fmt.Errorf("docker network create: %v\n%s", err, out)
 		}
 		dockerNet = name
@@ -91,6 +92,19 @@ func run(m *testing.M) (int, error) {
 	defer cp.stop()
 	fmt.Fprintf(os.Stderr, "e2e/k8s: control plane at %s ready in %v\n", cp.server(), time.Since(start).Round(time.Millisecond))
 	return m.Run(), nil
+}
+
+// dockerLabel marks the containers and networks of these tests. Cleanups remove them, but a
+// test binary killed by its -timeout runs no cleanup: the next run sweeps what it left.
+const dockerLabel = "corral-e2e=k8s"
+
+func sweepDocker() {
+	if ids, _ := exec.Command("docker", "ps", "-aq", "--filter", "label="+dockerLabel).Output(); len(strings.TrimSpace(string(ids))) > 0 {
+		exec.Command("docker", append([]string{"rm", "-f"}, strings.Fields(string(ids))...)...).Run()
+	}
+	if ids, _ := exec.Command("docker", "network", "ls", "-q", "--filter", "label="+dockerLabel).Output(); len(strings.TrimSpace(string(ids))) > 0 {
+		exec.Command("docker", append([]string{"network", "rm"}, strings.Fields(string(ids))...)...).Run()
+	}
 }
 
 func dockerAvailable() error {

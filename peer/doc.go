@@ -53,9 +53,9 @@
 // Label, or another SecretKey, cannot even read each other's packets.
 //
 // Seeds: "host:port", "dns+name:port", or "scheme://target" of a registered scheme (see
-// "Discovery schemes"). A name is looked up on every attempt, and every address
-// found is joined except this member's own, so a headless Service works as the seed of every pod,
-// including the first. New makes one attempt bounded by JoinTimeout. Until some seed has been
+// "Discovery schemes"). A name is looked up on every attempt, and every address found is joined
+// except this member's own, so a headless Service works as the seed of every pod, including the
+// first. New makes one attempt bounded by JoinTimeout. Until some seed has been
 // reached (or another member has joined this one) a background loop retries with backoff between
 // JoinBackoffMin and JoinBackoffMax; afterwards it re-joins, every RejoinInterval, the seed
 // addresses that are not live members. That heals two pods that started together and each formed

@@ -50,15 +50,16 @@ func TestK8sDiscovery(t *testing.T) {
 	org := startOrigin(t, cp.host)
 	k := &kubelet{t: t, ns: ns, pods: map[string]*node{}}
 	k.start()
-	run := func(name string, minMembers int) *node {
+	run := func(name, join string, minMembers int) *node {
 		t.Helper()
 		return k.run(name, image, sa, secret.Data["key"], "serve",
-			"--join", "k8s://"+ns+"/"+svc, "--label", label, "--secret-key-file", "/kube/key",
+			"--join", join, "--label", label, "--secret-key-file", "/kube/key",
 			"--origin", "http://"+org.addr+"/items/{key}", "--ttl", "1m", "--jitter", "0",
 			"--min-members", fmt.Sprint(minMembers), "--drain", "300ms", "--shutdown-timeout", "10s")
 	}
 
-	p0, p1, p2 := run("p0", 1), run("p1", 1), run("p2", 1)
+	seed := "k8s://" + ns + "/" + svc
+	p0, p1, p2 := run("p0", seed, 1), run("p1", seed, 1), run("p2", seed, 1)
 	waitViews(t, []*node{p0, p1, p2}, "p0", "p1", "p2")
 	t.Logf("three containers formed one cluster through k8s:// in %v", time.Since(start).Round(time.Millisecond))
 	// Through the slices Kubernetes' controller wrote, which each member read with its token.
@@ -101,7 +102,7 @@ func TestK8sDiscovery(t *testing.T) {
 
 	// A pod that is not ready (it waits for 10 members) is published all the same, with serving
 	// false, and joins.
-	p3 := run("p3", 10)
+	p3 := run("p3", seed, 10)
 	waitViews(t, []*node{p0, p1, p2, p3}, "p0", "p1", "p2", "p3")
 	if ready, err := k.podReady("p3"); err != nil || ready {
 		t.Errorf("pod p3 ready %v (%v), want not ready", ready, err)
@@ -124,8 +125,8 @@ func TestK8sDiscovery(t *testing.T) {
 	waitViews(t, []*node{p0, p2, p3}, "p0", "p2", "p3")
 	waitFor(t, "p1's endpoint gone", 30*time.Second, func() bool { _, ok := endpointOf(t, ns, svc, p1.ip); return !ok })
 
-	// A new pod grows every view.
-	p4 := run("p4", 1)
+	// A new pod grows every view; it names the Service alone, in its namespace (POD_NAMESPACE).
+	p4 := run("p4", "k8s://"+svc, 1)
 	waitViews(t, []*node{p0, p2, p3, p4}, "p0", "p2", "p3", "p4")
 
 	// The chart's PromQL names only metrics that these real members export.

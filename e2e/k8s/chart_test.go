@@ -93,31 +93,22 @@ func createNamespace(t testing.TB, name string) {
 	}
 }
 
-var crdsOnce = func() func(t testing.TB) {
-	done := false
-	return func(t testing.TB) {
-		t.Helper()
-		if done {
-			return
-		}
-		b, err := os.ReadFile(filepath.Join("testdata", "crds", "monitoring.coreos.com.yaml"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		applyStrict(t, decodeObjects(t, string(b)))
-		for _, name := range []string{"servicemonitors", "prometheusrules"} {
-			waitFor(t, "CRD "+name+" established", 30*time.Second, func() bool {
-				_, err := cp.client.Discovery().ServerResourcesForGroupVersion("monitoring.coreos.com/v1")
-				if err != nil {
-					return false
-				}
-				l, _ := cp.client.Discovery().ServerResourcesForGroupVersion("monitoring.coreos.com/v1")
-				return slices.ContainsFunc(l.APIResources, func(r metav1.APIResource) bool { return r.Name == name })
-			})
-		}
-		done = true
+// installCRDs installs the Prometheus Operator's CRDs (testdata's cut-down copies) and waits
+// until the API serves them. Applying them again changes nothing.
+func installCRDs(t testing.TB) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "crds", "monitoring.coreos.com.yaml"))
+	if err != nil {
+		t.Fatal(err)
 	}
-}()
+	applyStrict(t, decodeObjects(t, string(b)))
+	for _, name := range []string{"servicemonitors", "prometheusrules"} {
+		waitFor(t, "CRD "+name+" served", 30*time.Second, func() bool {
+			l, err := cp.client.Discovery().ServerResourcesForGroupVersion("monitoring.coreos.com/v1")
+			return err == nil && slices.ContainsFunc(l.APIResources, func(r metav1.APIResource) bool { return r.Name == name })
+		})
+	}
+}
 
 func TestHelmLint(t *testing.T) {
 	helm(t, "lint", "--strict", chartDir)
@@ -138,7 +129,7 @@ func valuesFiles(t testing.TB) []string {
 // Every values file of the matrix renders objects that the API server accepts under strict
 // field validation, and that carry what the chart promises.
 func TestChartMatrixApplies(t *testing.T) {
-	crdsOnce(t)
+	installCRDs(t)
 	for _, f := range valuesFiles(t) {
 		name := strings.TrimSuffix(filepath.Base(f), ".yaml")
 		t.Run(name, func(t *testing.T) {

@@ -27,10 +27,8 @@ func chartExprs(t testing.TB) map[string]string {
 		for _, o := range render(t, "shop", "promql", filepath.Join("testdata", "values", f)) {
 			switch o.GetKind() {
 			case "PrometheusRule":
-				groups, _, _ := unstructuredSlice(o.Object, "spec", "groups")
-				for _, g := range groups {
-					rules, _, _ := unstructuredSlice(g.(map[string]any), "rules")
-					for _, r := range rules {
+				for _, g := range listAt(o.Object, "spec", "groups") {
+					for _, r := range listAt(g.(map[string]any), "rules") {
 						r := r.(map[string]any)
 						exprs[r["expr"].(string)] = f + ": alert " + r["alert"].(string)
 					}
@@ -64,17 +62,18 @@ func chartExprs(t testing.TB) map[string]string {
 	return exprs
 }
 
-func unstructuredSlice(m map[string]any, path ...string) ([]any, bool, error) {
+// listAt is the list at path in m, nil when there is none.
+func listAt(m map[string]any, path ...string) []any {
 	var cur any = m
 	for _, p := range path {
 		mm, ok := cur.(map[string]any)
 		if !ok {
-			return nil, false, nil
+			return nil
 		}
 		cur = mm[p]
 	}
-	s, ok := cur.([]any)
-	return s, ok, nil
+	s, _ := cur.([]any)
+	return s
 }
 
 // metricNames parses expr and returns the metrics it selects, with a histogram's _bucket, _sum

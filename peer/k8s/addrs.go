@@ -17,8 +17,8 @@ const DefaultPortName = "tcp-gossip"
 
 // addrsOf returns the gossip addresses of the slices' endpoints, as the package doc defines them:
 // port is the target's port (a number or a name; "" = DefaultPortName, falling back to
-// peer.DefaultPort).
-func addrsOf(eps []*discoveryv1.EndpointSlice, port string) []string {
+// peer.DefaultPort), family the slices' address type ("" = IPv4 and IPv6).
+func addrsOf(eps []*discoveryv1.EndpointSlice, port string, family discoveryv1.AddressType) []string {
 	num, err := strconv.Atoi(port)
 	if err != nil {
 		num = 0
@@ -26,7 +26,8 @@ func addrsOf(eps []*discoveryv1.EndpointSlice, port string) []string {
 	seen := make(map[netip.AddrPort]bool)
 	var out []string
 	for _, s := range eps {
-		if s.AddressType != discoveryv1.AddressTypeIPv4 && s.AddressType != discoveryv1.AddressTypeIPv6 {
+		if s.AddressType != discoveryv1.AddressTypeIPv4 && s.AddressType != discoveryv1.AddressTypeIPv6 ||
+			family != "" && s.AddressType != family {
 			continue
 		}
 		p := num

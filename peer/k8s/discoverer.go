@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"os"
 	"slices"
 	"sync"
@@ -41,6 +42,11 @@ type Config struct {
 	// Service. "" means the port named DefaultPortName in each EndpointSlice, or peer.DefaultPort
 	// in a slice without one.
 	Port string
+	// AddressType picks the EndpointSlices of one IP family, discoveryv1.AddressTypeIPv4 or
+	// AddressTypeIPv6. "" means the family of POD_IP when it is set (the address a member
+	// advertises, so the addresses joined are the members' own), else both: a dual-stack pod
+	// would then be joined at both of its addresses, one of which is never a member's.
+	AddressType discoveryv1.AddressType
 	// Client reads the Service's EndpointSlices, in Namespace: a typed client-go client
 	// (clientset.DiscoveryV1().EndpointSlices(namespace)) will do. nil means a client of this
 	// package's (see client.go) configured from the kubeconfig files that KUBECONFIG names when
@@ -60,6 +66,7 @@ type Client interface {
 // called once at a time.
 type Discoverer struct {
 	namespace, service, port string
+	family                   discoveryv1.AddressType // "" = both
 	client                   Client
 }
 
@@ -92,6 +99,18 @@ func New(c Config) (*Discoverer, error) {
 		}
 		c.Namespace = ns
 	}
+	switch c.AddressType {
+	case "":
+		if ip, err := netip.ParseAddr(os.Getenv("POD_IP")); err == nil {
+			c.AddressType = discoveryv1.AddressTypeIPv4
+			if ip.Unmap().Is6() {
+				c.AddressType = discoveryv1.AddressTypeIPv6
+			}
+		}
+	case discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6:
+	default:
+		return nil, fmt.Errorf("address type %q: want IPv4 or IPv6", c.AddressType)
+	}
 	if c.Client == nil {
 		rc, err := restConfig()
 		if err != nil {
@@ -103,7 +122,7 @@ func New(c Config) (*Discoverer, error) {
 		}
 		c.Client = cl
 	}
-	return &Discoverer{namespace: c.Namespace, service: c.Service, port: c.Port, client: c.Client}, nil
+	return &Discoverer{namespace: c.Namespace, service: c.Service, port: c.Port, family: c.AddressType, client: c.Client}, nil
 }
 
 // restConfig is KUBECONFIG's configuration when it is set, else the in-cluster one.
@@ -189,7 +208,7 @@ func (d *Discoverer) Run(ctx context.Context, log *slog.Logger, update func(addr
 				eps = append(eps, s)
 			}
 		}
-		addrs := addrsOf(eps, d.port)
+		addrs := addrsOf(eps, d.port, d.family)
 		if first || !slices.Equal(addrs, last) {
 			log.Info("k8s:// discovery: members' addresses", "service", d.namespace+"/"+d.service, "addrs", addrs)
 			update(addrs)

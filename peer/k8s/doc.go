@@ -32,7 +32,8 @@
 // when a slice has no port of that name.
 //
 // Addresses: every endpoint of every EndpointSlice labelled kubernetes.io/service-name=service in
-// the namespace, IPv4 and IPv6 slices alike (FQDN slices are skipped), each endpoint's first
+// the namespace, of the IP family of POD_IP when it is set and of both otherwise (a dual-stack
+// Service has a slice per family; FQDN slices are skipped), each endpoint's first
 // address (the only one the endpointslice controller writes), deduplicated across slices (an
 // endpoint may sit in two slices for a moment while the controller rebalances), sorted, IPv6 as
 // "[ip]:port". Ready and not-ready endpoints are joined alike; endpoints marked terminating (a

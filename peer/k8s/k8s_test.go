@@ -96,19 +96,23 @@ func TestAddrsOf(t *testing.T) {
 	all := []*discoveryv1.EndpointSlice{v4a, v4b, v6, fqdn, unnamed}
 
 	tests := []struct {
-		port string
-		want []string
+		port   string
+		family discoveryv1.AddressType
+		want   []string
 	}{
 		// The slices' tcp-gossip port; the slice without one falls back to 7946.
-		{"", []string{"10.0.0.1:7000", "10.0.0.2:7000", "10.0.0.3:7000", "10.0.1.1:7946", "[fd00::1]:7000"}},
-		{"7946", []string{"10.0.0.1:7946", "10.0.0.2:7946", "10.0.0.3:7946", "10.0.1.1:7946", "[fd00::1]:7946"}},
+		{"", "", []string{"10.0.0.1:7000", "10.0.0.2:7000", "10.0.0.3:7000", "10.0.1.1:7946", "[fd00::1]:7000"}},
+		{"7946", "", []string{"10.0.0.1:7946", "10.0.0.2:7946", "10.0.0.3:7946", "10.0.1.1:7946", "[fd00::1]:7946"}},
 		// A named port: slices without it are skipped.
-		{"grpc-peer", []string{"10.0.0.1:7947", "10.0.0.2:7947", "10.0.0.3:7947", "[fd00::1]:7947"}},
-		{"nope", nil},
+		{"grpc-peer", "", []string{"10.0.0.1:7947", "10.0.0.2:7947", "10.0.0.3:7947", "[fd00::1]:7947"}},
+		{"nope", "", nil},
+		// One family of a dual-stack Service.
+		{"", discoveryv1.AddressTypeIPv6, []string{"[fd00::1]:7000"}},
+		{"", discoveryv1.AddressTypeIPv4, []string{"10.0.0.1:7000", "10.0.0.2:7000", "10.0.0.3:7000", "10.0.1.1:7946"}},
 	}
 	for _, tt := range tests {
-		if got := addrsOf(all, tt.port); !slices.Equal(got, tt.want) {
-			t.Errorf("addrsOf(port %q) = %v, want %v", tt.port, got, tt.want)
+		if got := addrsOf(all, tt.port, tt.family); !slices.Equal(got, tt.want) {
+			t.Errorf("addrsOf(port %q, family %q) = %v, want %v", tt.port, tt.family, got, tt.want)
 		}
 	}
 }
@@ -291,6 +295,16 @@ current-context: x
 	if got := d.(*Discoverer).String(); got != "k8s://team-a/corral" {
 		t.Errorf("Open(corral) = %s, want k8s://team-a/corral", got)
 	}
+	if f := d.(*Discoverer).family; f != "" {
+		t.Errorf("family %q without POD_IP, want both", f)
+	}
+	for ip, want := range map[string]discoveryv1.AddressType{"10.1.2.3": discoveryv1.AddressTypeIPv4, "fd00::7": discoveryv1.AddressTypeIPv6} {
+		t.Setenv("POD_IP", ip)
+		if d, err := Open("corral"); err != nil || d.(*Discoverer).family != want {
+			t.Errorf("POD_IP=%s: family %v (%v), want %s", ip, d, err, want)
+		}
+	}
+	t.Setenv("POD_IP", "")
 
 	t.Setenv("POD_NAMESPACE", "")
 	if _, err := os.Stat(serviceAccountNamespace); err != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -85,12 +86,24 @@ func applyStrict(t testing.TB, objs []*unstructured.Unstructured) {
 	}
 }
 
-func createNamespace(t testing.TB, name string) {
+// namespaces counts the namespaces made of each base name: with -count above 1 a test runs
+// again against the same control plane, where a namespace cannot be deleted (no namespace
+// controller runs), so each run gets a fresh one.
+var namespaces = map[string]int{}
+
+// createNamespace creates a namespace named base (base-2, base-3, … on later runs of the test)
+// and returns its name.
+func createNamespace(t testing.TB, base string) string {
 	t.Helper()
+	name := base
+	if namespaces[base]++; namespaces[base] > 1 {
+		name = fmt.Sprintf("%s-%d", base, namespaces[base])
+	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	if _, err := cp.client.CoreV1().Namespaces().Create(context.Background(), ns, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create namespace %s: %v", name, err)
 	}
+	return name
 }
 
 // installCRDs installs the Prometheus Operator's CRDs (testdata's cut-down copies) and waits
@@ -133,8 +146,7 @@ func TestChartMatrixApplies(t *testing.T) {
 	for _, f := range valuesFiles(t) {
 		name := strings.TrimSuffix(filepath.Base(f), ".yaml")
 		t.Run(name, func(t *testing.T) {
-			ns := "m-" + name
-			createNamespace(t, ns)
+			ns := createNamespace(t, "m-"+name)
 			if name == "server-existing-secret" {
 				s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "corral-key", Namespace: ns},
 					Data: map[string][]byte{"gossip.key": []byte("0123456789abcdef")}}
@@ -408,10 +420,9 @@ func TestChartRejectsBadValues(t *testing.T) {
 // change rolls the pods (the checksum annotation changes) while an upgrade without one does not,
 // and the notes say how to reach /metrics and /debug/corral.
 func TestChartInstallUpgrade(t *testing.T) {
-	ns := "upgrade"
-	createNamespace(t, ns)
+	ns := createNamespace(t, "upgrade")
 	notes := helm(t, "install", "shop", chartDir, "--namespace", ns)
-	for _, want := range []string{"kubectl -n upgrade port-forward svc/shop-corral 8080:8080", "/metrics", "/debug/corral"} {
+	for _, want := range []string{"kubectl -n " + ns + " port-forward svc/shop-corral 8080:8080", "/metrics", "/debug/corral"} {
 		if !strings.Contains(notes, want) {
 			t.Errorf("install notes lack %q:\n%s", want, notes)
 		}
@@ -444,7 +455,7 @@ func TestChartInstallUpgrade(t *testing.T) {
 	}
 
 	library := helm(t, "install", "lib", chartDir, "--namespace", ns, "--set", "mode=library,library.selector.app=shop,discovery.mode=k8s")
-	for _, want := range []string{`Join:  []string{"k8s://upgrade/lib-corral-headless"}`, `import _ "github.com/corralcache/corral/peer/k8s"`, "port-forward svc/lib-corral-headless"} {
+	for _, want := range []string{`Join:  []string{"k8s://` + ns + `/lib-corral-headless"}`, `import _ "github.com/corralcache/corral/peer/k8s"`, "port-forward svc/lib-corral-headless"} {
 		if !strings.Contains(library, want) {
 			t.Errorf("library-mode notes lack %q:\n%s", want, library)
 		}

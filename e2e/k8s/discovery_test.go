@@ -37,10 +37,10 @@ func TestK8sDiscovery(t *testing.T) {
 	}
 	t.Logf("make image: %v", time.Since(start).Round(time.Millisecond))
 
-	const ns = "disco"
-	createNamespace(t, ns)
+	ns := createNamespace(t, "disco")
 	applyStrict(t, render(t, "shop", ns, writeValues(t, "mode: library\nlibrary: {selector: {app: disco}}\ndiscovery: {mode: k8s}\n")))
-	const svc, sa, label = "shop-corral-headless", "shop-corral", "shop." + ns
+	const svc, sa = "shop-corral-headless", "shop-corral"
+	label := "shop." + ns
 	ctx := context.Background()
 	secret, err := cp.client.CoreV1().Secrets(ns).Get(ctx, "shop-corral-gossip", getOpts)
 	if err != nil {

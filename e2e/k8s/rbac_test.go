@@ -15,9 +15,8 @@ import (
 func TestDiscoveryRBAC(t *testing.T) {
 	for _, mode := range []string{"server", "library"} {
 		t.Run(mode, func(t *testing.T) {
-			ns := "rbac-" + mode
-			createNamespace(t, ns)
-			createNamespace(t, ns+"-other")
+			ns := createNamespace(t, "rbac-"+mode)
+			other := createNamespace(t, "rbac-"+mode+"-other")
 			applyStrict(t, render(t, "shop", ns, writeValues(t, fmt.Sprintf(
 				"mode: %s\nlibrary: {selector: {app: shop}}\ndiscovery: {mode: k8s}\n", mode))))
 			user := "system:serviceaccount:" + ns + ":shop-corral"
@@ -30,7 +29,7 @@ func TestDiscoveryRBAC(t *testing.T) {
 				{authzv1.ResourceAttributes{Namespace: ns, Verb: "watch", Group: "discovery.k8s.io", Resource: "endpointslices"}, true},
 				{authzv1.ResourceAttributes{Namespace: ns, Verb: "create", Group: "discovery.k8s.io", Resource: "endpointslices"}, false},
 				{authzv1.ResourceAttributes{Namespace: ns, Verb: "delete", Group: "discovery.k8s.io", Resource: "endpointslices"}, false},
-				{authzv1.ResourceAttributes{Namespace: ns + "-other", Verb: "list", Group: "discovery.k8s.io", Resource: "endpointslices"}, false},
+				{authzv1.ResourceAttributes{Namespace: other, Verb: "list", Group: "discovery.k8s.io", Resource: "endpointslices"}, false},
 				{authzv1.ResourceAttributes{Namespace: "", Verb: "list", Group: "discovery.k8s.io", Resource: "endpointslices"}, false},
 				{authzv1.ResourceAttributes{Namespace: ns, Verb: "list", Resource: "endpoints"}, false},
 				{authzv1.ResourceAttributes{Namespace: ns, Verb: "list", Resource: "pods"}, false},

@@ -131,13 +131,18 @@ func TestK8sDiscovery(t *testing.T) {
 
 	// The chart's PromQL names only metrics that these real members export.
 	exported := map[string]bool{}
+	okCode := false // CorralPeerErrors counts code!="OK": the label must read so
 	for _, n := range []*node{p0, p2, p3, p4} {
 		_, body := n.get("/metrics")
+		okCode = okCode || strings.Contains(body, `corral_peer_requests_total{code="OK",`)
 		for _, line := range strings.Split(body, "\n") {
 			if name, ok := strings.CutPrefix(line, "# TYPE "); ok {
 				exported[strings.Fields(name)[0]] = true
 			}
 		}
+	}
+	if !okCode {
+		t.Error(`no member counts a successful peer request as corral_peer_requests_total{code="OK"}`)
 	}
 	for _, name := range chartMetricNames(t) {
 		if !exported[name] {

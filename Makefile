@@ -1,7 +1,7 @@
 # corral — make targets. `make test` is what CI runs (.ci/run).
 GO ?= go
 
-.PHONY: test vet bench demo generate e2e image
+.PHONY: test vet bench demo generate e2e e2e-k8s manifests image
 
 test: vet
 	$(GO) test -race -count=1 ./...
@@ -16,9 +16,24 @@ bench:
 demo:
 	$(GO) run ./cmd/corral demo
 
-# End-to-end tests: real corral serve processes on loopback, signals, a real browser.
+# End-to-end tests: real corral serve processes on loopback, signals, a real browser; then the
+# Kubernetes tests.
 e2e:
 	cd e2e && $(GO) test -race -count=1 ./...
+	$(MAKE) e2e-k8s
+
+# The chart and k8s:// discovery against a real control plane (e2e/k8s, its own module). build.sh
+# builds etcd, kube-apiserver, kube-controller-manager and helm from Go modules once per version
+# into $HOME/.cache/corral-e2e (about 10 minutes cold, nothing warm); the tests take about a
+# minute. Tests that run containers need Docker (they skip without it, and fail when CI is set).
+e2e-k8s:
+	e2e/k8s/build.sh >/dev/null
+	cd e2e/k8s && $(GO) test -race -count=1 -timeout 15m ./...
+
+# Rewrites manifests/corral.yaml from the chart (TestManifests keeps them equal).
+manifests:
+	e2e/k8s/build.sh >/dev/null
+	cd e2e/k8s && $(GO) test -count=1 -run '^TestManifests$$' . -update
 
 # The container image: a static binary in an image built FROM scratch, run as non-root.
 IMAGE ?= corral:dev

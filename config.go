@@ -25,7 +25,7 @@ type Config struct {
 	AdvertiseAddr string                // address peers dial; "" = BindAddr, or when that is 0.0.0.0 the first private address of an interface, else 127.0.0.1
 	GossipPort    int                   // memberlist TCP+UDP port; 0 = pick a free port (DefaultConfig: 7946)
 	PeerPort      int                   // gRPC port; 0 = pick a free port (DefaultConfig: 7947)
-	Join          []string              // seeds: "host:port", "dns+name:port"; "" entries are ignored
+	Join          []string              // seeds: "host:port", "dns+name:port", "k8s://namespace/service" (import _ "github.com/corralcache/corral/peer/k8s"); "" entries are ignored
 	Registerer    prometheus.Registerer // nil = metrics are not registered
 	Logger        *slog.Logger          // nil = discard
 	SecretKey     []byte                // gossip encryption key, 16/24/32 bytes (AES-GCM); nil = plaintext gossip

@@ -2,9 +2,9 @@ package peer
 
 import (
 	"errors"
-	"math/rand/v2"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"time"
@@ -50,7 +50,9 @@ type Config struct {
 	// "dns+name:port" (a DNS name with many A/AAAA records, such as a Kubernetes headless
 	// Service). Names are looked up with Resolver on every attempt, and every address found is
 	// joined, except this member's own. The port is required. nil means start a one-node
-	// cluster and wait to be joined. Other schemes, such as "k8s://", make New fail.
+	// cluster and wait to be joined. "scheme://target" works for a scheme registered with
+	// RegisterScheme (import github.com/corralcache/corral/peer/k8s for "k8s://namespace/service");
+	// an unregistered scheme makes New fail.
 	Seeds []string
 
 	// SecretKey enables gossip encryption (AES-GCM) with a key of 16, 24 or 32 bytes; every

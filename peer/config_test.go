@@ -19,7 +19,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"advertise addr not an IP", func(c *peer.Config) { c.AdvertiseAddr = "pod-0" }, "AdvertiseAddr"},
 		{"port too big", func(c *peer.Config) { c.BindPort = 70000 }, "BindPort"},
 		{"negative advertise port", func(c *peer.Config) { c.AdvertisePort = -1 }, "AdvertisePort"},
-		{"k8s seed", func(c *peer.Config) { c.Seeds = []string{"k8s://default/corral"} }, "k8s:// discovery is not supported by package peer"},
+		{"k8s seed", func(c *peer.Config) { c.Seeds = []string{"k8s://default/corral"} }, "k8s:// discovery is not linked in"},
 		{"dnssrv seed", func(c *peer.Config) { c.Seeds = []string{"dnssrv+_gossip._tcp.corral:7946"} }, `scheme "dnssrv+" is not supported`},
 		{"seed without port", func(c *peer.Config) { c.Seeds = []string{"corral-0"} }, "missing port"},
 		{"seed port zero", func(c *peer.Config) { c.Seeds = []string{"10.0.0.1:0"} }, "not in 1-65535"},

@@ -52,13 +52,39 @@
 // refusal of a member for a reason is logged at Warn, the next at Debug. Members with another
 // Label, or another SecretKey, cannot even read each other's packets.
 //
-// Seeds: "host:port" or "dns+name:port". A name is looked up on every attempt, and every address
-// found is joined except this member's own, so a headless Service works as the seed of every pod,
-// including the first. New makes one attempt bounded by JoinTimeout. Until some seed has been
+// Seeds: "host:port", "dns+name:port", or "scheme://target" of a registered scheme (see
+// "Discovery schemes"). A name is looked up on every attempt, and every address found is joined
+// except this member's own, so a headless Service works as the seed of every pod, including the
+// first. New makes one attempt bounded by JoinTimeout. Until some seed has been
 // reached (or another member has joined this one) a background loop retries with backoff between
 // JoinBackoffMin and JoinBackoffMax; afterwards it re-joins, every RejoinInterval, the seed
 // addresses that are not live members. That heals two pods that started together and each formed
 // a one-node cluster, and two halves of a partition that declared each other dead.
+//
+// # Discovery schemes
+//
+// A seed "scheme://target" is found by a Discoverer rather than by DNS. Package peer knows no
+// scheme itself: a package registers one with RegisterScheme from its init function, as
+// database/sql drivers do, so a program links the code (and the dependencies) of a scheme only
+// when it imports that package:
+//
+//	import _ "github.com/corralcache/corral/peer/k8s" // registers k8s://namespace/service
+//
+// A seed of an unregistered scheme makes New fail, naming the package to import when it is one of
+// corral's. For each such seed in Config.Seeds, New:
+//
+//  1. calls the scheme's open with the target while it validates the Config (a bad target fails
+//     New, and nothing has started yet);
+//  2. runs the Discoverer from its first join attempt until Close, and waits at most JoinTimeout
+//     for its first set of addresses;
+//  3. joins, on every attempt, the addresses the Discoverer reported last, as it joins the
+//     addresses of a name; and
+//  4. wakes the join loop at once when the Discoverer reports addresses it had not reported
+//     before, and joins those that are not members: a new pod is joined when it appears, not a
+//     RejoinInterval later. Addresses that disappear need nothing: failure detection or the
+//     member's own Leave removes it.
+//
+// Join (the method) runs the Discoverers of its seeds only until it returns.
 //
 // # Conflicting addresses
 //

@@ -3,6 +3,8 @@ package peer_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/corralcache/corral/peer"
@@ -130,4 +132,44 @@ func ExampleMembership_Join() {
 	n, err := b.Join(ctx, []string{a.GossipAddr()})
 	fmt.Println(n, err, names(b.Members()))
 	// Output: 1 <nil> [a b]
+}
+
+// staticDiscoverer reports fixed addresses: the smallest Discoverer.
+type staticDiscoverer []string
+
+func (d staticDiscoverer) Run(ctx context.Context, _ *slog.Logger, update func([]string)) error {
+	update(d)
+	<-ctx.Done()
+	return nil
+}
+
+// A discovery scheme: the package that implements it registers it (from its init function, as
+// peer/k8s does for k8s://), and seeds of that scheme then work in Config.Seeds.
+func ExampleRegisterScheme() {
+	a, err := peer.New(peer.Config{Name: "node-a", BindAddr: "127.0.0.1", Meta: peer.Meta{PeerAddr: "127.0.0.1:7947"}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer a.Close()
+
+	peer.RegisterScheme("static", func(target string) (peer.Discoverer, error) {
+		return staticDiscoverer(strings.Split(target, ",")), nil
+	})
+	defer peer.RegisterScheme("static", nil)
+	b, err := peer.New(peer.Config{Name: "node-b", BindAddr: "127.0.0.1", Meta: peer.Meta{PeerAddr: "127.0.0.1:7948"},
+		Seeds: []string{"static://" + a.GossipAddr()}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer b.Close()
+
+	// New waited for the discovery's first answer and joined it.
+	for _, m := range b.Members() {
+		fmt.Println(m.Name)
+	}
+	// Output:
+	// node-a
+	// node-b
 }

@@ -16,7 +16,8 @@ var errNoSeedAddr = errors.New("no seed address other than this member's")
 // full state exchange, in parallel. It returns how many addresses were reached, and an error
 // only when none was: the errors of every address, or ctx's error when ctx ended first (the
 // exchanges still running then go on in the background, and may still join). Seeds take the
-// forms of Config.Seeds. They are not added to the seeds the background loop re-joins.
+// forms of Config.Seeds. They are not added to the seeds the background loop re-joins: the
+// discovery of a "scheme://" seed runs only until Join returns.
 func (m *Membership) Join(ctx context.Context, seeds []string) (int, error) {
 	parsed, err := parseSeeds(seeds)
 	if err != nil {
@@ -28,11 +29,20 @@ func (m *Membership) Join(ctx context.Context, seeds []string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	dctx, stop := context.WithCancel(m.ctx)
+	defer stop()
+	if err := m.runDiscoveries(dctx, parsed); err != nil {
+		return 0, err
+	}
 	return m.join(ctx, parsed, false)
 }
 
 // joinSeeds joins the configured seeds; with skipMembers, only addresses that are not members.
+// The first call starts the seeds' discoveries, which run until Close.
 func (m *Membership) joinSeeds(ctx context.Context, skipMembers bool) (int, error) {
+	if err := m.runDiscoveries(m.ctx, m.s.seeds); err != nil {
+		return 0, err
+	}
 	return m.join(ctx, m.s.seeds, skipMembers)
 }
 
@@ -132,9 +142,12 @@ func singleError(err error) error {
 
 // joinLoop runs until Close. While no seed has been reached (and no member has joined this
 // one), it retries with backoff; afterwards it re-joins the seeds that are not members every
-// RejoinInterval, or stops if that is negative.
+// RejoinInterval, or stops if that is negative. A discovery that finds new addresses wakes it at
+// once, so a pod that appears in a Service's EndpointSlices is joined within a round trip rather
+// than a RejoinInterval later.
 func (m *Membership) joinLoop(reached bool) {
 	s := m.s
+	changed := seedChanges(s.seeds)
 	r := s.Rand
 	if r == nil {
 		r = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
@@ -145,12 +158,14 @@ func (m *Membership) joinLoop(reached bool) {
 		switch {
 		case !reached:
 			wait = b.next()
-		case s.RejoinInterval < 0:
+		case s.RejoinInterval >= 0:
+			wait = s.RejoinInterval
+		case changed == nil:
 			return
 		default:
-			wait = s.RejoinInterval
+			wait = -1 // only discoveries wake the loop
 		}
-		if !m.sleep(wait) {
+		if !m.sleep(wait, changed) {
 			return
 		}
 
@@ -178,12 +193,19 @@ func (m *Membership) joinLoop(reached bool) {
 	}
 }
 
-// sleep waits d, and reports false if Close came first.
-func (m *Membership) sleep(d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
+// sleep waits d (forever when negative) or until wake receives, and reports false if Close came
+// first.
+func (m *Membership) sleep(d time.Duration, wake <-chan struct{}) bool {
+	var timeout <-chan time.Time
+	if d >= 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		timeout = t.C
+	}
 	select {
-	case <-t.C:
+	case <-timeout:
+		return true
+	case <-wake:
 		return true
 	case <-m.ctx.Done():
 		return false

@@ -21,19 +21,26 @@ type seed struct {
 	port uint16
 	// ip is the parsed host when it is an IP literal: such a seed is never looked up.
 	ip netip.Addr
+	// disc finds the addresses of a seed "scheme://target" of a registered scheme (see
+	// RegisterScheme); host and port are then unset.
+	disc *discovery
 }
 
 // parseSeed accepts "host:port", "[ipv6]:port" and "dns+name:port". Both name forms are looked up
 // with the Resolver on every join attempt and every address found is joined; the "dns+" prefix
 // only says that the name is expected to have many records. The port is required: guessing this
 // member's own port (what memberlist does) is wrong as soon as members use different ports.
+// "scheme://target" is accepted for a scheme registered with RegisterScheme, whose open checks
+// target.
 func parseSeed(s string) (seed, error) {
 	sd := seed{raw: s}
 	rest := s
 	if strings.HasPrefix(rest, dnsScheme) {
 		rest = rest[len(dnsScheme):]
-	} else if scheme, _, ok := strings.Cut(rest, "://"); ok {
-		return sd, fmt.Errorf("peer: seed %q: %s:// discovery is not supported by package peer yet (use host:port or dns+name:port)", s, scheme)
+	} else if scheme, target, ok := strings.Cut(rest, "://"); ok {
+		ds, err := openScheme(s, scheme, target)
+		sd.disc = ds
+		return sd, err
 	} else if scheme, _, ok := strings.Cut(rest, "+"); ok && !strings.ContainsAny(scheme, ":[]") {
 		return sd, fmt.Errorf("peer: seed %q: scheme %q is not supported (use host:port or dns+name:port)", s, scheme+"+")
 	}
@@ -58,24 +65,33 @@ func parseSeed(s string) (seed, error) {
 	return sd, nil
 }
 
-// parseSeeds parses every seed, reporting every bad one.
+// parseSeeds parses every seed, reporting every bad one. The discoveries of its seeds share one
+// changed channel (see seedChanges).
 func parseSeeds(ss []string) ([]seed, error) {
 	seeds := make([]seed, 0, len(ss))
 	var errs []error
+	var changed chan struct{}
 	for _, s := range ss {
 		sd, err := parseSeed(s)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
+		if sd.disc != nil {
+			if changed == nil {
+				changed = make(chan struct{}, 1)
+			}
+			sd.disc.changed = changed
+		}
 		seeds = append(seeds, sd)
 	}
 	return seeds, errors.Join(errs...)
 }
 
-// resolveSeeds turns seeds into distinct "ip:port" addresses, looking names up with r now. A name
-// that fails to resolve is reported in err, but the addresses of the other seeds are still
-// returned.
+// resolveSeeds turns seeds into distinct "ip:port" addresses, looking names up with r now and
+// taking the addresses a seed's discovery found last (waiting for its first answer until ctx
+// ends). A seed that fails to resolve is reported in err, but the addresses of the other seeds are
+// still returned.
 func resolveSeeds(ctx context.Context, r Resolver, seeds []seed) (addrs []string, err error) {
 	seen := make(map[netip.AddrPort]bool)
 	add := func(ap netip.AddrPort) {
@@ -86,6 +102,18 @@ func resolveSeeds(ctx context.Context, r Resolver, seeds []seed) (addrs []string
 	}
 	var errs []error
 	for _, sd := range seeds {
+		if sd.disc != nil {
+			found, err := sd.disc.current(ctx)
+			if err != nil {
+				errs = append(errs, err)
+			}
+			for _, a := range found {
+				if ap, err := netip.ParseAddrPort(a); err == nil {
+					add(netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()))
+				}
+			}
+			continue
+		}
 		if sd.ip.IsValid() {
 			add(netip.AddrPortFrom(sd.ip, sd.port))
 			continue

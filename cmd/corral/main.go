@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	_ "github.com/corralcache/corral/peer/k8s" // --join k8s://namespace/service
 )
 
 const usage = `corral — a distributed read-through cache for Go services

@@ -51,7 +51,7 @@ func serveFlags(out io.Writer) (*flag.FlagSet, *serveConfig) {
 	fs.IntVar(&c.gossipPort, "gossip-port", 7946, "memberlist port, TCP and UDP (0 = any free port)")
 	fs.IntVar(&c.peerPort, "peer-port", 7947, "peer gRPC port (0 = any free port)")
 	fs.IntVar(&c.httpPort, "http-port", 8080, "HTTP API, metrics and debug page port (0 = any free port)")
-	fs.Var(&c.join, "join", "seed to join, repeatable: host:port, dns+name:port")
+	fs.Var(&c.join, "join", "seed to join, repeatable: host:port, dns+name:port, k8s://namespace/service (EndpointSlices; KUBECONFIG or in-cluster), k8s://service (namespace $POD_NAMESPACE)")
 	fs.StringVar(&c.origin, "origin", "", "origin URL template, e.g. http://api:9000/items/{key}; {group} and {key} are path-escaped (default: none, values come only from PUT)")
 	fs.DurationVar(&c.ttl, "ttl", time.Minute, "how long a value stays fresh (0 = forever)")
 	fs.DurationVar(&c.swr, "swr", 0, "stale-while-revalidate: serve a stale value this long past --ttl while one refresh runs")

@@ -24,14 +24,22 @@ const Grace = 5 * time.Second
 func Main(m *testing.M) {
 	code := m.Run()
 	if code == 0 {
-		err := goleak.Find()
-		for deadline := time.Now().Add(Grace); err != nil && time.Now().Before(deadline); err = goleak.Find() {
-			time.Sleep(50 * time.Millisecond)
-		}
-		if err != nil {
+		if err := Check(); err != nil {
 			fmt.Fprintln(os.Stderr, "leakcheck:", err)
 			code = 1
 		}
 	}
 	os.Exit(code)
+}
+
+// Check waits up to Grace for the goroutines other than the caller's to end, and returns an
+// error naming those still running then. It is for a TestMain that must tear down what its
+// tests shared (a control plane, say) before it checks; opts are goleak's, for goroutines a
+// dependency keeps on purpose.
+func Check(opts ...goleak.Option) error {
+	err := goleak.Find(opts...)
+	for deadline := time.Now().Add(Grace); err != nil && time.Now().Before(deadline); err = goleak.Find(opts...) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	return err
 }

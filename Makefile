@@ -1,7 +1,7 @@
 # corral — make targets. `make test` is what CI runs (.ci/run).
 GO ?= go
 
-.PHONY: test vet bench demo generate e2e e2e-k8s manifests image
+.PHONY: test vet bench demo generate e2e e2e-k8s manifests image sim
 
 test: vet
 	$(GO) test -race -count=1 ./...
@@ -58,3 +58,17 @@ bench-compare:
 		SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 		$$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server; }
 	cd e2e/bench && $(GO) run . -out RESULTS.md
+
+# The deterministic simulator (package sim): SIM_HISTORIES seeded cluster histories in virtual
+# time, in one process per core; the last line is "sim: N histories, M violations".
+# SIM_SEED=N replays history N and prints its trace.
+SIM_HISTORIES ?= 2000
+SIM_FIRST ?= 1
+sim:
+	mkdir -p bin
+	$(GO) test -c -o bin/sim.test ./sim
+	@if [ -n "$(SIM_SEED)" ]; then \
+		bin/sim.test -test.run '^TestSim$$' -test.v -sim.seed=$(SIM_SEED); \
+	else \
+		bin/sim.test -test.run '^TestSim$$' -test.timeout 60m -sim.histories=$(SIM_HISTORIES) -sim.first=$(SIM_FIRST) -sim.shards=$$(nproc); \
+	fi

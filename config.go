@@ -51,6 +51,14 @@ type Config struct {
 	// PeekTimeout bounds the question a new owner asks the previous owner of a key on its first
 	// miss after a membership change, before it loads; 0 = 250 ms.
 	PeekTimeout time.Duration
+	// SilentPeerTimeout is how long a request waits on a peer before checking that the peer
+	// still answers: a probe bounded by this same time, repeated while the request waits. A
+	// peer that does not answer it (paused, cut off) is taken as unreachable and the request
+	// fails over to the key's next owner; one that answers is filling slowly, and the request
+	// waits on. 0 = 300 ms: a silent owner costs at most 600 ms before the successor is asked
+	// (a hit takes a millisecond), and a probe survives one TCP retransmission (200 ms).
+	// Negative = never probe.
+	SilentPeerTimeout time.Duration
 	// PeekWindow is how long after a membership change a new owner asks the previous owner;
 	// 0 = 1 min, negative = never.
 	PeekWindow time.Duration
@@ -87,6 +95,11 @@ type Config struct {
 	// keep a near copy; 0 = 2.
 	NearPromote int
 
+	// OnChange, if set, is called with this node's new view (self included, sorted by Name)
+	// each time its member set changes, in order, from one goroutine at a time. It must
+	// return quickly and must not call Close.
+	OnChange func(members []Member)
+
 	// Host, if set, is the in-memory host (package memnet) this node runs on instead of the
 	// operating system's network: it binds no port, advertises the host's address, gossips
 	// and reaches its peers through the host's network, and reads time without a ticker. It
@@ -115,6 +128,7 @@ func DefaultConfig() Config {
 		RejoinInterval:      30 * time.Second,
 		PeerTimeout:         5 * time.Second,
 		PeekTimeout:         250 * time.Millisecond,
+		SilentPeerTimeout:   300 * time.Millisecond,
 		PeekWindow:          time.Minute,
 		DrainTimeout:        2 * time.Second,
 		MaxValueBytes:       8 << 20,
@@ -185,6 +199,7 @@ func (c *Config) validate() error {
 	setDefault(&c.PeerTimeout, d.PeerTimeout)
 	setDefault(&c.PeekTimeout, d.PeekTimeout)
 	setDefault(&c.PeekWindow, d.PeekWindow)
+	setDefault(&c.SilentPeerTimeout, d.SilentPeerTimeout)
 	setDefault(&c.DrainTimeout, d.DrainTimeout)
 	setDefault(&c.NearTTL, d.NearTTL)
 	setDefault(&c.MaxValueBytes, d.MaxValueBytes)

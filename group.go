@@ -269,9 +269,9 @@ func (g *Group[V]) Set(ctx context.Context, key string, v V) error {
 	if err := g.node.checkValue(len(b)); err != nil {
 		return err
 	}
-	return g.write(ctx, key, func() (uint64, error) { return g.local.Set(key, v) },
-		func(ctx context.Context, st *memberState) (uint64, error) {
-			return g.node.remoteSet(ctx, st, g.name, key, b)
+	return g.write(ctx, key, func(version uint64) error { _, err := g.local.SetAt(key, v, version); return err },
+		func(ctx context.Context, st *memberState, version uint64) error {
+			return g.node.remoteSet(ctx, st, g.name, key, b, version)
 		})
 }
 
@@ -283,32 +283,30 @@ func (g *Group[V]) Remove(ctx context.Context, key string) error {
 	if err := checkKey(key); err != nil {
 		return err
 	}
-	return g.write(ctx, key, func() (uint64, error) { return g.local.Remove(key) },
-		func(ctx context.Context, st *memberState) (uint64, error) {
-			return g.node.remoteRemove(ctx, st, g.name, key)
+	return g.write(ctx, key, func(version uint64) error { return g.local.RemoveAt(key, version) },
+		func(ctx context.Context, st *memberState, version uint64) error {
+			return g.node.remoteRemove(ctx, st, g.name, key, version)
 		})
 }
 
 // write applies a Set or Remove on the owner, then tells every member of it (see the
-// package documentation, "Writes under churn").
-func (g *Group[V]) write(ctx context.Context, key string, local func() (uint64, error),
-	remote func(context.Context, *memberState) (uint64, error)) error {
+// package documentation, "Writes under churn"). The write's version is drawn here, by the
+// writer: every attempt — on the owner, and on its successors when it fails over — carries
+// the same one, so a late duplicate is harmless.
+func (g *Group[V]) write(ctx context.Context, key string, local func(version uint64) error,
+	remote func(ctx context.Context, st *memberState, version uint64) error) error {
 	n := g.node
 	if n.leaving.Load() {
 		return ErrClosed
 	}
-	var version uint64
+	version := n.version.Next()
 	_, err := n.onOwner(ctx, key,
-		func() error { var err error; version, err = local(); return err },
-		func(ctx context.Context, st *memberState) error {
-			var err error
-			version, err = remote(ctx, st)
-			return err
-		})
+		func() error { return local(version) },
+		func(ctx context.Context, st *memberState) error { return remote(ctx, st, version) })
 	if err != nil {
 		return g.wrapErr(key, err)
 	}
-	n.version.Observe(version)
+	n.log.Debug("corral: wrote", "group", g.name, "key", key, "version", version)
 	g.invalidate(key, version) // this node's own copies, in either store
 	if unreached := n.tell(ctx, g.name, key, version, []string{n.cfg.Name}); len(unreached) > 0 {
 		return &UnreachedError{Members: unreached, Err: errNotTold}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -46,9 +47,19 @@ type Node struct {
 	strangers strangers       // peers that asked before they were in the view
 
 	view atomic.Pointer[view]
-	// viewMu serialises view changes (membership callbacks and Close), and guards members
-	// while New sets it.
-	viewMu sync.Mutex
+	// viewMu serialises view changes (membership callbacks, reconciliations and Close), and
+	// guards members while New sets it and the fields below.
+	viewMu      sync.Mutex
+	lastMembers []peer.Member        // the membership's last list
+	failedAt    map[string]time.Time // members declared dead, and when (see reconcile.go)
+	pending     map[string]bool      // members back from the dead, kept out of the ring until reconciled
+
+	recCtx    context.Context // ends the reconciliations at Close
+	recCancel context.CancelFunc
+	recWG     sync.WaitGroup
+	recMu     sync.Mutex
+	// guards recGroups: the groups each pending member has exchanged with this node
+	recGroups map[string]map[string]bool
 
 	// mu guards groups.
 	mu     sync.RWMutex
@@ -86,8 +97,9 @@ func New(cfg Config) (*Node, error) {
 		serverDone: make(chan struct{}),
 		rand:       newLockedRand(cfg.Rand),
 	}
-	n.version.now = time.Now
+	n.version.now, n.version.id = time.Now, clockID(cfg.Name)
 	n.waits = fill.NewWaitGraph(n.resolveWaits)
+	n.recCtx, n.recCancel = context.WithCancel(context.Background())
 	if cfg.MaxFills > 0 {
 		n.fills = fill.NewLimiter(cfg.MaxFills)
 	}
@@ -183,6 +195,7 @@ func New(cfg Config) (*Node, error) {
 			err = terr
 		} else {
 			pc.Transport, pc.BindPort = tr, tr.Port()
+			pc.NoCompression = true // no bandwidth to save in memory
 		}
 	}
 	var members *peer.Membership
@@ -237,8 +250,18 @@ func (n *Node) setMembers(ms []peer.Member) {
 		}
 		ms = n.members.Members()
 	}
+	n.lastMembers = ms
+	n.rebuildLocked()
+}
+
+// rebuildLocked makes the view from the membership's last list, keeping out the members that
+// are being reconciled. n.viewMu must be held.
+func (n *Node) rebuildLocked() {
+	ms := n.lastMembers
+	now := time.Now()
+	exclude := n.reconcileNewcomersLocked(ms, now)
 	cur := n.view.Load()
-	nv, gone, err := nextView(cur, ms, n.ringCfg, time.Now(), n.cfg.PeekWindow)
+	nv, gone, err := nextView(cur, ms, n.ringCfg, now, n.cfg.PeekWindow, exclude)
 	if err != nil {
 		n.log.Error("corral: membership change ignored", "err", err)
 		return
@@ -255,11 +278,17 @@ func (n *Node) setMembers(ms []peer.Member) {
 	}
 	if nv.ring.Epoch() != cur.ring.Epoch() {
 		n.log.Info("corral: members changed", "members", len(nv.list), "epoch", nv.ring.Epoch())
+		if n.cfg.OnChange != nil {
+			n.cfg.OnChange(slices.Clone(nv.list))
+		}
 	}
 }
 
 func (n *Node) memberEvent(e peer.Event) {
 	n.log.Info("corral: member "+e.Kind.String(), "member", e.Member.Name, "addr", e.Member.GossipAddr)
+	if e.Kind == peer.EventFail {
+		n.memberFailed(e.Member.Name)
+	}
 }
 
 // Name returns this member's name.
@@ -400,6 +429,8 @@ func (n *Node) close(ctx context.Context, graceful bool) error {
 	if err := n.members.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("membership: %w", err))
 	}
+	n.recCancel()
+	n.recWG.Wait()
 	n.stopTransport(ctx)
 	for _, g := range n.groupList() {
 		if err := g.close(ctx); err != nil {

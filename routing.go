@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/corralcache/corral/fill"
@@ -40,7 +41,7 @@ func (n *Node) onOwner(ctx context.Context, key string, local func() error,
 			r = r.Without(owner)
 			continue
 		}
-		err := callPeer(ctx, st, remote)
+		err := n.callPeer(ctx, st, remote)
 		if err == nil || !n.failover(ctx, st, err) {
 			return owner, err
 		}
@@ -57,13 +58,60 @@ func (n *Node) onOwner(ctx context.Context, key string, local func() error,
 }
 
 // callPeer runs call under a context that also ends when the member leaves the view, so
-// that a request to a member found dead fails over at once rather than at its deadline.
-func callPeer(ctx context.Context, st *memberState, call func(context.Context, *memberState) error) error {
+// that a request to a member found dead fails over at once rather than at its deadline, or
+// when the member has gone silent: once the call has waited Config.SilentPeerTimeout, and
+// again after each such interval, the member is asked a probe (a warm pull of nothing,
+// bounded by SilentPeerTimeout too), and a member that does not answer it — paused, cut off,
+// its answers lost — is given up as unreachable. A member that answers the probe is filling
+// slowly, and the call waits on. So a silent owner costs at most twice SilentPeerTimeout
+// before the key's next owner is asked, not the call's whole deadline; the probe's own bound
+// leaves room for one TCP retransmission (200 ms), so one lost packet does not fail it.
+func (n *Node) callPeer(ctx context.Context, st *memberState, call func(context.Context, *memberState) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(st.gone, cancel)
 	defer stop()
-	return call(ctx, st)
+	every := n.cfg.SilentPeerTimeout
+	if every < 0 {
+		return call(ctx, st)
+	}
+	var silent atomic.Bool
+	var t *time.Timer
+	var tmu sync.Mutex // guards t's Reset against its Stop: the probe runs on the timer's goroutine
+	stopped := false
+	t = time.AfterFunc(every, func() {
+		if n.answers(ctx, st) {
+			tmu.Lock()
+			if !stopped {
+				t.Reset(every)
+			}
+			tmu.Unlock()
+			return
+		}
+		silent.Store(true)
+		cancel()
+	})
+	err := call(ctx, st)
+	tmu.Lock()
+	stopped = true
+	t.Stop()
+	tmu.Unlock()
+	if silent.Load() {
+		return &transport.UnreachableError{Addr: st.PeerAddr, Err: fmt.Errorf("no answer to a probe after waiting %v", every)}
+	}
+	return err
+}
+
+// answers reports whether st answers a probe within SilentPeerTimeout. Any answer counts, an
+// error included; only silence (or a refused connection) does not. It is false, too, once ctx
+// ends: the call it watches is over.
+func (n *Node) answers(ctx context.Context, st *memberState) bool {
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.SilentPeerTimeout)
+	defer cancel()
+	_, err := n.client.Get(ctx, st.PeerAddr, &peerpb.GetRequest{
+		Header: n.header(context.Background()), Key: []byte("probe"), Peek: true,
+	})
+	return ctx.Err() == nil && !transport.IsUnreachable(err)
 }
 
 // failover reports whether a request to st that failed with err goes to the next owner.
@@ -173,6 +221,7 @@ func (g *Group[V]) peekAll(ctx context.Context, key string, sts []*memberState) 
 	floor := g.tombs.Floor(key)
 	for e := range found {
 		if e.Version >= floor {
+			g.node.log.Debug("corral: warm pull found a copy", "group", g.name, "key", key, "version", e.Version)
 			cancel()
 			for range found { // let the other questions end, so none outlives the fill
 			}
@@ -199,22 +248,18 @@ func (g *Group[V]) peek(ctx context.Context, st *memberState, key string) (fill.
 	return e, true
 }
 
-func (n *Node) remoteSet(ctx context.Context, st *memberState, group, key string, value []byte) (uint64, error) {
-	resp, err := n.client.Set(ctx, st.PeerAddr, &peerpb.SetRequest{
-		Header: n.header(ctx), Entry: &peerpb.Entry{Group: group, Key: []byte(key), Value: value},
+func (n *Node) remoteSet(ctx context.Context, st *memberState, group, key string, value []byte, version uint64) error {
+	_, err := n.client.Set(ctx, st.PeerAddr, &peerpb.SetRequest{
+		Header: n.header(ctx), Entry: &peerpb.Entry{Group: group, Key: []byte(key), Value: value, Version: version},
 	})
-	if err != nil {
-		return 0, err
-	}
-	return resp.GetVersion(), nil
+	return err
 }
 
-func (n *Node) remoteRemove(ctx context.Context, st *memberState, group, key string) (uint64, error) {
-	resp, err := n.client.Remove(ctx, st.PeerAddr, &peerpb.RemoveRequest{Header: n.header(ctx), Group: group, Key: []byte(key)})
-	if err != nil {
-		return 0, err
-	}
-	return resp.GetVersion(), nil
+func (n *Node) remoteRemove(ctx context.Context, st *memberState, group, key string, version uint64) error {
+	_, err := n.client.Remove(ctx, st.PeerAddr, &peerpb.RemoveRequest{
+		Header: n.header(ctx), Group: group, Key: []byte(key), Version: version,
+	})
+	return err
 }
 
 // known returns the members this node knows of, by name, with their peer addresses, but

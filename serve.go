@@ -15,6 +15,9 @@ import (
 // groupHandle is what the node needs of a group whatever its value type: serving peers,
 // handing off, metrics and closing.
 type groupHandle interface {
+	Name() string
+	writes() []*peerpb.Write
+	applyWrites(ws []*peerpb.Write, clock *versionClock)
 	serveGet(ctx context.Context, req *peerpb.GetRequest) (*peerpb.GetResponse, error)
 	serveSet(ctx context.Context, req *peerpb.SetRequest) (*peerpb.SetResponse, error)
 	serveRemove(ctx context.Context, req *peerpb.RemoveRequest) (*peerpb.RemoveResponse, error)
@@ -109,6 +112,7 @@ func (s server) Invalidate(ctx context.Context, req *peerpb.InvalidateRequest) (
 	if g, ok := n.group(req.GetGroup()); ok {
 		g.invalidate(key, req.GetVersion())
 	}
+	n.log.Debug("corral: told of a write", "group", req.GetGroup(), "key", key, "version", req.GetVersion(), "by", req.GetHeader().GetSender())
 	if n.draining.Load() {
 		return &peerpb.InvalidateResponse{}, nil // its view is no longer kept up
 	}
@@ -221,11 +225,13 @@ func (g *Group[V]) serveSet(ctx context.Context, req *peerpb.SetRequest) (*peerp
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", transport.ErrInvalidArgument, err)
 	}
-	version, err := g.local.Set(key, v)
+	version := g.writeVersion(e.GetVersion())
+	stored, err := g.local.SetAt(key, v, version)
 	if err != nil {
 		return nil, toWire(err)
 	}
 	g.near.Invalidate(key, version)
+	g.node.log.Debug("corral: set as owner", "group", g.name, "key", key, "version", version, "stored", stored, "for", req.GetHeader().GetSender())
 	return &peerpb.SetResponse{Version: version}, nil
 }
 
@@ -234,12 +240,23 @@ func (g *Group[V]) serveRemove(ctx context.Context, req *peerpb.RemoveRequest) (
 	if err := checkKey(key); err != nil {
 		return nil, toWire(err)
 	}
-	version, err := g.local.Remove(key)
-	if err != nil {
+	version := g.writeVersion(req.GetVersion())
+	if err := g.local.RemoveAt(key, version); err != nil {
 		return nil, toWire(err)
 	}
 	g.near.Invalidate(key, version)
+	g.node.log.Debug("corral: removed as owner", "group", g.name, "key", key, "version", version, "for", req.GetHeader().GetSender())
 	return &peerpb.RemoveResponse{Version: version}, nil
+}
+
+// writeVersion is the version of a write a peer asks this node to apply: the one the writer
+// drew, or a new one for a writer that sent none.
+func (g *Group[V]) writeVersion(v uint64) uint64 {
+	if v == 0 {
+		return g.node.version.Next()
+	}
+	g.node.version.Observe(v)
+	return v
 }
 
 // invalidate applies a write of key at version made elsewhere: every copy of the key this

@@ -7,15 +7,23 @@ import (
 )
 
 // versionClock hands out the versions of writes (Set and Remove): a hybrid logical clock.
-// Every version it hands out is larger than every version this node handed out or saw
-// before — in a peer's request header, an invalidation, an entry, or a full state exchange
-// — so a write that starts after another returned gets a larger version, whichever nodes
-// ran them, whatever their wall clocks say: the first write reached every member (see the
-// package documentation), and the second's owner learned the first's version from it or
-// from its caller. The wall clock is only a floor (milliseconds in the upper 48 bits), so a
-// restarted node begins above the versions of its earlier life without having heard of them.
+// The writer draws a write's version — not the owner — so that a write that reaches an owner
+// late (its writer failed over meanwhile, and wrote again) is applied at its own, older
+// version and cannot pass the newer write. Every version the clock hands out is larger than
+// every version this node handed out or saw before — in a peer's request header, a write it
+// was told of, an entry, or a full state exchange — so a write that starts after another
+// returned gets a larger version, whichever nodes ran them, whatever their wall clocks say:
+// the first write reached every member (see the package documentation), the writer of the
+// second among them. The wall clock is only a floor (milliseconds in the upper 48 bits), so
+// a restarted node begins above the versions of its earlier life without having heard of
+// them.
+//
+// The low byte of every version is the node's id (a hash of its name), so two nodes that
+// write a key at the same instant draw different versions, and every member orders their
+// writes alike; the byte above it counts within a millisecond.
 type versionClock struct {
 	last atomic.Uint64
+	id   uint64           // in [0, 255]
 	now  func() time.Time // for testing
 }
 
@@ -24,11 +32,21 @@ func (c *versionClock) Next() uint64 {
 	wall := uint64(c.now().UnixMilli()) << 16
 	for {
 		last := c.last.Load()
-		next := max(last+1, wall)
+		next := (max(last+0x100, wall) &^ 0xff) | c.id
 		if c.last.CompareAndSwap(last, next) {
 			return next
 		}
 	}
+}
+
+// clockID is the low byte of a node's versions: FNV-1a of its name.
+func clockID(name string) uint64 {
+	h := uint32(2166136261)
+	for i := 0; i < len(name); i++ {
+		h ^= uint32(name[i])
+		h *= 16777619
+	}
+	return uint64(h & 0xff)
 }
 
 // Observe moves the clock past v.

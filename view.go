@@ -135,12 +135,15 @@ func (v *view) handoffRing(excluded map[string]bool) *ring.Ring {
 
 // nextView builds the view after a membership change. Members that stay keep their
 // memberState; the ones that are gone are returned so the caller can cancel them. window is
-// Config.PeekWindow: how long replaced rings and departed members are remembered.
-func nextView(cur *view, ms []peer.Member, rc ring.Config, now time.Time, window time.Duration) (*view, []*memberState, error) {
+// Config.PeekWindow: how long replaced rings and departed members are remembered. The
+// members in exclude are live but kept out of the ring (they are being reconciled).
+func nextView(cur *view, ms []peer.Member, rc ring.Config, now time.Time, window time.Duration, exclude map[string]bool) (*view, []*memberState, error) {
 	names := make([]string, 0, len(ms))
 	nv := &view{self: cur.self, members: make(map[string]*memberState, len(ms))}
 	for _, m := range ms {
-		names = append(names, m.Name)
+		if !exclude[m.Name] {
+			names = append(names, m.Name)
+		}
 		mm := memberOf(m)
 		st, ok := cur.members[m.Name]
 		if !ok || st.Member != mm {

@@ -42,7 +42,7 @@ func TestPeekCandidates(t *testing.T) {
 	// without d.
 	t0 := time.Unix(1000, 0)
 	v0 := &view{self: "d", ring: solo, members: map[string]*memberState{}}
-	v1, _, err := nextView(v0, members("a", "b", "c", "d"), rc, t0, window)
+	v1, _, err := nextView(v0, members("a", "b", "c", "d"), rc, t0, window, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func TestPeekCandidates(t *testing.T) {
 
 	// Long after, e joins: d asks for no key it owned before and still owns.
 	t1 := t0.Add(time.Hour)
-	v2, _, _ := nextView(v1, members("a", "b", "c", "d", "e"), rc, t1, window)
+	v2, _, _ := nextView(v1, members("a", "b", "c", "d", "e"), rc, t1, window, nil)
 	for _, key := range keys {
 		if v1.ring.Owner(key) == "d" && v2.ring.Owner(key) == "d" {
 			if got, moved := v2.peekCandidates(key, window, t1.Add(time.Second)); len(got) != 0 || moved {
@@ -80,7 +80,7 @@ func TestPeekCandidates(t *testing.T) {
 	// Then a leaves: the keys d takes over from it name a — departed, still known, with its
 	// address — and so do those of overlapping changes before it.
 	t2 := t1.Add(10 * time.Second)
-	v3, _, _ := nextView(v2, members("b", "c", "d", "e"), rc, t2, window)
+	v3, _, _ := nextView(v2, members("b", "c", "d", "e"), rc, t2, window, nil)
 	if _, ok := v3.departed["a"]; !ok {
 		t.Fatal("a is not remembered as departed")
 	}
@@ -99,7 +99,7 @@ func TestPeekCandidates(t *testing.T) {
 		t.Fatal("no key moved from a to d")
 	}
 	// A departed member is forgotten after the window, and so are old rings.
-	v4, _, _ := nextView(v3, members("b", "c", "d", "e", "f"), rc, t2.Add(2*time.Minute), window)
+	v4, _, _ := nextView(v3, members("b", "c", "d", "e", "f"), rc, t2.Add(2*time.Minute), window, nil)
 	if _, ok := v4.departed["a"]; ok || len(v4.history) != 1 {
 		t.Fatalf("after the window: departed %v, %d rings", v4.departed, len(v4.history))
 	}
@@ -111,7 +111,7 @@ func TestFoundingMemberHasNotJoined(t *testing.T) {
 	rc := ring.DefaultConfig()
 	solo, _ := ring.New([]string{"a"}, rc)
 	v0 := &view{self: "a", ring: solo, members: map[string]*memberState{}}
-	v1, _, _ := nextView(v0, members("a", "b"), rc, time.Unix(1000, 0), time.Minute)
+	v1, _, _ := nextView(v0, members("a", "b"), rc, time.Unix(1000, 0), time.Minute, nil)
 	if !v1.joined.IsZero() {
 		t.Fatal("the oldest member counts as joined")
 	}

@@ -269,7 +269,9 @@ func (c *Cluster) Partition(sides ...[]string) {
 // Heal removes every partition and cut.
 func (c *Cluster) Heal() { c.Network.Heal() }
 
-// Converged reports whether every live node's view holds exactly the live nodes.
+// Converged reports whether every live node's view holds exactly the live nodes and every
+// node routes by the same ring (a member back from a partition is kept out of the ring until
+// it has reconciled with the others).
 func (c *Cluster) Converged() bool {
 	nodes := c.Nodes()
 	want := make([]string, 0, len(nodes))
@@ -281,7 +283,7 @@ func (c *Cluster) Converged() bool {
 		for _, m := range n.Members() {
 			got = append(got, m.Name)
 		}
-		if !slices.Equal(got, want) {
+		if !slices.Equal(got, want) || n.Epoch() != nodes[0].Epoch() {
 			return false
 		}
 	}

@@ -1,6 +1,7 @@
 package fill
 
 import (
+	"iter"
 	"sync"
 	"time"
 )
@@ -124,6 +125,32 @@ func (t *Tombstones) Floor(key string) uint64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return max(v, t.floors[floorBucket(key)])
+}
+
+// All yields every remembered write, key and version, in no particular order (to hand them
+// to another member that may have missed them). Writes recorded while it runs may or may
+// not be seen.
+func (t *Tombstones) All() iter.Seq2[string, uint64] {
+	return func(yield func(string, uint64) bool) {
+		now := t.clock.NowNano()
+		t.mu.Lock()
+		type kv struct {
+			k string
+			v uint64
+		}
+		live := make([]kv, 0, len(t.byKey))
+		for k, tb := range t.byKey {
+			if tb.expires > now {
+				live = append(live, kv{k, tb.version})
+			}
+		}
+		t.mu.Unlock()
+		for _, e := range live {
+			if !yield(e.k, e.v) {
+				return
+			}
+		}
+	}
 }
 
 // Len returns the number of remembered writes.

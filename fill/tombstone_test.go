@@ -62,3 +62,19 @@ func TestTombstonesIgnoreVersionZero(t *testing.T) {
 		t.Fatal("version 0 recorded")
 	}
 }
+
+func TestTombstonesAllYieldsTheLiveWrites(t *testing.T) {
+	clk := &FakeClock{}
+	ts := NewTombstones(TombstoneConfig{TTL: time.Minute, Clock: clk})
+	ts.Record("old", 1)
+	clk.Advance(45 * time.Second)
+	ts.Record("new", 2)
+	clk.Advance(30 * time.Second)
+	got := map[string]uint64{}
+	for k, v := range ts.All() {
+		got[k] = v
+	}
+	if len(got) != 1 || got["new"] != 2 {
+		t.Fatalf("All = %v, want only new@2", got)
+	}
+}

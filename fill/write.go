@@ -26,6 +26,59 @@ func (c *Cache[V]) Set(key string, v V) (uint64, error) {
 	return e.version, nil
 }
 
+// SetAt is Set with the write's version given by the caller — a writer elsewhere that drew
+// it from its own clock — instead of drawn here: a write that reaches the cache late (sent
+// before a newer write, delayed, retried) is applied at its own version and cannot pass the
+// newer one. It stores v, and reports true, unless a write of key at a higher version is
+// known here (the held entry's, or a remembered one); either way the write is remembered,
+// and fills in flight that started before it are revoked.
+func (c *Cache[V]) SetAt(key string, v V, version uint64) (bool, error) {
+	if err := CheckKey(key); err != nil {
+		return false, err
+	}
+	now := c.clock.NowNano()
+	e := &entry[V]{value: v, version: version}
+	e.fresh, e.stale = c.lifetime(now, nil)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false, ErrClosed
+	}
+	// Only this key's own remembered writes count, not the floors: a floor may hold a newer
+	// write of another key, which says nothing of this one.
+	newer := c.tombs.Version(key) > version
+	if old, ok := c.store.GetIfPresent(key); ok && old.version > version {
+		newer = true
+	}
+	c.tombs.Record(key, version)
+	c.revokeLocked(key, version)
+	if newer {
+		return false, nil
+	}
+	c.store.Set(key, e)
+	return true, nil
+}
+
+// RemoveAt is Remove with the removal's version given by the caller (see SetAt): it deletes
+// key unless the held entry is of a higher version, remembers the removal and revokes older
+// fills.
+func (c *Cache[V]) RemoveAt(key string, version uint64) error {
+	if err := CheckKey(key); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return ErrClosed
+	}
+	c.tombs.Record(key, version)
+	c.revokeLocked(key, version)
+	if old, ok := c.store.GetIfPresent(key); ok && old.version <= version {
+		c.store.Invalidate(key)
+	}
+	return nil
+}
+
 // Put stores an entry that another node produced, with its remaining lifetime and version —
 // a hand-off, say. It does nothing, and returns false, when en is older than a write of the
 // key known here (en.Version below the Tombstones' floor), when the held entry's version is

@@ -180,3 +180,32 @@ func TestAllYieldsServableEntries(t *testing.T) {
 		t.Fatalf("All = %v", keys)
 	}
 }
+
+// A write that arrives late — after a newer write of the key — is applied at its own version
+// and does not pass the newer one; duplicates of one write are harmless.
+func TestSetAtAndRemoveAtKeepTheNewerWrite(t *testing.T) {
+	c, _ := newTest[string](t, nil, Config[string]{})
+	if ok, _ := c.SetAt("k", "v20", 20); !ok {
+		t.Fatal("a first write refused")
+	}
+	if ok, _ := c.SetAt("k", "v10", 10); ok {
+		t.Fatal("a late write passed a newer one")
+	}
+	if e, _ := c.Peek("k"); e.Value != "v20" || e.Version != 20 {
+		t.Fatalf("held %+v", e)
+	}
+	c.RemoveAt("k", 15) // a late removal
+	if e, ok := c.Peek("k"); !ok || e.Value != "v20" {
+		t.Fatalf("a late removal dropped a newer write: %+v %v", e, ok)
+	}
+	c.RemoveAt("k", 30)
+	if _, ok := c.Peek("k"); ok {
+		t.Fatal("a newer removal left the value")
+	}
+	if ok, _ := c.SetAt("k", "v25", 25); ok {
+		t.Fatal("a write older than a remembered removal was stored")
+	}
+	if ok, _ := c.SetAt("k", "v30", 30); !ok { // the same version again: a duplicate or a tie
+		t.Fatal("a write at the remembered version refused")
+	}
+}

@@ -112,6 +112,10 @@ type Config struct {
 	// BindPort must then be the transport's port, or 0 when the transport has a Port or
 	// GetAutoBindPort method; Membership shuts it down on Close. nil means real sockets.
 	Transport memberlist.NodeAwareTransport
+	// NoCompression turns off memberlist's compression of gossip. Compression saves bandwidth
+	// on a real network and costs about a quarter of gossip's CPU; an in-memory network
+	// (Transport set) has no bandwidth to save. false means compressed, memberlist's default.
+	NoCompression bool
 	// Rand is the source of this package's randomness (the jitter of join backoff), so that a
 	// seeded simulation replays. New takes it over: the caller must not use it afterwards.
 	// nil means an unpredictable source.

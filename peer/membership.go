@@ -101,6 +101,7 @@ func New(cfg Config) (*Membership, error) {
 	mc.AdvertiseAddr = s.AdvertiseAddr
 	mc.AdvertisePort = advertisePort
 	mc.Label = s.Label
+	mc.EnableCompression = !s.NoCompression
 	if len(s.SecretKey) > 0 {
 		mc.SecretKey = s.SecretKey
 	}

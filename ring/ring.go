@@ -63,7 +63,49 @@ func New(members []string, cfg Config) (*Ring, error) {
 			return nil, fmt.Errorf("%w: duplicate name %q", ErrInvalidMember, name)
 		}
 	}
-	return build(sorted, cfg), nil
+	return built.get(sorted, cfg), nil
+}
+
+// built remembers the rings New built last, by epoch: building one costs about a
+// millisecond, and the nodes of one process that see the same members — a test cluster, a
+// simulation — or a node that sees a member set again after a flap, build the same ring.
+// Rings are immutable, so sharing one changes nothing but the cost.
+var built ringCache
+
+const ringCacheSize = 64
+
+type ringCache struct {
+	mu sync.Mutex
+	// guards m and order
+	m     map[uint64]*Ring
+	order []uint64 // oldest first
+}
+
+// get returns the ring over sorted with cfg, from the cache or newly built.
+func (c *ringCache) get(sorted []string, cfg Config) *Ring {
+	e := epoch(sorted, cfg)
+	c.mu.Lock()
+	r, ok := c.m[e]
+	c.mu.Unlock()
+	// The epoch is a 64-bit hash: check the members, so that a collision builds its own.
+	if ok && r.cfg == cfg && slices.Equal(r.members, sorted) {
+		return r
+	}
+	r = build(sorted, cfg)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = make(map[uint64]*Ring, ringCacheSize)
+	}
+	if _, ok := c.m[e]; !ok {
+		if len(c.order) >= ringCacheSize {
+			delete(c.m, c.order[0])
+			c.order = c.order[1:]
+		}
+		c.order = append(c.order, e)
+	}
+	c.m[e] = r
+	return r
 }
 
 // build makes the ring over sorted, which must be sorted, unique and valid,

@@ -89,7 +89,7 @@ type ClientConfig struct {
 	Dialer func(ctx context.Context, addr string) (net.Conn, error)
 
 	// OnCall, if set, is called after every RPC sent with the method
-	// ("Get", "Set", "Remove", "Invalidate", "Handoff", "WaitsFor"), the gRPC code of
+	// ("Get", "Set", "Remove", "Invalidate", "Handoff", "WaitsFor", "Reconcile"), the gRPC code of
 	// the result as codes.Code.String gives it ("OK", "NotFound",
 	// "Unavailable", ...) and the time the call took. It feeds
 	// corral_peer_requests_total. It runs on the caller's goroutine and must
@@ -235,6 +235,12 @@ func (c *Client) Remove(ctx context.Context, addr string, req *peerpb.RemoveRequ
 // Invalidate tells the peer at addr of a write (see Handler.Invalidate).
 func (c *Client) Invalidate(ctx context.Context, addr string, req *peerpb.InvalidateRequest) (*peerpb.InvalidateResponse, error) {
 	return unary(c, ctx, addr, "Invalidate", req, peerpb.PeerClient.Invalidate)
+}
+
+// Reconcile exchanges the remembered writes of a group with the peer at addr
+// (see Handler.Reconcile).
+func (c *Client) Reconcile(ctx context.Context, addr string, req *peerpb.ReconcileRequest) (*peerpb.ReconcileResponse, error) {
+	return unary(c, ctx, addr, "Reconcile", req, peerpb.PeerClient.Reconcile)
 }
 
 // WaitsFor asks the peer at addr what its fill of a key waits on (see

@@ -42,6 +42,9 @@ func (ownerHandler) Invalidate(context.Context, *peerpb.InvalidateRequest) (*pee
 func (ownerHandler) WaitsFor(context.Context, *peerpb.WaitsForRequest) (*peerpb.WaitsForResponse, error) {
 	return nil, nil
 }
+func (ownerHandler) Reconcile(context.Context, *peerpb.ReconcileRequest) (*peerpb.ReconcileResponse, error) {
+	return nil, nil
+}
 
 func (ownerHandler) Handoff(context.Context, *peerpb.Entry) (bool, error) { return true, nil }
 

@@ -116,6 +116,11 @@ func (h *fakeHandler) Invalidate(ctx context.Context, req *peerpb.InvalidateRequ
 	return &peerpb.InvalidateResponse{Unreached: []string{"unreached"}}, nil
 }
 
+// Reconcile answers with one write of "remembered", whatever it is sent.
+func (h *fakeHandler) Reconcile(ctx context.Context, req *peerpb.ReconcileRequest) (*peerpb.ReconcileResponse, error) {
+	return &peerpb.ReconcileResponse{Writes: []*peerpb.Write{{Key: []byte("remembered"), Version: 7}}}, nil
+}
+
 // WaitsFor answers that the fill of "waiting" waits on g/"other" at 10.0.0.1:7947.
 func (h *fakeHandler) WaitsFor(ctx context.Context, req *peerpb.WaitsForRequest) (*peerpb.WaitsForResponse, error) {
 	if string(req.GetKey()) != "waiting" {

@@ -49,4 +49,8 @@ type Handler interface {
 	// WaitsFor lists what this node's fill of the key is waiting on (an
 	// empty answer when no such fill runs). It must not wait for a fill.
 	WaitsFor(ctx context.Context, req *peerpb.WaitsForRequest) (*peerpb.WaitsForResponse, error)
+
+	// Reconcile applies the writes another member remembers of a group and answers with
+	// the writes this node remembers of it.
+	Reconcile(ctx context.Context, req *peerpb.ReconcileRequest) (*peerpb.ReconcileResponse, error)
 }

@@ -107,6 +107,12 @@ func TestRoundTrip(t *testing.T) {
 		t.Fatalf("WaitsFor = %v, %v", wresp, err)
 	}
 
+	// Reconcile carries writes both ways.
+	rcresp, err := c.Reconcile(ctx, addr, &peerpb.ReconcileRequest{Header: hdr, Group: "g", Writes: []*peerpb.Write{{Key: []byte("w"), Version: 3}}})
+	if err != nil || len(rcresp.GetWrites()) != 1 || rcresp.GetWrites()[0].GetVersion() != 7 {
+		t.Fatalf("Reconcile = %v, %v", rcresp, err)
+	}
+
 	// Keys are bytes, not UTF-8 strings.
 	bad := []byte("\xff\xfe\x80")
 	resp, err = c.Get(ctx, addr, &peerpb.GetRequest{Header: hdr, Group: "g", Key: bad})

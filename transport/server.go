@@ -272,6 +272,18 @@ func (p *peerService) Invalidate(ctx context.Context, req *peerpb.InvalidateRequ
 	return resp, nil
 }
 
+func (p *peerService) Reconcile(ctx context.Context, req *peerpb.ReconcileRequest) (resp *peerpb.ReconcileResponse, err error) {
+	defer p.recoverPanic("Reconcile", &err)
+	resp, err = p.h.Reconcile(ctx, req)
+	if err != nil {
+		return nil, toStatus(ctx, err)
+	}
+	if resp == nil {
+		resp = &peerpb.ReconcileResponse{}
+	}
+	return resp, nil
+}
+
 func (p *peerService) WaitsFor(ctx context.Context, req *peerpb.WaitsForRequest) (resp *peerpb.WaitsForResponse, err error) {
 	defer p.recoverPanic("WaitsFor", &err)
 	resp, err = p.h.WaitsFor(ctx, req)

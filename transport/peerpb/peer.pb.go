@@ -456,9 +456,12 @@ func (x *GetResponse) GetFound() bool {
 }
 
 type SetRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Header        *Header                `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
-	Entry         *Entry                 `protobuf:"bytes,2,opt,name=entry,proto3" json:"entry,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Header *Header                `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	// entry.version is the write's version, drawn by the writer: a request that
+	// arrives late (after its writer failed over, or after a newer write) is
+	// applied at that version, so it cannot pass the newer write.
+	Entry         *Entry `protobuf:"bytes,2,opt,name=entry,proto3" json:"entry,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -509,7 +512,7 @@ func (x *SetRequest) GetEntry() *Entry {
 
 type SetResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// version is the key's version after the write.
+	// version is the write's version.
 	Version       uint64 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -553,10 +556,12 @@ func (x *SetResponse) GetVersion() uint64 {
 }
 
 type RemoveRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Header        *Header                `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
-	Group         string                 `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
-	Key           []byte                 `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Header *Header                `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	Group  string                 `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
+	Key    []byte                 `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
+	// version is the removal's version, drawn by the writer (see SetRequest).
+	Version       uint64 `protobuf:"varint,4,opt,name=version,proto3" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -612,9 +617,16 @@ func (x *RemoveRequest) GetKey() []byte {
 	return nil
 }
 
+func (x *RemoveRequest) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
 type RemoveResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// version is the key's version after the delete.
+	// version is the removal's version.
 	Version       uint64 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1051,6 +1063,165 @@ func (x *ErrorDetail) GetReason() Reason {
 	return Reason_REASON_UNSPECIFIED
 }
 
+// Write is one remembered write of a key: its version.
+type Write struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Version       uint64                 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Write) Reset() {
+	*x = Write{}
+	mi := &file_peer_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Write) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Write) ProtoMessage() {}
+
+func (x *Write) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Write.ProtoReflect.Descriptor instead.
+func (*Write) Descriptor() ([]byte, []int) {
+	return file_peer_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *Write) GetKey() []byte {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *Write) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+type ReconcileRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Header *Header                `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	Group  string                 `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
+	// writes are the sender's remembered writes of the group.
+	Writes        []*Write `protobuf:"bytes,3,rep,name=writes,proto3" json:"writes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReconcileRequest) Reset() {
+	*x = ReconcileRequest{}
+	mi := &file_peer_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReconcileRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReconcileRequest) ProtoMessage() {}
+
+func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReconcileRequest.ProtoReflect.Descriptor instead.
+func (*ReconcileRequest) Descriptor() ([]byte, []int) {
+	return file_peer_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ReconcileRequest) GetHeader() *Header {
+	if x != nil {
+		return x.Header
+	}
+	return nil
+}
+
+func (x *ReconcileRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *ReconcileRequest) GetWrites() []*Write {
+	if x != nil {
+		return x.Writes
+	}
+	return nil
+}
+
+type ReconcileResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// writes are the receiver's remembered writes of the group.
+	Writes        []*Write `protobuf:"bytes,1,rep,name=writes,proto3" json:"writes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReconcileResponse) Reset() {
+	*x = ReconcileResponse{}
+	mi := &file_peer_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReconcileResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReconcileResponse) ProtoMessage() {}
+
+func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReconcileResponse.ProtoReflect.Descriptor instead.
+func (*ReconcileResponse) Descriptor() ([]byte, []int) {
+	return file_peer_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ReconcileResponse) GetWrites() []*Write {
+	if x != nil {
+		return x.Writes
+	}
+	return nil
+}
+
 var File_peer_proto protoreflect.FileDescriptor
 
 const file_peer_proto_rawDesc = "" +
@@ -1088,11 +1259,12 @@ const file_peer_proto_rawDesc = "" +
 	"\x06header\x18\x01 \x01(\v2\x16.corral.peer.v1.HeaderR\x06header\x12+\n" +
 	"\x05entry\x18\x02 \x01(\v2\x15.corral.peer.v1.EntryR\x05entry\"'\n" +
 	"\vSetResponse\x12\x18\n" +
-	"\aversion\x18\x01 \x01(\x04R\aversion\"g\n" +
+	"\aversion\x18\x01 \x01(\x04R\aversion\"\x81\x01\n" +
 	"\rRemoveRequest\x12.\n" +
 	"\x06header\x18\x01 \x01(\v2\x16.corral.peer.v1.HeaderR\x06header\x12\x14\n" +
 	"\x05group\x18\x02 \x01(\tR\x05group\x12\x10\n" +
-	"\x03key\x18\x03 \x01(\fR\x03key\"*\n" +
+	"\x03key\x18\x03 \x01(\fR\x03key\x12\x18\n" +
+	"\aversion\x18\x04 \x01(\x04R\aversion\"*\n" +
 	"\x0eRemoveResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\"\x99\x01\n" +
 	"\x11InvalidateRequest\x12.\n" +
@@ -1117,7 +1289,16 @@ const file_peer_proto_rawDesc = "" +
 	"\baccepted\x18\x01 \x01(\rR\baccepted\x12\x12\n" +
 	"\x04kept\x18\x02 \x01(\rR\x04kept\"=\n" +
 	"\vErrorDetail\x12.\n" +
-	"\x06reason\x18\x01 \x01(\x0e2\x16.corral.peer.v1.ReasonR\x06reason*M\n" +
+	"\x06reason\x18\x01 \x01(\x0e2\x16.corral.peer.v1.ReasonR\x06reason\"3\n" +
+	"\x05Write\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\fR\x03key\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x04R\aversion\"\x87\x01\n" +
+	"\x10ReconcileRequest\x12.\n" +
+	"\x06header\x18\x01 \x01(\v2\x16.corral.peer.v1.HeaderR\x06header\x12\x14\n" +
+	"\x05group\x18\x02 \x01(\tR\x05group\x12-\n" +
+	"\x06writes\x18\x03 \x03(\v2\x15.corral.peer.v1.WriteR\x06writes\"B\n" +
+	"\x11ReconcileResponse\x12-\n" +
+	"\x06writes\x18\x01 \x03(\v2\x15.corral.peer.v1.WriteR\x06writes*M\n" +
 	"\x06Source\x12\x16\n" +
 	"\x12SOURCE_UNSPECIFIED\x10\x00\x12\a\n" +
 	"\x03HIT\x10\x01\x12\b\n" +
@@ -1129,7 +1310,7 @@ const file_peer_proto_rawDesc = "" +
 	"\x11REASON_FILL_CYCLE\x10\x01\x12\x18\n" +
 	"\x14REASON_UNKNOWN_GROUP\x10\x02\x12\x16\n" +
 	"\x12REASON_FILL_FAILED\x10\x03\x12\x12\n" +
-	"\x0eREASON_LEAVING\x10\x042\xb8\x03\n" +
+	"\x0eREASON_LEAVING\x10\x042\x8a\x04\n" +
 	"\x04Peer\x12>\n" +
 	"\x03Get\x12\x1a.corral.peer.v1.GetRequest\x1a\x1b.corral.peer.v1.GetResponse\x12>\n" +
 	"\x03Set\x12\x1a.corral.peer.v1.SetRequest\x1a\x1b.corral.peer.v1.SetResponse\x12G\n" +
@@ -1137,7 +1318,8 @@ const file_peer_proto_rawDesc = "" +
 	"\n" +
 	"Invalidate\x12!.corral.peer.v1.InvalidateRequest\x1a\".corral.peer.v1.InvalidateResponse\x12C\n" +
 	"\aHandoff\x12\x15.corral.peer.v1.Entry\x1a\x1f.corral.peer.v1.HandoffResponse(\x01\x12M\n" +
-	"\bWaitsFor\x12\x1f.corral.peer.v1.WaitsForRequest\x1a .corral.peer.v1.WaitsForResponseB0Z.github.com/corralcache/corral/transport/peerpbb\x06proto3"
+	"\bWaitsFor\x12\x1f.corral.peer.v1.WaitsForRequest\x1a .corral.peer.v1.WaitsForResponse\x12P\n" +
+	"\tReconcile\x12 .corral.peer.v1.ReconcileRequest\x1a!.corral.peer.v1.ReconcileResponseB0Z.github.com/corralcache/corral/transport/peerpbb\x06proto3"
 
 var (
 	file_peer_proto_rawDescOnce sync.Once
@@ -1152,7 +1334,7 @@ func file_peer_proto_rawDescGZIP() []byte {
 }
 
 var file_peer_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_peer_proto_goTypes = []any{
 	(Source)(0),                // 0: corral.peer.v1.Source
 	(Reason)(0),                // 1: corral.peer.v1.Reason
@@ -1171,6 +1353,9 @@ var file_peer_proto_goTypes = []any{
 	(*WaitsForResponse)(nil),   // 14: corral.peer.v1.WaitsForResponse
 	(*HandoffResponse)(nil),    // 15: corral.peer.v1.HandoffResponse
 	(*ErrorDetail)(nil),        // 16: corral.peer.v1.ErrorDetail
+	(*Write)(nil),              // 17: corral.peer.v1.Write
+	(*ReconcileRequest)(nil),   // 18: corral.peer.v1.ReconcileRequest
+	(*ReconcileResponse)(nil),  // 19: corral.peer.v1.ReconcileResponse
 }
 var file_peer_proto_depIdxs = []int32{
 	2,  // 0: corral.peer.v1.GetRequest.header:type_name -> corral.peer.v1.Header
@@ -1183,23 +1368,28 @@ var file_peer_proto_depIdxs = []int32{
 	2,  // 7: corral.peer.v1.WaitsForRequest.header:type_name -> corral.peer.v1.Header
 	13, // 8: corral.peer.v1.WaitsForResponse.waits:type_name -> corral.peer.v1.Wait
 	1,  // 9: corral.peer.v1.ErrorDetail.reason:type_name -> corral.peer.v1.Reason
-	4,  // 10: corral.peer.v1.Peer.Get:input_type -> corral.peer.v1.GetRequest
-	6,  // 11: corral.peer.v1.Peer.Set:input_type -> corral.peer.v1.SetRequest
-	8,  // 12: corral.peer.v1.Peer.Remove:input_type -> corral.peer.v1.RemoveRequest
-	10, // 13: corral.peer.v1.Peer.Invalidate:input_type -> corral.peer.v1.InvalidateRequest
-	3,  // 14: corral.peer.v1.Peer.Handoff:input_type -> corral.peer.v1.Entry
-	12, // 15: corral.peer.v1.Peer.WaitsFor:input_type -> corral.peer.v1.WaitsForRequest
-	5,  // 16: corral.peer.v1.Peer.Get:output_type -> corral.peer.v1.GetResponse
-	7,  // 17: corral.peer.v1.Peer.Set:output_type -> corral.peer.v1.SetResponse
-	9,  // 18: corral.peer.v1.Peer.Remove:output_type -> corral.peer.v1.RemoveResponse
-	11, // 19: corral.peer.v1.Peer.Invalidate:output_type -> corral.peer.v1.InvalidateResponse
-	15, // 20: corral.peer.v1.Peer.Handoff:output_type -> corral.peer.v1.HandoffResponse
-	14, // 21: corral.peer.v1.Peer.WaitsFor:output_type -> corral.peer.v1.WaitsForResponse
-	16, // [16:22] is the sub-list for method output_type
-	10, // [10:16] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	2,  // 10: corral.peer.v1.ReconcileRequest.header:type_name -> corral.peer.v1.Header
+	17, // 11: corral.peer.v1.ReconcileRequest.writes:type_name -> corral.peer.v1.Write
+	17, // 12: corral.peer.v1.ReconcileResponse.writes:type_name -> corral.peer.v1.Write
+	4,  // 13: corral.peer.v1.Peer.Get:input_type -> corral.peer.v1.GetRequest
+	6,  // 14: corral.peer.v1.Peer.Set:input_type -> corral.peer.v1.SetRequest
+	8,  // 15: corral.peer.v1.Peer.Remove:input_type -> corral.peer.v1.RemoveRequest
+	10, // 16: corral.peer.v1.Peer.Invalidate:input_type -> corral.peer.v1.InvalidateRequest
+	3,  // 17: corral.peer.v1.Peer.Handoff:input_type -> corral.peer.v1.Entry
+	12, // 18: corral.peer.v1.Peer.WaitsFor:input_type -> corral.peer.v1.WaitsForRequest
+	18, // 19: corral.peer.v1.Peer.Reconcile:input_type -> corral.peer.v1.ReconcileRequest
+	5,  // 20: corral.peer.v1.Peer.Get:output_type -> corral.peer.v1.GetResponse
+	7,  // 21: corral.peer.v1.Peer.Set:output_type -> corral.peer.v1.SetResponse
+	9,  // 22: corral.peer.v1.Peer.Remove:output_type -> corral.peer.v1.RemoveResponse
+	11, // 23: corral.peer.v1.Peer.Invalidate:output_type -> corral.peer.v1.InvalidateResponse
+	15, // 24: corral.peer.v1.Peer.Handoff:output_type -> corral.peer.v1.HandoffResponse
+	14, // 25: corral.peer.v1.Peer.WaitsFor:output_type -> corral.peer.v1.WaitsForResponse
+	19, // 26: corral.peer.v1.Peer.Reconcile:output_type -> corral.peer.v1.ReconcileResponse
+	20, // [20:27] is the sub-list for method output_type
+	13, // [13:20] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_peer_proto_init() }
@@ -1213,7 +1403,7 @@ func file_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_peer_proto_rawDesc), len(file_peer_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   15,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -29,6 +29,7 @@ const (
 	Peer_Invalidate_FullMethodName = "/corral.peer.v1.Peer/Invalidate"
 	Peer_Handoff_FullMethodName    = "/corral.peer.v1.Peer/Handoff"
 	Peer_WaitsFor_FullMethodName   = "/corral.peer.v1.Peer/WaitsFor"
+	Peer_Reconcile_FullMethodName  = "/corral.peer.v1.Peer/Reconcile"
 )
 
 // PeerClient is the client API for Peer service.
@@ -54,6 +55,11 @@ type PeerClient interface {
 	// WaitsFor lists what the receiver's fill of group/key is waiting on, so a
 	// member about to wait on a fill can see a cycle through other members.
 	WaitsFor(ctx context.Context, in *WaitsForRequest, opts ...grpc.CallOption) (*WaitsForResponse, error)
+	// Reconcile exchanges the writes of a group that two members remember, when
+	// they meet again after one declared the other dead (a partition, a pause):
+	// each applies the other's, so that neither serves a copy older than a write
+	// the other side made while they were apart.
+	Reconcile(ctx context.Context, in *ReconcileRequest, opts ...grpc.CallOption) (*ReconcileResponse, error)
 }
 
 type peerClient struct {
@@ -127,6 +133,16 @@ func (c *peerClient) WaitsFor(ctx context.Context, in *WaitsForRequest, opts ...
 	return out, nil
 }
 
+func (c *peerClient) Reconcile(ctx context.Context, in *ReconcileRequest, opts ...grpc.CallOption) (*ReconcileResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReconcileResponse)
+	err := c.cc.Invoke(ctx, Peer_Reconcile_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PeerServer is the server API for Peer service.
 // All implementations must embed UnimplementedPeerServer
 // for forward compatibility.
@@ -150,6 +166,11 @@ type PeerServer interface {
 	// WaitsFor lists what the receiver's fill of group/key is waiting on, so a
 	// member about to wait on a fill can see a cycle through other members.
 	WaitsFor(context.Context, *WaitsForRequest) (*WaitsForResponse, error)
+	// Reconcile exchanges the writes of a group that two members remember, when
+	// they meet again after one declared the other dead (a partition, a pause):
+	// each applies the other's, so that neither serves a copy older than a write
+	// the other side made while they were apart.
+	Reconcile(context.Context, *ReconcileRequest) (*ReconcileResponse, error)
 	mustEmbedUnimplementedPeerServer()
 }
 
@@ -177,6 +198,9 @@ func (UnimplementedPeerServer) Handoff(grpc.ClientStreamingServer[Entry, Handoff
 }
 func (UnimplementedPeerServer) WaitsFor(context.Context, *WaitsForRequest) (*WaitsForResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method WaitsFor not implemented")
+}
+func (UnimplementedPeerServer) Reconcile(context.Context, *ReconcileRequest) (*ReconcileResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Reconcile not implemented")
 }
 func (UnimplementedPeerServer) mustEmbedUnimplementedPeerServer() {}
 func (UnimplementedPeerServer) testEmbeddedByValue()              {}
@@ -296,6 +320,24 @@ func _Peer_WaitsFor_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Peer_Reconcile_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReconcileRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PeerServer).Reconcile(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Peer_Reconcile_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PeerServer).Reconcile(ctx, req.(*ReconcileRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Peer_ServiceDesc is the grpc.ServiceDesc for Peer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -322,6 +364,10 @@ var Peer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "WaitsFor",
 			Handler:    _Peer_WaitsFor_Handler,
+		},
+		{
+			MethodName: "Reconcile",
+			Handler:    _Peer_Reconcile_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

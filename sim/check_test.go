@@ -1,0 +1,175 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/corralcache/corral"
+)
+
+// violation is one broken guarantee in a history.
+type violation struct {
+	check string // "fills", "stale", "hang", "converge", "error"
+	msg   string
+}
+
+func (v violation) String() string { return v.check + ": " + v.msg }
+
+// maxViolationsShown bounds the violations of one check printed for one history.
+const maxViolationsShown = 5
+
+// check returns the guarantees the history broke.
+func (h *history) check() []violation {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []violation
+	add := func(check, format string, args ...any) {
+		n := 0
+		for _, v := range out {
+			if v.check == check {
+				n++
+			}
+		}
+		if n < maxViolationsShown {
+			out = append(out, violation{check, fmt.Sprintf(format, args...)})
+		}
+	}
+
+	// 1. Fills per key, against one per ownership change and the named exceptions.
+	owners := h.owners()
+	fills := map[string]int{}
+	failed := map[string]int{}
+	for _, f := range h.fills {
+		fills[f.key]++
+		if f.failed {
+			failed[f.key]++
+		}
+	}
+	writes := map[string]int{}
+	for _, w := range h.writes {
+		writes[w.key]++
+	}
+	for k := range keysPerRun {
+		key := key(k)
+		allowed := max(len(owners[key]), 1) + writes[key] + failed[key] + h.failovers[key] +
+			h.faults["restart"] + h.faults["partition side"] + h.faults["pause"]
+		if fills[key] > allowed {
+			add("fills", "%s filled %d times, allowed %d (owners %d, writes %d, failed fills %d, failovers %d, restarts %d, partition sides %d, pauses %d)",
+				key, fills[key], allowed, len(owners[key]), writes[key], failed[key], h.failovers[key],
+				h.faults["restart"], h.faults["partition side"], h.faults["pause"])
+		}
+	}
+
+	// 2. No Get that started after a write returned nil sees an older value — unless the
+	// views were split (a partition, a pause, a lost link made members declare live ones
+	// dead) while the write or the Get ran, and the Get started before they agreed again:
+	// a side does not hear of the other's writes until the heal (corral is available under
+	// partition), and nothing stale is served once the sides have reconciled.
+	splitEnds := h.splitEnds()
+	exempt := func(w writeRec, g getRec) bool {
+		for _, sp := range splitEnds {
+			overlaps := (w.start < sp.end && w.end > sp.start) || (g.start < sp.end && g.end > sp.start)
+			if overlaps && g.start < sp.end {
+				return true
+			}
+		}
+		return false
+	}
+	byKey := map[string][]writeRec{}
+	for _, w := range h.writes {
+		if w.err == nil {
+			byKey[w.key] = append(byKey[w.key], w)
+		}
+	}
+	for _, g := range h.gets {
+		if g.err != nil {
+			continue
+		}
+		var need int64
+		for _, w := range byKey[g.key] {
+			if w.end < g.start && w.gen > need && !exempt(w, g) {
+				need = w.gen
+			}
+		}
+		got, ok := genOf(g.value)
+		if !ok {
+			add("stale", "Get(%s) on %s returned %q, which no loader or Set made", g.key, g.node, g.value)
+		} else if got < need {
+			add("stale", "Get(%s) on %s at %v returned generation %d; the write of generation %d had returned", g.key, g.node, g.start, got, need)
+		}
+	}
+
+	// 3. No Get past its bound. Errors other than the ones a fault explains are violations
+	// too: a Get whose fill failed gets the loader's error, a cancelled one its ctx's.
+	for _, g := range h.gets {
+		bound := fillTimeout + time.Duration(g.membersAsked)*(peerTimeout+peekTimeout)
+		if d := g.end - g.start; d > bound && !g.cancelled {
+			add("hang", "Get(%s) on %s took %v (bound %v)", g.key, g.node, d, bound)
+		}
+		if g.err != nil && !allowedGetError(g) {
+			add("error", "Get(%s) on %s at %v: %v", g.key, g.node, g.start, g.err)
+		}
+	}
+
+	// 4. Views agree within the bound once every fault healed.
+	if h.settled < 0 {
+		add("converge", "views did not agree within %v of the last heal", settleBound)
+	}
+	return out
+}
+
+// splitEnds returns each split as the span from its start until the views agreed again after
+// its heal (for ever, when they never did). h.mu must be held.
+func (h *history) splitEnds() []span {
+	var out []span
+	for _, sp := range h.splits {
+		end := time.Duration(1 << 62)
+		if sp.heal >= 0 {
+			for _, a := range h.agreed {
+				if a.start <= sp.heal && (a.end < 0 || a.end > sp.heal) {
+					end = sp.heal // they agreed through the heal
+					break
+				}
+				if a.start >= sp.heal {
+					end = a.start
+					break
+				}
+			}
+		}
+		out = append(out, span{start: sp.start, end: end})
+	}
+	return out
+}
+
+// allowedGetError reports whether a failed Get failed for a reason the history gives it: its
+// own ctx ended (a cancelled Get), the loader failed, or its node was closing.
+func allowedGetError(g getRec) bool {
+	var fe *corral.FillError
+	switch {
+	case g.cancelled:
+		return true
+	case errors.Is(g.err, corral.ErrClosed):
+		return true
+	case errors.As(g.err, &fe) && strings.Contains(fe.Err.Error(), "source unavailable"):
+		return true
+	}
+	return false
+}
+
+// traceText returns the history's trace, sorted by time.
+func (h *history) traceText() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	tr := slices.Clone(h.trace)
+	sort.SliceStable(tr, func(i, j int) bool { return tr[i].at < tr[j].at })
+	var b strings.Builder
+	for _, e := range tr {
+		b.WriteString(e.String())
+		b.WriteByte('\n')
+	}
+	return b.String()
+}

@@ -1,0 +1,584 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/corralcache/corral"
+	"github.com/corralcache/corral/corraltest"
+	"github.com/corralcache/corral/memnet"
+	"github.com/corralcache/corral/ring"
+)
+
+// Timings of the simulated nodes: production values, but for the intervals that only bound
+// how long a healed cluster takes to merge, shortened so a history settles sooner.
+const (
+	fillTimeout  = 5 * time.Second
+	peerTimeout  = 2 * time.Second
+	peekTimeout  = 250 * time.Millisecond
+	workload     = 20 * time.Second // how long clients send requests
+	settleBound  = 90 * time.Second // views must agree within this of the last heal
+	getDeadline  = 10 * time.Minute // every Get's ctx: far past any bound, so a hang is seen, not waited out
+	keysPerRun   = 24
+	hotKeys      = 6
+	clientsCount = 4
+)
+
+// event is one line of a history's trace.
+type event struct {
+	at   time.Duration // since the history began, in virtual time
+	node string
+	what string
+}
+
+func (e event) String() string { return fmt.Sprintf("%9.3fs %-4s %s", e.at.Seconds(), e.node, e.what) }
+
+// fillRec is one loader run.
+type fillRec struct {
+	key, node string
+	at        time.Duration
+	failed    bool
+}
+
+// getRec is one Get.
+type getRec struct {
+	key, node    string
+	start, end   time.Duration
+	value        string
+	err          error
+	cancelled    bool // its ctx ended early on purpose
+	membersAsked int  // how many members it may ask on its way: the bound on its duration
+}
+
+// writeRec is one Set or Remove, made one at a time per key.
+type writeRec struct {
+	key        string
+	gen        int64
+	remove     bool
+	start, end time.Duration
+	err        error
+}
+
+// split is a fault that may make members declare live members dead: from its start to its
+// heal. The views are split until they agree again after the heal.
+type split struct {
+	start, heal time.Duration
+}
+
+// span is an interval of virtual time; end < 0 means "still".
+type span struct{ start, end time.Duration }
+
+// history is one seeded run and everything it recorded.
+type history struct {
+	seed  uint64
+	r     *rand.Rand // the history's choices; used by the main goroutine
+	start time.Time
+	c     *corraltest.Cluster
+
+	mu sync.Mutex
+	// guards everything below
+	trace     []event
+	fills     []fillRec
+	gets      []getRec
+	writes    []writeRec
+	views     map[string][][]string // every view each node reported, in order
+	groups    map[string]*corral.Group[string]
+	gen       int64 // the source of truth's generation: values are "key@gen"
+	loadRand  *rand.Rand
+	faults    map[string]int // named exceptions to the fill bound, by kind
+	failovers map[string]int // requests that failed over to a key's next owner, by key
+	restarts  map[string]int // per node name
+	healedAt  time.Duration  // when the last fault healed
+	settled   time.Duration  // how long after healedAt the views agreed (-1 = never)
+	nodes     int
+	splits    []split // faults that can split the views: partitions, cuts, pauses, lossy links
+	agreed    []span  // when every node's view held the live nodes, with one ring
+
+	locks keyLocks // not guarded by mu: each serialises the writes of one key
+}
+
+func (h *history) now() time.Duration { return time.Since(h.start) }
+
+func (h *history) logf(node, format string, args ...any) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.trace = append(h.trace, event{at: h.now(), node: node, what: fmt.Sprintf(format, args...)})
+}
+
+// load is the loader of the simulated application: it takes 0–30 ms, fails 3% of the time,
+// and returns "key@gen" with the source's generation when it started.
+func (h *history) load(node string) corral.LoadFunc[string] {
+	return func(ctx context.Context, key string) (string, error) {
+		h.mu.Lock()
+		gen := h.gen
+		d := time.Duration(h.loadRand.Int64N(int64(30 * time.Millisecond)))
+		fail := h.loadRand.Float64() < 0.03
+		rec := fillRec{key: key, node: node, at: h.now(), failed: fail}
+		h.fills = append(h.fills, rec)
+		h.trace = append(h.trace, event{at: rec.at, node: node, what: fmt.Sprintf("fill %s (gen %d, fail %v)", key, gen, fail)})
+		h.mu.Unlock()
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+		if fail {
+			return "", errors.New("source unavailable")
+		}
+		return fmt.Sprintf("%s@%d", key, gen), nil
+	}
+}
+
+func genOf(v string) (int64, bool) {
+	i := strings.LastIndexByte(v, '@')
+	if i < 0 {
+		return 0, false
+	}
+	g, err := strconv.ParseInt(v[i+1:], 10, 64)
+	return g, err == nil
+}
+
+// nodeConfig is what every simulated node runs with.
+func (h *history) nodeConfig(name string) corral.Config {
+	return corral.Config{
+		Logger:              slog.New(simLog{h: h, node: name}),
+		PeerTimeout:         peerTimeout,
+		PeekTimeout:         peekTimeout,
+		DrainTimeout:        time.Second,
+		PushPullInterval:    10 * time.Second,
+		RejoinInterval:      5 * time.Second,
+		DeadNodeReclaimTime: 5 * time.Second,
+		OnChange: func(ms []corral.Member) {
+			names := make([]string, 0, len(ms))
+			for _, m := range ms {
+				names = append(names, m.Name)
+			}
+			h.mu.Lock()
+			h.views[name] = append(h.views[name], names)
+			h.trace = append(h.trace, event{at: h.now(), node: name, what: fmt.Sprintf("view %v", names)})
+			h.mu.Unlock()
+		},
+	}
+}
+
+func (h *history) setup(n *corral.Node) error {
+	g, err := corral.NewGroup(n, "g", h.load(n.Name()), corral.WithTTL(time.Hour), corral.WithFillTimeout(fillTimeout))
+	if err != nil {
+		return err
+	}
+	h.mu.Lock()
+	h.groups[n.Name()] = g
+	h.mu.Unlock()
+	return nil
+}
+
+// monitor records when the views agree, every 50 ms of virtual time, until stop.
+func (h *history) monitor(stop chan struct{}) {
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	agreed := false
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		now := h.c.Converged()
+		if now == agreed {
+			continue
+		}
+		agreed = now
+		h.mu.Lock()
+		if now {
+			h.agreed = append(h.agreed, span{start: h.now(), end: -1})
+		} else if len(h.agreed) > 0 {
+			h.agreed[len(h.agreed)-1].end = h.now()
+		}
+		h.mu.Unlock()
+	}
+}
+
+// splitFault records a fault that may split the views; the returned func records its heal.
+func (h *history) splitFault() func() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	i := len(h.splits)
+	h.splits = append(h.splits, split{start: h.now(), heal: -1})
+	return func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.splits[i].heal = h.now()
+	}
+}
+
+// group returns a random live node's group, and the node's name.
+func (h *history) group(r *rand.Rand) (string, *corral.Group[string]) {
+	nodes := h.c.Nodes()
+	if len(nodes) == 0 {
+		return "", nil
+	}
+	n := nodes[r.IntN(len(nodes))]
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return n.Name(), h.groups[n.Name()]
+}
+
+// run plays the history in the caller's bubble.
+func (h *history) run() error {
+	h.start = time.Now()
+	h.views = map[string][][]string{}
+	h.groups = map[string]*corral.Group[string]{}
+	h.faults = map[string]int{}
+	h.failovers = map[string]int{}
+	h.restarts = map[string]int{}
+	h.settled = -1
+	h.loadRand = rand.New(rand.NewPCG(h.r.Uint64(), h.r.Uint64()))
+	for k := range h.locks {
+		h.locks[k] = make(chan struct{}, 1)
+	}
+	h.nodes = 3 + h.r.IntN(7)
+	if h.r.IntN(2) == 0 {
+		h.nodes = 5 // half the histories have five nodes, the size the rate goal is set for
+	}
+	link := memnet.Link{Delay: time.Millisecond, Jitter: time.Millisecond}
+	if h.r.IntN(4) == 0 {
+		link.Loss = 0.01
+	}
+	c, err := corraltest.New(corraltest.Config{
+		Nodes: h.nodes, Node: h.nodeConfig, Setup: h.setup, Link: link, Seed: h.r.Uint64() | 1,
+	})
+	if err != nil {
+		return err
+	}
+	h.c = c
+	defer c.Close(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*settleBound)
+	err = c.WaitConverged(ctx)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("the first %d nodes did not converge: %w", h.nodes, err)
+	}
+	h.logf("", "%d nodes converged, link %+v", h.nodes, link)
+
+	monitorDone := make(chan struct{})
+	monitorStop := make(chan struct{})
+	go func() { defer close(monitorDone); h.monitor(monitorStop) }()
+	defer func() { close(monitorStop); <-monitorDone }()
+
+	var clients sync.WaitGroup
+	stop := time.Now().Add(workload)
+	for i := range clientsCount {
+		cr := rand.New(rand.NewPCG(h.r.Uint64(), uint64(i)))
+		clients.Go(func() { h.client(cr, stop) })
+	}
+	h.faultSchedule()
+	clients.Wait()
+
+	// Heal everything, then let the views agree.
+	h.c.Heal()
+	for _, n := range h.c.Nodes() {
+		h.c.Resume(n.Name())
+	}
+	h.mu.Lock()
+	h.healedAt = h.now()
+	h.mu.Unlock()
+	ctx, cancel = context.WithTimeout(context.Background(), settleBound)
+	err = c.WaitConverged(ctx)
+	cancel()
+	h.mu.Lock()
+	if err == nil {
+		h.settled = h.now() - h.healedAt
+	}
+	h.mu.Unlock()
+	if err != nil {
+		return nil // the check reports it, with the trace
+	}
+	// A last read of every key on every node, after the cluster settled.
+	for _, n := range h.c.Nodes() {
+		for k := range keysPerRun {
+			h.get(n.Name(), h.groupOf(n.Name()), key(k), nil)
+		}
+	}
+	return nil
+}
+
+func (h *history) groupOf(name string) *corral.Group[string] {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.groups[name]
+}
+
+func key(k int) string {
+	if k < hotKeys {
+		return fmt.Sprint("hot", k)
+	}
+	return fmt.Sprint("cold", k)
+}
+
+// keyLocks serialise the writes of each key, so that "the newest write that returned" is
+// well defined; one per key, shared by the clients of a history. They are channels, not
+// mutexes: a goroutine waiting on a sync.Mutex does not block durably, so while one client
+// holds the lock across a slow write, synctest could not move time on.
+type keyLocks [keysPerRun]chan struct{}
+
+func (l *keyLocks) lock(k int)   { l[k] <- struct{}{} }
+func (l *keyLocks) unlock(k int) { <-l[k] }
+
+// client sends a random stream of requests until stop.
+func (h *history) client(r *rand.Rand, stop time.Time) {
+	locks := &h.locks
+	for time.Now().Before(stop) {
+		time.Sleep(time.Duration(10+r.IntN(290)) * time.Millisecond)
+		k := r.IntN(keysPerRun)
+		if r.IntN(3) > 0 && hotKeys > 0 {
+			k = r.IntN(hotKeys) // two thirds of the requests are for hot keys
+		}
+		name, g := h.group(r)
+		if g == nil {
+			continue
+		}
+		switch op := r.IntN(20); {
+		case op < 14:
+			h.get(name, g, key(k), nil)
+		case op < 15:
+			d := time.Duration(1+r.IntN(50)) * time.Millisecond
+			h.get(name, g, key(k), &d)
+		default:
+			locks.lock(k)
+			h.write(name, g, key(k), op >= 18)
+			locks.unlock(k)
+		}
+	}
+}
+
+// get does one Get and records it; cancel, if set, ends its ctx early.
+func (h *history) get(node string, g *corral.Group[string], k string, cancel *time.Duration) {
+	d := getDeadline
+	if cancel != nil {
+		d = *cancel
+	}
+	ctx, done := context.WithTimeout(context.Background(), d)
+	defer done()
+	rec := getRec{key: k, node: node, start: h.now(), cancelled: cancel != nil, membersAsked: h.nodes + 2}
+	v, err := g.Get(ctx, k)
+	rec.end, rec.value, rec.err = h.now(), v, err
+	h.mu.Lock()
+	h.gets = append(h.gets, rec)
+	h.mu.Unlock()
+}
+
+// write does one Set (of the next generation) or Remove, bumping the source's generation
+// first, as an application writes its database before its cache.
+func (h *history) write(node string, g *corral.Group[string], k string, remove bool) {
+	h.mu.Lock()
+	h.gen++
+	gen := h.gen
+	h.mu.Unlock()
+	rec := writeRec{key: k, gen: gen, remove: remove, start: h.now()}
+	ctx, done := context.WithTimeout(context.Background(), getDeadline)
+	defer done()
+	if remove {
+		rec.err = g.Remove(ctx, k)
+	} else {
+		rec.err = g.Set(ctx, k, fmt.Sprintf("%s@%d", k, gen))
+	}
+	rec.end = h.now()
+	h.mu.Lock()
+	h.writes = append(h.writes, rec)
+	what := "set"
+	if remove {
+		what = "remove"
+	}
+	h.trace = append(h.trace, event{at: rec.end, node: node, what: fmt.Sprintf("%s %s gen %d: %v", what, k, gen, rec.err)})
+	h.mu.Unlock()
+}
+
+// faultSchedule applies 1 to 3 faults at random instants of the workload, each healed (or
+// not) by the end of it.
+func (h *history) faultSchedule() {
+	type step struct {
+		at time.Duration
+		do func()
+	}
+	var steps []step
+	add := func(at time.Duration, do func()) { steps = append(steps, step{at, do}) }
+	for range 1 + h.r.IntN(3) {
+		at := time.Duration(1+h.r.IntN(14)) * time.Second
+		lasts := time.Duration(1+h.r.IntN(6)) * time.Second
+		switch kind := h.r.IntN(7); kind {
+		case 0: // crash, maybe a restart under the same name
+			restart := h.r.IntN(2) == 0
+			var victim string
+			add(at, func() {
+				victim = h.pickLive()
+				if victim == "" || len(h.c.Nodes()) <= 2 {
+					return
+				}
+				h.logf(victim, "crash")
+				h.c.Crash(victim)
+			})
+			if restart {
+				add(at+lasts, func() {
+					if victim == "" || h.c.Node(victim) != nil {
+						return
+					}
+					h.logf(victim, "restart")
+					h.mu.Lock()
+					h.restarts[victim]++
+					h.faults["restart"]++
+					h.mu.Unlock()
+					if _, err := h.c.Restart(victim); err != nil {
+						h.logf(victim, "restart failed: %v", err)
+					}
+				})
+			}
+		case 1: // graceful leave
+			add(at, func() {
+				name := h.pickLive()
+				if name == "" || len(h.c.Nodes()) <= 2 {
+					return
+				}
+				h.logf(name, "leave")
+				go func() { // Close takes a while; the workload goes on meanwhile
+					if err := h.c.Leave(context.Background(), name); err != nil {
+						h.logf(name, "leave: %v", err)
+					}
+				}()
+			})
+		case 2: // join
+			add(at, func() {
+				n, err := h.c.Add()
+				if err != nil {
+					h.logf("", "join failed: %v", err)
+					return
+				}
+				h.logf(n.Name(), "join")
+			})
+		case 3, 4: // partition along a random cut, maybe one-way
+			oneWay := kind == 4
+			healed := func() {}
+			add(at, func() {
+				var a, b []string
+				for _, n := range h.c.Nodes() {
+					if h.r.IntN(2) == 0 {
+						a = append(a, n.Name())
+					} else {
+						b = append(b, n.Name())
+					}
+				}
+				if len(a) == 0 || len(b) == 0 {
+					return
+				}
+				h.mu.Lock()
+				h.faults["partition side"] += 2
+				h.mu.Unlock()
+				healed = h.splitFault()
+				if oneWay {
+					h.logf("", "cut %v -> %v", a, b)
+					h.c.Network.Cut(h.hosts(a), h.hosts(b))
+				} else {
+					h.logf("", "partition %v | %v", a, b)
+					h.c.Partition(a, b)
+				}
+			})
+			add(at+lasts, func() { h.logf("", "heal"); h.c.Heal(); healed() })
+		case 5: // pause
+			var name string
+			healed := func() {}
+			add(at, func() {
+				name = h.pickLive()
+				if name == "" {
+					return
+				}
+				h.mu.Lock()
+				h.faults["pause"]++
+				h.mu.Unlock()
+				healed = h.splitFault()
+				h.logf(name, "pause")
+				h.c.Pause(name)
+			})
+			add(at+lasts, func() {
+				if name != "" {
+					h.logf(name, "resume")
+					h.c.Resume(name)
+					healed()
+				}
+			})
+		case 6: // a slow, lossy link
+			var a, b *memnet.Host
+			healed := func() {}
+			add(at, func() {
+				x, y := h.pickLive(), h.pickLive()
+				if x == "" || x == y {
+					return
+				}
+				healed = h.splitFault()
+				a, b = h.c.Host(x), h.c.Host(y)
+				h.logf("", "slow link %s -> %s", x, y)
+				h.c.Network.SetLink(a, b, memnet.Link{Delay: 20 * time.Millisecond, Jitter: 20 * time.Millisecond, Loss: 0.2})
+			})
+			add(at+lasts, func() {
+				if a != nil {
+					h.c.Network.ClearLink(a, b)
+					healed()
+				}
+			})
+		}
+	}
+	slices.SortStableFunc(steps, func(x, y step) int { return int(x.at - y.at) })
+	for _, s := range steps {
+		if d := s.at - h.now(); d > 0 {
+			time.Sleep(d)
+		}
+		s.do()
+	}
+	if d := workload - h.now(); d > 0 {
+		time.Sleep(d)
+	}
+}
+
+func (h *history) pickLive() string {
+	nodes := h.c.Nodes()
+	if len(nodes) == 0 {
+		return ""
+	}
+	return nodes[h.r.IntN(len(nodes))].Name()
+}
+
+func (h *history) hosts(names []string) []*memnet.Host {
+	var out []*memnet.Host
+	for _, n := range names {
+		out = append(out, h.c.Host(n))
+	}
+	return out
+}
+
+// owners returns, per key, the distinct owners the key had in any node's view.
+func (h *history) owners() map[string]map[string]bool {
+	out := map[string]map[string]bool{}
+	rings := map[string]*ring.Ring{}
+	for _, views := range h.views {
+		for _, v := range views {
+			id := strings.Join(v, ",")
+			if rings[id] == nil {
+				rings[id], _ = ring.New(v, ring.DefaultConfig())
+			}
+		}
+	}
+	for k := range keysPerRun {
+		set := map[string]bool{}
+		for _, r := range rings {
+			set[r.Owner(key(k))] = true
+		}
+		out[key(k)] = set
+	}
+	return out
+}

@@ -60,6 +60,7 @@ var regressions = []uint64{
 	39,  // a member declared dead during a one-way cut came back with a copy older than a Remove: reconcile on return
 	234, // Gets to an owner whose answers were cut off waited out the fill timeout: probe silent peers
 	377, // the same, under a pause
+	86,  // a Set queued at a paused owner was applied when it woke, with a newer version than a later write: writers draw versions
 }
 
 // result is what TestSim says about the histories it ran.

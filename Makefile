@@ -68,7 +68,8 @@ sim:
 	mkdir -p bin
 	$(GO) test -c -o bin/sim.test ./sim
 	@if [ -n "$(SIM_SEED)" ]; then \
-		bin/sim.test -test.run '^TestSim$$' -test.v -sim.seed=$(SIM_SEED); \
+		GOMAXPROCS=1 bin/sim.test -test.run '^TestSim$$' -test.v -sim.seed=$(SIM_SEED); \
 	else \
+		bin/sim.test -test.run '^TestSimScale$$' -test.timeout 20m -sim.scale=50,100 | grep '^sim-scale' && \
 		bin/sim.test -test.run '^TestSim$$' -test.timeout 60m -sim.histories=$(SIM_HISTORIES) -sim.first=$(SIM_FIRST) -sim.shards=$$(nproc); \
 	fi

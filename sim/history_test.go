@@ -146,9 +146,16 @@ func genOf(v string) (int64, bool) {
 	return g, err == nil
 }
 
-// nodeConfig is what every simulated node runs with.
+// nodeConfig is what every simulated node runs with. Each node starts a seeded fraction of a
+// millisecond after the previous one and gossips at its own seeded fraction of a millisecond
+// off the default interval: virtual clocks do not drift, so nodes started at one instant
+// would fire their tickers at one instant for ever, and which ran first — which draws which
+// number from a shared source, which sends first — would be the scheduler's choice, not the
+// seed's.
 func (h *history) nodeConfig(name string) corral.Config {
+	time.Sleep(time.Duration(1 + h.r.Int64N(int64(time.Millisecond))))
 	return corral.Config{
+		GossipInterval:      200*time.Millisecond + time.Duration(1+h.r.Int64N(int64(time.Millisecond))),
 		Logger:              slog.New(simLog{h: h, node: name}),
 		PeerTimeout:         peerTimeout,
 		PeekTimeout:         peekTimeout,

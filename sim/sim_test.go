@@ -242,3 +242,41 @@ func cpuTime() time.Duration {
 	syscall.Getrusage(syscall.RUSAGE_CHILDREN, &kids)
 	return time.Duration(self.Utime.Nano() + self.Stime.Nano() + kids.Utime.Nano() + kids.Stime.Nano())
 }
+
+var flagReplay = flag.Int("sim.replay", 0, "run the history of -sim.seed (default 1) this many times and report how many distinct traces it gave")
+
+// TestSimReplay measures how faithfully a seed replays: synctest makes time deterministic,
+// not goroutine scheduling, so the same seed can take another path. It runs one history
+// -sim.replay times and counts the distinct traces (virtual time and event of every line).
+func TestSimReplay(t *testing.T) {
+	if *flagReplay == 0 {
+		t.Skip("-sim.replay not set")
+	}
+	seed := *flagSeed
+	if seed == 0 {
+		seed = 1
+	}
+	traces := map[string]int{}
+	failed := 0
+	for range *flagReplay {
+		var trace string
+		var vs []violation
+		synctest.Test(t, func(t *testing.T) {
+			oldrand.Seed(int64(seed))
+			h := &history{seed: seed, r: rand.New(rand.NewPCG(seed, 0x73696d))}
+			h.run()
+			vs = h.check()
+			trace = h.traceText()
+		})
+		traces[trace]++
+		if len(vs) > 0 {
+			failed++
+		}
+	}
+	most := 0
+	for _, n := range traces {
+		most = max(most, n)
+	}
+	fmt.Printf("sim-replay: seed %d, %d runs at GOMAXPROCS=%d: %d distinct traces, the commonest in %d runs; %d runs with violations\n",
+		seed, *flagReplay, runtime.GOMAXPROCS(0), len(traces), most, failed)
+}

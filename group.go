@@ -32,6 +32,8 @@ type Group[V any] struct {
 	tombs *fill.Tombstones // the recent writes of keys, shared by local and near
 	hot   *otter.Cache[string, *atomic.Int32]
 
+	leases *leases // the leases of the keys this node owns (see Lease)
+
 	remoteGets fill.Counter  // Gets routed to another member (near hits included)
 	nearHits   fill.Counter  // Gets answered by a near copy
 	loads      atomic.Uint64 // runs of the application's loader
@@ -59,7 +61,7 @@ func NewGroup[V any](n *Node, name string, load LoadFunc[V], opts ...GroupOption
 			return nil, err
 		}
 	}
-	g := &Group[V]{node: n, name: name, load: load, codec: defaultCodec[V]()}
+	g := &Group[V]{node: n, name: name, load: load, codec: defaultCodec[V](), leases: newLeases()}
 	if o.codec != nil {
 		c, ok := o.codec.(Codec[V])
 		if !ok {
@@ -307,6 +309,9 @@ func (g *Group[V]) write(ctx context.Context, key string, local func() (uint64, 
 		})
 	if err != nil {
 		return g.wrapErr(key, err)
+	}
+	if version == 0 {
+		return nil // nothing was written (a FillSet whose lease was not live): nobody to tell
 	}
 	n.version.Observe(version)
 	g.invalidate(key, version) // this node's own copies, in either store

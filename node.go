@@ -205,6 +205,7 @@ func (n *Node) setMembers(ms []peer.Member) {
 		return
 	}
 	n.view.Store(nv)
+	n.leasesMoved(nv)
 	for _, st := range gone {
 		if st.Name == nv.self {
 			continue

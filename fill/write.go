@@ -1,6 +1,10 @@
 package fill
 
-import "iter"
+import (
+	"fmt"
+	"iter"
+	"time"
+)
 
 // Set stores v for key with the cache's TTL, jitter and grace, and returns the write's
 // version. A fill of key in flight when Set lands does not store its (older) result, and
@@ -19,6 +23,39 @@ func (c *Cache[V]) Set(key string, v V) (uint64, error) {
 	}
 	// The version is drawn under mu, so that the writes of one cache are stored in the
 	// order of their versions.
+	e.version = c.nextVersion()
+	c.tombs.Record(key, e.version)
+	c.revokeLocked(key, e.version)
+	c.store.Set(key, e)
+	return e.version, nil
+}
+
+// SetFor is Set with a lifetime of the caller's instead of the cache's TTL, jitter and
+// grace: v is fresh for freshFor (Never = forever), then served stale for staleFor more.
+// known is the latest write of key the caller knew of when it started building v (a
+// lease's grant, say): when a newer write of key is known here by now (the Tombstones'
+// floor is above known), SetFor stores nothing and returns version 0 — that write revoked
+// the caller's right to store. Pass math.MaxUint64 to store whatever was written since.
+func (c *Cache[V]) SetFor(key string, v V, freshFor, staleFor time.Duration, known uint64) (uint64, error) {
+	if err := CheckKey(key); err != nil {
+		return 0, err
+	}
+	if freshFor < 0 || staleFor < 0 {
+		return 0, fmt.Errorf("corral: negative lifetime %v + %v", freshFor, staleFor)
+	}
+	now := c.clock.NowNano()
+	e := &entry[V]{value: v, fresh: deadline(now, freshFor)}
+	e.stale = satAdd(e.fresh, staleFor)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return 0, ErrClosed
+	}
+	// Checked under mu, where every write records its version: a write either landed
+	// before this check (and refuses the store) or gets a larger version after it.
+	if c.tombs.Floor(key) > known {
+		return 0, nil
+	}
 	e.version = c.nextVersion()
 	c.tombs.Record(key, e.version)
 	c.revokeLocked(key, e.version)

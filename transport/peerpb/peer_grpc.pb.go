@@ -29,6 +29,8 @@ const (
 	Peer_Invalidate_FullMethodName = "/corral.peer.v1.Peer/Invalidate"
 	Peer_Handoff_FullMethodName    = "/corral.peer.v1.Peer/Handoff"
 	Peer_WaitsFor_FullMethodName   = "/corral.peer.v1.Peer/WaitsFor"
+	Peer_Lease_FullMethodName      = "/corral.peer.v1.Peer/Lease"
+	Peer_FillSet_FullMethodName    = "/corral.peer.v1.Peer/FillSet"
 )
 
 // PeerClient is the client API for Peer service.
@@ -54,6 +56,19 @@ type PeerClient interface {
 	// WaitsFor lists what the receiver's fill of group/key is waiting on, so a
 	// member about to wait on a fill can see a cycle through other members.
 	WaitsFor(ctx context.Context, in *WaitsForRequest, opts ...grpc.CallOption) (*WaitsForResponse, error)
+	// Leases for fillers outside Go (see the root package's Group.Lease).
+	//
+	// Lease asks the key's owner for the key's lease: it answers with the
+	// value when it is fresh (or stale, with a refresh token for one caller in
+	// the cluster), grants the lease to this caller (a token) when nobody holds
+	// it, or holds the request for up to wait_nanos until the holder stores the
+	// value, the lease lapses or the wait ends. The receiver serves as acting
+	// owner and never forwards the request again.
+	Lease(ctx context.Context, in *LeaseRequest, opts ...grpc.CallOption) (*LeaseResponse, error)
+	// FillSet stores a value with its own lifetime on the owner: with a token,
+	// only while that lease is live (stored = false otherwise, and nothing
+	// changes); without one, unconditionally (a Set with a lifetime).
+	FillSet(ctx context.Context, in *FillSetRequest, opts ...grpc.CallOption) (*FillSetResponse, error)
 }
 
 type peerClient struct {
@@ -127,6 +142,26 @@ func (c *peerClient) WaitsFor(ctx context.Context, in *WaitsForRequest, opts ...
 	return out, nil
 }
 
+func (c *peerClient) Lease(ctx context.Context, in *LeaseRequest, opts ...grpc.CallOption) (*LeaseResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LeaseResponse)
+	err := c.cc.Invoke(ctx, Peer_Lease_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *peerClient) FillSet(ctx context.Context, in *FillSetRequest, opts ...grpc.CallOption) (*FillSetResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(FillSetResponse)
+	err := c.cc.Invoke(ctx, Peer_FillSet_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PeerServer is the server API for Peer service.
 // All implementations must embed UnimplementedPeerServer
 // for forward compatibility.
@@ -150,6 +185,19 @@ type PeerServer interface {
 	// WaitsFor lists what the receiver's fill of group/key is waiting on, so a
 	// member about to wait on a fill can see a cycle through other members.
 	WaitsFor(context.Context, *WaitsForRequest) (*WaitsForResponse, error)
+	// Leases for fillers outside Go (see the root package's Group.Lease).
+	//
+	// Lease asks the key's owner for the key's lease: it answers with the
+	// value when it is fresh (or stale, with a refresh token for one caller in
+	// the cluster), grants the lease to this caller (a token) when nobody holds
+	// it, or holds the request for up to wait_nanos until the holder stores the
+	// value, the lease lapses or the wait ends. The receiver serves as acting
+	// owner and never forwards the request again.
+	Lease(context.Context, *LeaseRequest) (*LeaseResponse, error)
+	// FillSet stores a value with its own lifetime on the owner: with a token,
+	// only while that lease is live (stored = false otherwise, and nothing
+	// changes); without one, unconditionally (a Set with a lifetime).
+	FillSet(context.Context, *FillSetRequest) (*FillSetResponse, error)
 	mustEmbedUnimplementedPeerServer()
 }
 
@@ -177,6 +225,12 @@ func (UnimplementedPeerServer) Handoff(grpc.ClientStreamingServer[Entry, Handoff
 }
 func (UnimplementedPeerServer) WaitsFor(context.Context, *WaitsForRequest) (*WaitsForResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method WaitsFor not implemented")
+}
+func (UnimplementedPeerServer) Lease(context.Context, *LeaseRequest) (*LeaseResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Lease not implemented")
+}
+func (UnimplementedPeerServer) FillSet(context.Context, *FillSetRequest) (*FillSetResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method FillSet not implemented")
 }
 func (UnimplementedPeerServer) mustEmbedUnimplementedPeerServer() {}
 func (UnimplementedPeerServer) testEmbeddedByValue()              {}
@@ -296,6 +350,42 @@ func _Peer_WaitsFor_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Peer_Lease_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LeaseRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PeerServer).Lease(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Peer_Lease_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PeerServer).Lease(ctx, req.(*LeaseRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Peer_FillSet_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(FillSetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PeerServer).FillSet(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Peer_FillSet_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PeerServer).FillSet(ctx, req.(*FillSetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Peer_ServiceDesc is the grpc.ServiceDesc for Peer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -322,6 +412,14 @@ var Peer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "WaitsFor",
 			Handler:    _Peer_WaitsFor_Handler,
+		},
+		{
+			MethodName: "Lease",
+			Handler:    _Peer_Lease_Handler,
+		},
+		{
+			MethodName: "FillSet",
+			Handler:    _Peer_FillSet_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -3,6 +3,7 @@ package fill
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -178,5 +179,40 @@ func TestAllYieldsServableEntries(t *testing.T) {
 	}
 	if len(keys) != 1 || keys[0] != "b" {
 		t.Fatalf("All = %v", keys)
+	}
+}
+
+// SetFor stores with the caller's lifetime, and stores nothing once a write newer than the
+// one the caller knew of has landed.
+func TestSetForLifetimeAndRevocation(t *testing.T) {
+	clk := &FakeClock{}
+	c, _ := newTest(t, nil, Config[string]{TTL: time.Hour, Grace: time.Hour, Clock: clk})
+	v1, err := c.SetFor("k", "a", time.Second, 2*time.Second, math.MaxUint64)
+	if err != nil || v1 == 0 {
+		t.Fatalf("SetFor = %d, %v", v1, err)
+	}
+	if e, ok := c.Peek("k"); !ok || e.FreshFor != time.Second || e.StaleFor != 3*time.Second || e.Version != v1 {
+		t.Fatalf("Peek = %+v, %v", e, ok)
+	}
+	clk.Advance(2 * time.Second)
+	if e, ok := c.Peek("k"); !ok || e.FreshFor > 0 {
+		t.Fatalf("past its TTL, within its SWR: Peek = %+v, %v", e, ok)
+	}
+	known := c.Tombstones().Floor("k")
+	rv, _ := c.Remove("k")
+	if v, err := c.SetFor("k", "b", time.Second, 0, known); v != 0 || err != nil {
+		t.Fatalf("SetFor after a newer Remove = %d, %v; want 0", v, err)
+	}
+	if _, ok := c.Peek("k"); ok {
+		t.Fatal("a refused SetFor stored")
+	}
+	if v, err := c.SetFor("k", "c", Never, 0, rv); v <= rv || err != nil {
+		t.Fatalf("SetFor knowing the Remove = %d, %v", v, err)
+	}
+	if e, ok := c.Peek("k"); !ok || e.FreshFor != Never {
+		t.Fatalf("Never: Peek = %+v, %v", e, ok)
+	}
+	if _, err := c.SetFor("k", "d", -1, 0, math.MaxUint64); err == nil {
+		t.Fatal("negative lifetime accepted")
 	}
 }

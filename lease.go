@@ -350,6 +350,11 @@ func (t *leases) close() {
 func (g *Group[V]) acquire(ctx context.Context, key string, fillFor time.Duration, until time.Time) (leaseAnswer[V], error) {
 	t := g.leases
 	for {
+		if err := ctx.Err(); err != nil {
+			// A caller that has gone (its client hung up while it waited) is granted nothing:
+			// a lease nobody builds would hold the others up for its whole Fill.
+			return leaseAnswer[V]{}, err
+		}
 		v := g.node.view.Load()
 		t.mu.Lock()
 		if t.closed {

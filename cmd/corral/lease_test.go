@@ -421,3 +421,34 @@ func TestRESPCommandTooLarge(t *testing.T) {
 		t.Fatalf("PING after = %q", got)
 	}
 }
+
+// A waiter whose client hangs up is never handed the lease: when the holder's lease lapses,
+// a caller that is still there gets it. A command pipelined behind a waiting FILLGET is
+// answered after it.
+func TestRESPWaiterThatHangsUp(t *testing.T) {
+	td := startTestDaemon(t, nil)
+	holder := dialRESP(t, td.resp)
+	if got := holder.do(t, "FILLGET", "k", "300"); !strings.HasPrefix(got, "*2\r\n+FILL\r\n") {
+		t.Fatalf("holder = %q", got)
+	}
+	gone := dialRESP(t, td.resp)
+	if _, err := gone.c.Write([]byte("*5\r\n$7\r\nFILLGET\r\n$1\r\nk\r\n$4\r\n5000\r\n$4\r\nWAIT\r\n$5\r\n20000\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	gone.c.Close()
+	// The hung-up waiter asked for 5 s: had it been handed the lease, this caller, waiting 3 s,
+	// would be answered busy.
+	if got := dialRESP(t, td.resp).do(t, "FILLGET", "k", "5000", "WAIT", "3000"); !strings.HasPrefix(got, "*2\r\n+FILL\r\n") {
+		t.Fatalf("after the lapse, the caller still there got %q", got)
+	}
+
+	p := dialRESP(t, td.resp)
+	if _, err := p.c.Write([]byte("*5\r\n$7\r\nFILLGET\r\n$1\r\nk\r\n$4\r\n5000\r\n$4\r\nWAIT\r\n$2\r\n50\r\n*1\r\n$4\r\nPING\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"*2\r\n+BUSY\r\n$-1\r\n", "+PONG\r\n"} {
+		if got, err := p.reply(); got != want || err != nil {
+			t.Fatalf("pipelined reply = %q, %v; want %q", got, err, want)
+		}
+	}
+}

@@ -450,7 +450,16 @@ func (s *respServer) fillget(w respWriter, args [][]byte) {
 			return
 		}
 	}
-	l, err := s.group.Lease(s.ctx, string(args[0]), o)
+	ctx := s.ctx
+	if bc, ok := c.NetConn().(*boundedConn); ok && o.Wait > 0 {
+		// While it waits, the command watches its connection: a client that hangs up (its
+		// socket timeout was shorter than WAIT, say) must not be handed the lease later.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		defer bc.watch(cancel)()
+	}
+	l, err := s.group.Lease(ctx, string(args[0]), o)
 	if err != nil {
 		s.writeErr(c, err)
 		return
@@ -574,9 +583,21 @@ type boundedConn struct {
 	net.Conn
 	limit   int
 	pending atomic.Int64 // bytes read since the last whole command
+
+	mu    sync.Mutex // guards early
+	early []byte     // bytes a watch read ahead, which Read returns first
 }
 
 func (c *boundedConn) Read(p []byte) (int, error) {
+	c.mu.Lock()
+	if len(c.early) > 0 {
+		n := copy(p, c.early)
+		c.early = c.early[n:]
+		c.mu.Unlock()
+		c.pending.Add(int64(n))
+		return n, nil
+	}
+	c.mu.Unlock()
 	n, err := c.Conn.Read(p)
 	if c.pending.Add(int64(n)) > int64(c.limit) {
 		c.Conn.Write([]byte("-ERR Protocol error: command exceeds the " + strconv.Itoa(c.limit) + "-byte limit\r\n"))
@@ -586,3 +607,29 @@ func (c *boundedConn) Read(p []byte) (int, error) {
 }
 
 var errCommandTooLarge = errors.New("command too large")
+
+// watch calls gone if the client closes the connection while a command blocks (redcon
+// reads nothing while a command runs, so nothing else would notice). The returned stop
+// ends the watch and waits for it; bytes it read ahead — a pipelined command — are kept for
+// the next Read. Only one goroutine reads the connection at a time: the command's, which
+// does not read while it runs, or the watch's.
+func (c *boundedConn) watch(gone func()) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 4096)
+		n, err := c.Conn.Read(buf)
+		c.mu.Lock()
+		c.early = append(c.early, buf[:n]...)
+		c.mu.Unlock()
+		var ne net.Error
+		if err != nil && !(errors.As(err, &ne) && ne.Timeout()) {
+			gone() // closed or reset: the next Read sees the same end
+		}
+	}()
+	return func() {
+		c.Conn.SetReadDeadline(time.Now()) // ends the watch's Read
+		<-done
+		c.Conn.SetReadDeadline(time.Time{})
+	}
+}

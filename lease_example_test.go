@@ -45,3 +45,26 @@ func ExampleGroup_Lease() {
 	// hit <h1>42</h1>
 	// stored again: false
 }
+
+// SetWithExpiry is Set with the value's own lifetime (Redis's SET … EX), instead of the
+// group's TTL; SWR serves it stale for a while after.
+func ExampleGroup_SetWithExpiry() {
+	node, err := corral.New(corral.Config{Name: "expiry-example", BindAddr: "127.0.0.1"})
+	if err != nil {
+		panic(err)
+	}
+	defer node.Close(context.Background())
+	sessions, err := corral.NewGroup(node, "sessions", func(context.Context, string) (string, error) {
+		return "", corral.ErrNotFound
+	}, corral.WithTTL(time.Hour))
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	if err := sessions.SetWithExpiry(ctx, "s1", "alice", corral.Expiry{TTL: 30 * time.Minute}); err != nil {
+		panic(err)
+	}
+	v, err := sessions.Get(ctx, "s1")
+	fmt.Println(v, err)
+	// Output: alice <nil>
+}

@@ -1256,8 +1256,9 @@ func (x *LeaseResponse) GetToken() string {
 type FillSetRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Header *Header                `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
-	// entry carries the value and its lifetime: fresh_for_nanos (0 = never
-	// expires) and stale_for_nanos.
+	// entry carries the value and its lifetime: fresh_for_nanos is how long it
+	// is fresh (0 = never expires), stale_for_nanos how long it is then served
+	// stale (its SWR window, not counting the fresh time).
 	Entry *Entry `protobuf:"bytes,2,opt,name=entry,proto3" json:"entry,omitempty"`
 	// token is the lease the value was filled under; "" = no lease.
 	Token         string `protobuf:"bytes,3,opt,name=token,proto3" json:"token,omitempty"`

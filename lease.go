@@ -355,12 +355,15 @@ func (g *Group[V]) acquire(ctx context.Context, key string, fillFor time.Duratio
 			// a lease nobody builds would hold the others up for its whole Fill.
 			return leaseAnswer[V]{}, err
 		}
-		v := g.node.view.Load()
 		t.mu.Lock()
 		if t.closed {
 			t.mu.Unlock()
 			return leaseAnswer[V]{}, ErrClosed
 		}
+		// The view is read under t.mu: a membership change stores its view before it ends
+		// the leases it moved (moved takes t.mu), so a lease granted on an older view than
+		// the newest is ended by that sweep.
+		v := g.node.view.Load()
 		// The store is read under t.mu, where FillSet stores: a waiter woken by a stored
 		// lease finds the value here. A Set or Remove stores before it revokes the lease.
 		e, ok := g.local.Peek(key)
@@ -463,9 +466,9 @@ func (g *Group[V]) storeLocal(key string, v V, token string, e Expiry) (uint64, 
 		return g.local.SetFor(key, v, e.fresh(), e.SWR, math.MaxUint64)
 	}
 	t := g.leases
-	view := g.node.view.Load()
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	view := g.node.view.Load()
 	l := t.byKey[key]
 	if l == nil || l.token != token || view.owner(key) != l.owner {
 		t.rejected.Add(1)

@@ -163,6 +163,10 @@ func (g *Group[V]) Lease(ctx context.Context, key string, o LeaseOptions) (Lease
 				ans, err = g.leaseFromWire(resp)
 				return err
 			})
+		if errors.Is(err, transport.ErrInvalidArgument) {
+			// The owner refused the request (too many leases there): the same error as here.
+			return Lease[V]{}, fmt.Errorf("%w: %v", ErrLeaseArgument, err)
+		}
 		if err != nil {
 			return Lease[V]{}, g.wrapErr(key, fromWire(err))
 		}

@@ -117,6 +117,22 @@
 // the value is found wherever it still is. A crash costs at most one refill per key: every
 // survivor routes the dead owner's keys to the same successor.
 //
+// # Leases: fillers outside the loader
+//
+// Group.Lease and Group.FillSet let a caller build a missing value itself (corral serve
+// offers them over HTTP and the Redis protocol as FILLGET / FILLSET, for services outside
+// Go). The key's owner holds the key's lease, so one caller in the cluster gets LeaseFill
+// (a token) and builds the value; the others get LeaseBusy, or with LeaseOptions.Wait are
+// held — on the owner, through one long-poll peer call from the node they asked — until the
+// value is stored (LeaseHit), the lease lapses (one of them gets LeaseFill) or the wait ends.
+// A value past its TTL but within its SWR is served stale, with a refresh token for one
+// caller. A lease ends when FillSet stores, when its Fill duration passes, when a write of
+// the key lands (Set, Remove, SetWithExpiry, another FillSet: the lease's FillSet then stores
+// nothing — the write's version is above the lease's, checked under the store's lock), and
+// when the key's owner changes in the owner's view (a join or a leave: the new owner grants
+// its own, so at most one extra filler per ownership change). A FillSet is a write like Set:
+// a version from the owner's clock, a tombstone, every member told before it returns.
+//
 // # Errors
 //
 // A failing loader never poisons a key: nothing is stored and the next Get fills again. Every

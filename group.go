@@ -32,6 +32,8 @@ type Group[V any] struct {
 	tombs *fill.Tombstones // the recent writes of keys, shared by local and near
 	hot   *otter.Cache[string, *atomic.Int32]
 
+	leases *leases // the leases of the keys this node owns (see Lease)
+
 	remoteGets fill.Counter  // Gets routed to another member (near hits included)
 	nearHits   fill.Counter  // Gets answered by a near copy
 	loads      atomic.Uint64 // runs of the application's loader
@@ -59,7 +61,7 @@ func NewGroup[V any](n *Node, name string, load LoadFunc[V], opts ...GroupOption
 			return nil, err
 		}
 	}
-	g := &Group[V]{node: n, name: name, load: load, codec: defaultCodec[V]()}
+	g := &Group[V]{node: n, name: name, load: load, codec: defaultCodec[V](), leases: newLeases()}
 	if o.codec != nil {
 		c, ok := o.codec.(Codec[V])
 		if !ok {
@@ -269,9 +271,11 @@ func (g *Group[V]) Set(ctx context.Context, key string, v V) error {
 	if err := g.node.checkValue(len(b)); err != nil {
 		return err
 	}
-	return g.write(ctx, key, func(version uint64) error { _, err := g.local.SetAt(key, v, version); return err },
-		func(ctx context.Context, st *memberState, version uint64) error {
-			return g.node.remoteSet(ctx, st, g.name, key, b, version)
+	// A Set that finds a newer write at the owner still tells: the copies it makes older are
+	// older than the newer write too.
+	return g.write(ctx, key, func(version uint64) (uint64, error) { _, err := g.local.SetAt(key, v, version); return version, err },
+		func(ctx context.Context, st *memberState, version uint64) (uint64, error) {
+			return version, g.node.remoteSet(ctx, st, g.name, key, b, version)
 		})
 }
 
@@ -283,9 +287,9 @@ func (g *Group[V]) Remove(ctx context.Context, key string) error {
 	if err := checkKey(key); err != nil {
 		return err
 	}
-	return g.write(ctx, key, func(version uint64) error { return g.local.RemoveAt(key, version) },
-		func(ctx context.Context, st *memberState, version uint64) error {
-			return g.node.remoteRemove(ctx, st, g.name, key, version)
+	return g.write(ctx, key, func(version uint64) (uint64, error) { return version, g.local.RemoveAt(key, version) },
+		func(ctx context.Context, st *memberState, version uint64) (uint64, error) {
+			return version, g.node.remoteRemove(ctx, st, g.name, key, version)
 		})
 }
 
@@ -293,19 +297,33 @@ func (g *Group[V]) Remove(ctx context.Context, key string) error {
 // package documentation, "Writes under churn"). The write's version is drawn here, by the
 // writer: every attempt — on the owner, and on its successors when it fails over — carries
 // the same one, so a late duplicate is harmless.
-func (g *Group[V]) write(ctx context.Context, key string, local func(version uint64) error,
-	remote func(ctx context.Context, st *memberState, version uint64) error) error {
+//
+// local and remote are given the drawn version and return the version the owner applied:
+// the same one, or for a FillSet under a lease the owner's own (the lease, not the version,
+// keeps a late duplicate out), or 0 when nothing changed (that lease was no longer live) —
+// then nobody is told.
+func (g *Group[V]) write(ctx context.Context, key string, local func(version uint64) (uint64, error),
+	remote func(ctx context.Context, st *memberState, version uint64) (uint64, error)) error {
 	n := g.node
 	if n.leaving.Load() {
 		return ErrClosed
 	}
-	version := n.version.Next()
+	drawn := n.version.Next()
+	var version uint64
 	_, err := n.onOwner(ctx, key,
-		func() error { return local(version) },
-		func(ctx context.Context, st *memberState) error { return remote(ctx, st, version) })
+		func() error { var err error; version, err = local(drawn); return err },
+		func(ctx context.Context, st *memberState) error {
+			var err error
+			version, err = remote(ctx, st, drawn)
+			return err
+		})
 	if err != nil {
 		return g.wrapErr(key, err)
 	}
+	if version == 0 {
+		return nil // nothing changed (a FillSet whose lease was not live): nobody to tell
+	}
+	n.version.Observe(version)
 	n.log.Debug("corral: wrote", "group", g.name, "key", key, "version", version)
 	g.invalidate(key, version) // this node's own copies, in either store
 	if unreached := n.tell(ctx, g.name, key, version, []string{n.cfg.Name}); len(unreached) > 0 {

@@ -19,6 +19,11 @@ type GroupStats struct {
 	PeerGets    uint64 // Get requests this node served for peers
 	Entries     int    // entries held as owner now
 	Bytes       uint64 // their weight
+
+	// Leases (see Group.Lease), counted on the key's owner.
+	LeasesGranted uint64 // tokens handed out (FILL, and STALE with a token)
+	LeasesLapsed  uint64 // leases that lapsed without a FillSet
+	LeaseRejected uint64 // FillSets refused: the token was no longer live
 }
 
 func (g *Group[V]) stats() GroupStats {
@@ -36,6 +41,10 @@ func (g *Group[V]) stats() GroupStats {
 		PeerGets:    g.peerGets.Load(),
 		Entries:     l.Entries,
 		Bytes:       l.Bytes,
+
+		LeasesGranted: g.leases.granted.Load(),
+		LeasesLapsed:  g.leases.lapsed.Load(),
+		LeaseRejected: g.leases.rejected.Load(),
 	}
 }
 
@@ -74,6 +83,9 @@ var groupCounters = []struct {
 	{"corral_stale_served_total", "Reads answered with a stale value.", func(s GroupStats) float64 { return float64(s.StaleServed) }},
 	{"corral_refreshes_total", "Background refreshes started.", func(s GroupStats) float64 { return float64(s.Refreshes) }},
 	{"corral_near_hits_total", "Gets answered by a near copy of a key owned elsewhere.", func(s GroupStats) float64 { return float64(s.NearHits) }},
+	{"corral_lease_granted_total", "Lease tokens this node handed out as a key's owner (FILL, and STALE with a token).", func(s GroupStats) float64 { return float64(s.LeasesGranted) }},
+	{"corral_lease_lapsed_total", "Leases that lapsed on this node without a FillSet.", func(s GroupStats) float64 { return float64(s.LeasesLapsed) }},
+	{"corral_lease_rejected_total", "FillSets refused on this node because their token was no longer live.", func(s GroupStats) float64 { return float64(s.LeaseRejected) }},
 }
 
 // groupCollector emits the group counters.

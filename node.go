@@ -267,6 +267,7 @@ func (n *Node) rebuildLocked() {
 		return
 	}
 	n.view.Store(nv)
+	n.leasesMoved(nv)
 	for _, st := range gone {
 		if st.Name == nv.self {
 			continue

@@ -268,6 +268,7 @@ func (g *Group[V]) invalidate(key string, version uint64) {
 	}
 	g.local.Invalidate(key, version)
 	g.near.Invalidate(key, version)
+	g.leases.revoke(key, version)
 }
 
 func (g *Group[V]) accept(pe *peerpb.Entry) (bool, error) {
@@ -352,6 +353,7 @@ func (g *Group[V]) nearLifetime(key string, e *peerpb.Entry) time.Duration {
 }
 
 func (g *Group[V]) closeStores(ctx context.Context) error {
+	g.leases.close()
 	err1 := g.local.Close(ctx)
 	err2 := g.near.Close(ctx)
 	g.hot.StopAllGoroutines()

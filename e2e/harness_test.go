@@ -51,16 +51,27 @@ func buildCorral(tb testing.TB) string {
 
 // freePort asks the kernel for a free loopback TCP port. The port is free when this returns;
 // another process could take it before corral binds it, which on a test machine does not
-// happen in practice.
+// happen in practice. It never hands out a port twice in one test run: the kernel may give
+// a port that was just closed again, and a node whose HTTP and gossip ports are the same
+// never gets ready.
 func freePort(tb testing.TB) int {
 	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
+	for range 1000 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if _, dup := portsHandedOut.LoadOrStore(port, true); !dup {
+			return port
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	tb.Fatal("no free port that was not handed out before")
+	return 0
 }
+
+var portsHandedOut sync.Map // int → true
 
 // proc is one running `corral serve`.
 type proc struct {

@@ -1,6 +1,11 @@
 package fill
 
-import "iter"
+import (
+	"fmt"
+	"iter"
+	"math"
+	"time"
+)
 
 // Set stores v for key with the cache's TTL, jitter and grace, and returns the write's
 // version. A fill of key in flight when Set lands does not store its (older) result, and
@@ -36,24 +41,50 @@ func (c *Cache[V]) SetAt(key string, v V, version uint64) (bool, error) {
 	if err := CheckKey(key); err != nil {
 		return false, err
 	}
-	now := c.clock.NowNano()
 	e := &entry[V]{value: v, version: version}
-	e.fresh, e.stale = c.lifetime(now, nil)
+	e.fresh, e.stale = c.lifetime(c.clock.NowNano(), nil)
+	return c.setAt(key, e, math.MaxUint64)
+}
+
+// SetFor is SetAt with a lifetime of the caller's instead of the cache's TTL, jitter and
+// grace — v is fresh for freshFor (Never = forever), then served stale for staleFor more —
+// and a condition: known is the latest write of key the caller knew of when it started
+// building v (a lease's grant, say). When a write of key newer than known is known here by
+// now, that write revoked the caller's right to store: SetFor changes nothing and returns
+// false. Pass math.MaxUint64 to store whatever was written since.
+func (c *Cache[V]) SetFor(key string, v V, freshFor, staleFor time.Duration, known, version uint64) (bool, error) {
+	if err := CheckKey(key); err != nil {
+		return false, err
+	}
+	if freshFor < 0 || staleFor < 0 {
+		return false, fmt.Errorf("corral: negative lifetime %v + %v", freshFor, staleFor)
+	}
+	e := &entry[V]{value: v, version: version, fresh: deadline(c.clock.NowNano(), freshFor)}
+	e.stale = satAdd(e.fresh, staleFor)
+	return c.setAt(key, e, known)
+}
+
+// setAt stores e, a write at e.version, under SetAt's and SetFor's rules.
+func (c *Cache[V]) setAt(key string, e *entry[V], known uint64) (bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
 		return false, ErrClosed
 	}
-	// Only this key's own remembered writes count, not the floors: a floor may hold a newer
-	// write of another key, which says nothing of this one.
-	newer := c.tombs.Version(key) > version
-	if old, ok := c.store.GetIfPresent(key); ok && old.version > version {
-		newer = true
+	// Only this key's own writes count, not the Tombstones' floors: a floor may hold a newer
+	// write of another key, which says nothing of this one. Checked under mu, where every
+	// write records its version: a write either landed before this check or after it.
+	latest := c.tombs.Version(key)
+	if old, ok := c.store.GetIfPresent(key); ok {
+		latest = max(latest, old.version)
 	}
-	c.tombs.Record(key, version)
-	c.revokeLocked(key, version)
-	if newer {
-		return false, nil
+	if latest > known {
+		return false, nil // revoked: nothing changes
+	}
+	c.tombs.Record(key, e.version)
+	c.revokeLocked(key, e.version)
+	if latest > e.version {
+		return false, nil // a newer write is here already
 	}
 	c.store.Set(key, e)
 	return true, nil

@@ -3,6 +3,7 @@ package fill
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -207,5 +208,42 @@ func TestSetAtAndRemoveAtKeepTheNewerWrite(t *testing.T) {
 	}
 	if ok, _ := c.SetAt("k", "v30", 30); !ok { // the same version again: a duplicate or a tie
 		t.Fatal("a write at the remembered version refused")
+	}
+}
+
+// SetFor stores with the caller's lifetime, and stores nothing once a write newer than the
+// one the caller knew of has landed.
+func TestSetForLifetimeAndRevocation(t *testing.T) {
+	clk := &FakeClock{}
+	c, _ := newTest(t, nil, Config[string]{TTL: time.Hour, Grace: time.Hour, Clock: clk})
+	if ok, err := c.SetFor("k", "a", time.Second, 2*time.Second, math.MaxUint64, 10); !ok || err != nil {
+		t.Fatalf("SetFor = %v, %v", ok, err)
+	}
+	if e, ok := c.Peek("k"); !ok || e.FreshFor != time.Second || e.StaleFor != 3*time.Second || e.Version != 10 {
+		t.Fatalf("Peek = %+v, %v", e, ok)
+	}
+	clk.Advance(2 * time.Second)
+	if e, ok := c.Peek("k"); !ok || e.FreshFor > 0 {
+		t.Fatalf("past its TTL, within its SWR: Peek = %+v, %v", e, ok)
+	}
+	known := c.Tombstones().Version("k")
+	c.RemoveAt("k", 20)
+	if ok, err := c.SetFor("k", "b", time.Second, 0, known, 30); ok || err != nil {
+		t.Fatalf("SetFor after a newer Remove = %v, %v; want false", ok, err)
+	}
+	if _, ok := c.Peek("k"); ok {
+		t.Fatal("a refused SetFor stored")
+	}
+	if v := c.Tombstones().Version("k"); v != 20 {
+		t.Fatalf("a refused SetFor changed the remembered writes: %d", v)
+	}
+	if ok, err := c.SetFor("k", "c", Never, 0, 20, 30); !ok || err != nil {
+		t.Fatalf("SetFor knowing the Remove = %v, %v", ok, err)
+	}
+	if e, ok := c.Peek("k"); !ok || e.FreshFor != Never {
+		t.Fatalf("Never: Peek = %+v, %v", e, ok)
+	}
+	if _, err := c.SetFor("k", "d", -1, 0, math.MaxUint64, 40); err == nil {
+		t.Fatal("negative lifetime accepted")
 	}
 }

@@ -89,7 +89,8 @@ type ClientConfig struct {
 	Dialer func(ctx context.Context, addr string) (net.Conn, error)
 
 	// OnCall, if set, is called after every RPC sent with the method
-	// ("Get", "Set", "Remove", "Invalidate", "Handoff", "WaitsFor", "Reconcile"), the gRPC code of
+	// ("Get", "Set", "Remove", "Invalidate", "Handoff", "WaitsFor", "Reconcile", "Lease",
+	// "FillSet"), the gRPC code of
 	// the result as codes.Code.String gives it ("OK", "NotFound",
 	// "Unavailable", ...) and the time the call took. It feeds
 	// corral_peer_requests_total. It runs on the caller's goroutine and must

@@ -1,7 +1,8 @@
 // Package transport carries corral's peer protocol: the requests one replica
 // sends to another over gRPC (Get from the owner, Set and Remove through the
 // owner, Invalidate the copies a write made older, Handoff when leaving,
-// WaitsFor when looking for a fill cycle), the gRPC server that
+// WaitsFor when looking for a fill cycle, Lease and FillSet for fillers
+// outside the loader — see LeaseHandler), the gRPC server that
 // answers them for a Handler, and the client that keeps one connection per
 // peer. It is the only package of corral that speaks gRPC: status codes stop
 // here, and callers see this package's errors.

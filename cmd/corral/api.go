@@ -50,6 +50,10 @@ func (d *daemon) getKey(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if r.URL.Query().Has("lease") {
+		d.getLease(w, r, g, key)
+		return
+	}
 	v, src, err := g.GetWithSource(r.Context(), key)
 	if err != nil {
 		d.writeError(w, r, err)
@@ -80,7 +84,11 @@ func (d *daemon) putKey(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, "reading body: "+err.Error())
 		return
 	}
-	if err := g.Set(r.Context(), key, object{Body: body, Type: r.Header.Get("Content-Type")}); err != nil {
+	v := object{Body: body, Type: r.Header.Get("Content-Type")}
+	if d.putExpiry(w, r, g, key, v) {
+		return
+	}
+	if err := g.Set(r.Context(), key, v); err != nil {
 		d.writeError(w, r, err)
 		return
 	}

@@ -39,6 +39,7 @@ type serveConfig struct {
 	drain                          time.Duration
 	secretKeyFile, label           string
 	logFormat, logLevel            string
+	leaseConfig
 }
 
 func serveFlags(out io.Writer) (*flag.FlagSet, *serveConfig) {
@@ -69,6 +70,7 @@ func serveFlags(out io.Writer) (*flag.FlagSet, *serveConfig) {
 	fs.StringVar(&c.label, "label", "", "cluster label; members with another label are never admitted")
 	fs.StringVar(&c.logFormat, "log-format", "auto", "auto (text on a terminal, JSON otherwise), json or text")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
+	addLeaseFlags(fs, &c.leaseConfig)
 	fs.Usage = func() {
 		fmt.Fprintf(out, `Usage: corral serve [flags]
 
@@ -80,6 +82,9 @@ HTTP API:
   GET    /v1/groups/{group}/keys/{key}   value (X-Corral-Source: hit, fill, coalesced, stale, near, peer)
   PUT    /v1/groups/{group}/keys/{key}   store the body
   DELETE /v1/groups/{group}/keys/{key}   invalidate cluster-wide
+  GET    …/keys/{key}?lease=5s[&wait=200ms]  a lease, without --origin (X-Corral-Lease-State:
+                                         hit, fill, stale, busy; X-Corral-Lease: the token)
+  PUT    …/keys/{key}?ttl=60s[&swr=30s]  with X-Corral-Lease: store under the lease (204, 409)
   GET    /v1/cluster[?key=K]             members, ring shares, K's owner
   /metrics  /healthz  /readyz  /debug/corral
 
@@ -127,7 +132,7 @@ func (c *serveConfig) validate() error {
 	case c.shutdownTimeout <= 0:
 		return errors.New("--shutdown-timeout must be positive")
 	}
-	return nil
+	return c.leaseConfig.validate()
 }
 
 // daemon is a running `corral serve`.
@@ -144,6 +149,9 @@ type daemon struct {
 	srv    *http.Server
 
 	stopping atomic.Bool // SIGTERM arrived: not ready
+
+	token *apiToken   // nil = no API token (--api-token-file)
+	resp  *respServer // nil = no Redis protocol front (--resp-port 0); set before serving
 }
 
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -192,6 +200,11 @@ func startDaemon(c *serveConfig, log *slog.Logger) (*daemon, error) {
 		}
 		d.origin = o
 	}
+	tok, err := loadToken(c.apiTokenFile)
+	if err != nil {
+		return nil, err
+	}
+	d.token = tok
 	var key []byte
 	if c.secretKeyFile != "" {
 		b, err := os.ReadFile(c.secretKeyFile)
@@ -265,13 +278,26 @@ func (d *daemon) run(ctx context.Context) error {
 		d.node.Close(context.Background())
 		return fmt.Errorf("listen for HTTP: %w", err)
 	}
+	if d.cfg.respPort > 0 {
+		rl, err := net.Listen("tcp", net.JoinHostPort(d.cfg.bind, strconv.Itoa(d.cfg.respPort)))
+		if err != nil {
+			lis.Close()
+			d.node.Close(context.Background())
+			return fmt.Errorf("listen for the Redis protocol: %w", err)
+		}
+		if err := d.startRESP(rl); err != nil {
+			lis.Close()
+			d.node.Close(context.Background())
+			return err
+		}
+	}
 	return d.serveOn(ctx, lis)
 }
 
 // serveOn is run on a listener of the caller's.
 func (d *daemon) serveOn(ctx context.Context, lis net.Listener) error {
 	srv := &http.Server{
-		Handler:           d.routes(),
+		Handler:           d.authorize(d.routes()),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
@@ -286,6 +312,7 @@ func (d *daemon) serveOn(ctx context.Context, lis net.Listener) error {
 
 	select {
 	case err := <-served:
+		d.stopRESP(context.Background())
 		d.node.Close(context.Background())
 		if errors.Is(err, http.ErrServerClosed) {
 			return nil // kill
@@ -308,6 +335,9 @@ func (d *daemon) serveOn(ctx context.Context, lis net.Listener) error {
 	if err := srv.Shutdown(sctx); err != nil {
 		errs = append(errs, fmt.Errorf("HTTP shutdown: %w", err))
 	}
+	if err := d.stopRESP(sctx); err != nil {
+		errs = append(errs, err)
+	}
 	if err := d.node.Close(sctx); err != nil {
 		errs = append(errs, err)
 	}
@@ -325,4 +355,5 @@ func (d *daemon) kill() {
 	if srv != nil {
 		srv.Close()
 	}
+	d.stopRESP(context.Background())
 }

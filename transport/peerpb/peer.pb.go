@@ -136,6 +136,65 @@ func (Reason) EnumDescriptor() ([]byte, []int) {
 	return file_peer_proto_rawDescGZIP(), []int{1}
 }
 
+// LeaseState is what a Lease answered.
+type LeaseState int32
+
+const (
+	LeaseState_LEASE_STATE_UNSPECIFIED LeaseState = 0
+	LeaseState_LEASE_STATE_HIT         LeaseState = 1 // entry is fresh
+	LeaseState_LEASE_STATE_FILL        LeaseState = 2 // the caller holds the lease: token
+	LeaseState_LEASE_STATE_STALE       LeaseState = 3 // entry is stale; token set when the caller refreshes it
+	LeaseState_LEASE_STATE_BUSY        LeaseState = 4 // another caller holds the lease; nothing arrived in time
+	LeaseState_LEASE_STATE_MOVED       LeaseState = 5 // the key's owner changed while the caller waited: ask the new owner
+)
+
+// Enum value maps for LeaseState.
+var (
+	LeaseState_name = map[int32]string{
+		0: "LEASE_STATE_UNSPECIFIED",
+		1: "LEASE_STATE_HIT",
+		2: "LEASE_STATE_FILL",
+		3: "LEASE_STATE_STALE",
+		4: "LEASE_STATE_BUSY",
+		5: "LEASE_STATE_MOVED",
+	}
+	LeaseState_value = map[string]int32{
+		"LEASE_STATE_UNSPECIFIED": 0,
+		"LEASE_STATE_HIT":         1,
+		"LEASE_STATE_FILL":        2,
+		"LEASE_STATE_STALE":       3,
+		"LEASE_STATE_BUSY":        4,
+		"LEASE_STATE_MOVED":       5,
+	}
+)
+
+func (x LeaseState) Enum() *LeaseState {
+	p := new(LeaseState)
+	*p = x
+	return p
+}
+
+func (x LeaseState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (LeaseState) Descriptor() protoreflect.EnumDescriptor {
+	return file_peer_proto_enumTypes[2].Descriptor()
+}
+
+func (LeaseState) Type() protoreflect.EnumType {
+	return &file_peer_proto_enumTypes[2]
+}
+
+func (x LeaseState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use LeaseState.Descriptor instead.
+func (LeaseState) EnumDescriptor() ([]byte, []int) {
+	return file_peer_proto_rawDescGZIP(), []int{2}
+}
+
 // Header travels with every request.
 type Header struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1222,6 +1281,268 @@ func (x *ReconcileResponse) GetWrites() []*Write {
 	return nil
 }
 
+type LeaseRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Header *Header                `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	Group  string                 `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
+	Key    []byte                 `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
+	// fill_nanos is how long the caller may take to fill before its lease
+	// lapses.
+	FillNanos int64 `protobuf:"varint,4,opt,name=fill_nanos,json=fillNanos,proto3" json:"fill_nanos,omitempty"`
+	// wait_nanos is how long a busy caller is held for the holder's value;
+	// 0 = answer busy at once.
+	WaitNanos     int64 `protobuf:"varint,5,opt,name=wait_nanos,json=waitNanos,proto3" json:"wait_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaseRequest) Reset() {
+	*x = LeaseRequest{}
+	mi := &file_peer_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaseRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaseRequest) ProtoMessage() {}
+
+func (x *LeaseRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaseRequest.ProtoReflect.Descriptor instead.
+func (*LeaseRequest) Descriptor() ([]byte, []int) {
+	return file_peer_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *LeaseRequest) GetHeader() *Header {
+	if x != nil {
+		return x.Header
+	}
+	return nil
+}
+
+func (x *LeaseRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *LeaseRequest) GetKey() []byte {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *LeaseRequest) GetFillNanos() int64 {
+	if x != nil {
+		return x.FillNanos
+	}
+	return 0
+}
+
+func (x *LeaseRequest) GetWaitNanos() int64 {
+	if x != nil {
+		return x.WaitNanos
+	}
+	return 0
+}
+
+type LeaseResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	State LeaseState             `protobuf:"varint,1,opt,name=state,proto3,enum=corral.peer.v1.LeaseState" json:"state,omitempty"`
+	// entry is the value, for HIT and STALE.
+	Entry *Entry `protobuf:"bytes,2,opt,name=entry,proto3" json:"entry,omitempty"`
+	// token is the lease's, for FILL and for the one STALE caller that
+	// refreshes.
+	Token         string `protobuf:"bytes,3,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaseResponse) Reset() {
+	*x = LeaseResponse{}
+	mi := &file_peer_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaseResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaseResponse) ProtoMessage() {}
+
+func (x *LeaseResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaseResponse.ProtoReflect.Descriptor instead.
+func (*LeaseResponse) Descriptor() ([]byte, []int) {
+	return file_peer_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *LeaseResponse) GetState() LeaseState {
+	if x != nil {
+		return x.State
+	}
+	return LeaseState_LEASE_STATE_UNSPECIFIED
+}
+
+func (x *LeaseResponse) GetEntry() *Entry {
+	if x != nil {
+		return x.Entry
+	}
+	return nil
+}
+
+func (x *LeaseResponse) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+type FillSetRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Header *Header                `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	// entry carries the value and its lifetime: fresh_for_nanos is how long it
+	// is fresh (0 = never expires), stale_for_nanos how long it is then served
+	// stale (its SWR window, not counting the fresh time); entry.version is the
+	// write's version, drawn by the writer (see SetRequest).
+	Entry *Entry `protobuf:"bytes,2,opt,name=entry,proto3" json:"entry,omitempty"`
+	// token is the lease the value was filled under; "" = no lease.
+	Token         string `protobuf:"bytes,3,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FillSetRequest) Reset() {
+	*x = FillSetRequest{}
+	mi := &file_peer_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FillSetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FillSetRequest) ProtoMessage() {}
+
+func (x *FillSetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FillSetRequest.ProtoReflect.Descriptor instead.
+func (*FillSetRequest) Descriptor() ([]byte, []int) {
+	return file_peer_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *FillSetRequest) GetHeader() *Header {
+	if x != nil {
+		return x.Header
+	}
+	return nil
+}
+
+func (x *FillSetRequest) GetEntry() *Entry {
+	if x != nil {
+		return x.Entry
+	}
+	return nil
+}
+
+func (x *FillSetRequest) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+type FillSetResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// stored is false when the token was no longer live: nothing changed.
+	Stored bool `protobuf:"varint,1,opt,name=stored,proto3" json:"stored,omitempty"`
+	// version is the write's version, when stored.
+	Version       uint64 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FillSetResponse) Reset() {
+	*x = FillSetResponse{}
+	mi := &file_peer_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FillSetResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FillSetResponse) ProtoMessage() {}
+
+func (x *FillSetResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FillSetResponse.ProtoReflect.Descriptor instead.
+func (*FillSetResponse) Descriptor() ([]byte, []int) {
+	return file_peer_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *FillSetResponse) GetStored() bool {
+	if x != nil {
+		return x.Stored
+	}
+	return false
+}
+
+func (x *FillSetResponse) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
 var File_peer_proto protoreflect.FileDescriptor
 
 const file_peer_proto_rawDesc = "" +
@@ -1298,7 +1619,26 @@ const file_peer_proto_rawDesc = "" +
 	"\x05group\x18\x02 \x01(\tR\x05group\x12-\n" +
 	"\x06writes\x18\x03 \x03(\v2\x15.corral.peer.v1.WriteR\x06writes\"B\n" +
 	"\x11ReconcileResponse\x12-\n" +
-	"\x06writes\x18\x01 \x03(\v2\x15.corral.peer.v1.WriteR\x06writes*M\n" +
+	"\x06writes\x18\x01 \x03(\v2\x15.corral.peer.v1.WriteR\x06writes\"\xa4\x01\n" +
+	"\fLeaseRequest\x12.\n" +
+	"\x06header\x18\x01 \x01(\v2\x16.corral.peer.v1.HeaderR\x06header\x12\x14\n" +
+	"\x05group\x18\x02 \x01(\tR\x05group\x12\x10\n" +
+	"\x03key\x18\x03 \x01(\fR\x03key\x12\x1d\n" +
+	"\n" +
+	"fill_nanos\x18\x04 \x01(\x03R\tfillNanos\x12\x1d\n" +
+	"\n" +
+	"wait_nanos\x18\x05 \x01(\x03R\twaitNanos\"\x84\x01\n" +
+	"\rLeaseResponse\x120\n" +
+	"\x05state\x18\x01 \x01(\x0e2\x1a.corral.peer.v1.LeaseStateR\x05state\x12+\n" +
+	"\x05entry\x18\x02 \x01(\v2\x15.corral.peer.v1.EntryR\x05entry\x12\x14\n" +
+	"\x05token\x18\x03 \x01(\tR\x05token\"\x83\x01\n" +
+	"\x0eFillSetRequest\x12.\n" +
+	"\x06header\x18\x01 \x01(\v2\x16.corral.peer.v1.HeaderR\x06header\x12+\n" +
+	"\x05entry\x18\x02 \x01(\v2\x15.corral.peer.v1.EntryR\x05entry\x12\x14\n" +
+	"\x05token\x18\x03 \x01(\tR\x05token\"C\n" +
+	"\x0fFillSetResponse\x12\x16\n" +
+	"\x06stored\x18\x01 \x01(\bR\x06stored\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x04R\aversion*M\n" +
 	"\x06Source\x12\x16\n" +
 	"\x12SOURCE_UNSPECIFIED\x10\x00\x12\a\n" +
 	"\x03HIT\x10\x01\x12\b\n" +
@@ -1310,7 +1650,15 @@ const file_peer_proto_rawDesc = "" +
 	"\x11REASON_FILL_CYCLE\x10\x01\x12\x18\n" +
 	"\x14REASON_UNKNOWN_GROUP\x10\x02\x12\x16\n" +
 	"\x12REASON_FILL_FAILED\x10\x03\x12\x12\n" +
-	"\x0eREASON_LEAVING\x10\x042\x8a\x04\n" +
+	"\x0eREASON_LEAVING\x10\x04*\x98\x01\n" +
+	"\n" +
+	"LeaseState\x12\x1b\n" +
+	"\x17LEASE_STATE_UNSPECIFIED\x10\x00\x12\x13\n" +
+	"\x0fLEASE_STATE_HIT\x10\x01\x12\x14\n" +
+	"\x10LEASE_STATE_FILL\x10\x02\x12\x15\n" +
+	"\x11LEASE_STATE_STALE\x10\x03\x12\x14\n" +
+	"\x10LEASE_STATE_BUSY\x10\x04\x12\x15\n" +
+	"\x11LEASE_STATE_MOVED\x10\x052\x9c\x05\n" +
 	"\x04Peer\x12>\n" +
 	"\x03Get\x12\x1a.corral.peer.v1.GetRequest\x1a\x1b.corral.peer.v1.GetResponse\x12>\n" +
 	"\x03Set\x12\x1a.corral.peer.v1.SetRequest\x1a\x1b.corral.peer.v1.SetResponse\x12G\n" +
@@ -1319,7 +1667,9 @@ const file_peer_proto_rawDesc = "" +
 	"Invalidate\x12!.corral.peer.v1.InvalidateRequest\x1a\".corral.peer.v1.InvalidateResponse\x12C\n" +
 	"\aHandoff\x12\x15.corral.peer.v1.Entry\x1a\x1f.corral.peer.v1.HandoffResponse(\x01\x12M\n" +
 	"\bWaitsFor\x12\x1f.corral.peer.v1.WaitsForRequest\x1a .corral.peer.v1.WaitsForResponse\x12P\n" +
-	"\tReconcile\x12 .corral.peer.v1.ReconcileRequest\x1a!.corral.peer.v1.ReconcileResponseB0Z.github.com/corralcache/corral/transport/peerpbb\x06proto3"
+	"\tReconcile\x12 .corral.peer.v1.ReconcileRequest\x1a!.corral.peer.v1.ReconcileResponse\x12D\n" +
+	"\x05Lease\x12\x1c.corral.peer.v1.LeaseRequest\x1a\x1d.corral.peer.v1.LeaseResponse\x12J\n" +
+	"\aFillSet\x12\x1e.corral.peer.v1.FillSetRequest\x1a\x1f.corral.peer.v1.FillSetResponseB0Z.github.com/corralcache/corral/transport/peerpbb\x06proto3"
 
 var (
 	file_peer_proto_rawDescOnce sync.Once
@@ -1333,63 +1683,77 @@ func file_peer_proto_rawDescGZIP() []byte {
 	return file_peer_proto_rawDescData
 }
 
-var file_peer_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_peer_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_peer_proto_goTypes = []any{
 	(Source)(0),                // 0: corral.peer.v1.Source
 	(Reason)(0),                // 1: corral.peer.v1.Reason
-	(*Header)(nil),             // 2: corral.peer.v1.Header
-	(*Entry)(nil),              // 3: corral.peer.v1.Entry
-	(*GetRequest)(nil),         // 4: corral.peer.v1.GetRequest
-	(*GetResponse)(nil),        // 5: corral.peer.v1.GetResponse
-	(*SetRequest)(nil),         // 6: corral.peer.v1.SetRequest
-	(*SetResponse)(nil),        // 7: corral.peer.v1.SetResponse
-	(*RemoveRequest)(nil),      // 8: corral.peer.v1.RemoveRequest
-	(*RemoveResponse)(nil),     // 9: corral.peer.v1.RemoveResponse
-	(*InvalidateRequest)(nil),  // 10: corral.peer.v1.InvalidateRequest
-	(*InvalidateResponse)(nil), // 11: corral.peer.v1.InvalidateResponse
-	(*WaitsForRequest)(nil),    // 12: corral.peer.v1.WaitsForRequest
-	(*Wait)(nil),               // 13: corral.peer.v1.Wait
-	(*WaitsForResponse)(nil),   // 14: corral.peer.v1.WaitsForResponse
-	(*HandoffResponse)(nil),    // 15: corral.peer.v1.HandoffResponse
-	(*ErrorDetail)(nil),        // 16: corral.peer.v1.ErrorDetail
-	(*Write)(nil),              // 17: corral.peer.v1.Write
-	(*ReconcileRequest)(nil),   // 18: corral.peer.v1.ReconcileRequest
-	(*ReconcileResponse)(nil),  // 19: corral.peer.v1.ReconcileResponse
+	(LeaseState)(0),            // 2: corral.peer.v1.LeaseState
+	(*Header)(nil),             // 3: corral.peer.v1.Header
+	(*Entry)(nil),              // 4: corral.peer.v1.Entry
+	(*GetRequest)(nil),         // 5: corral.peer.v1.GetRequest
+	(*GetResponse)(nil),        // 6: corral.peer.v1.GetResponse
+	(*SetRequest)(nil),         // 7: corral.peer.v1.SetRequest
+	(*SetResponse)(nil),        // 8: corral.peer.v1.SetResponse
+	(*RemoveRequest)(nil),      // 9: corral.peer.v1.RemoveRequest
+	(*RemoveResponse)(nil),     // 10: corral.peer.v1.RemoveResponse
+	(*InvalidateRequest)(nil),  // 11: corral.peer.v1.InvalidateRequest
+	(*InvalidateResponse)(nil), // 12: corral.peer.v1.InvalidateResponse
+	(*WaitsForRequest)(nil),    // 13: corral.peer.v1.WaitsForRequest
+	(*Wait)(nil),               // 14: corral.peer.v1.Wait
+	(*WaitsForResponse)(nil),   // 15: corral.peer.v1.WaitsForResponse
+	(*HandoffResponse)(nil),    // 16: corral.peer.v1.HandoffResponse
+	(*ErrorDetail)(nil),        // 17: corral.peer.v1.ErrorDetail
+	(*Write)(nil),              // 18: corral.peer.v1.Write
+	(*ReconcileRequest)(nil),   // 19: corral.peer.v1.ReconcileRequest
+	(*ReconcileResponse)(nil),  // 20: corral.peer.v1.ReconcileResponse
+	(*LeaseRequest)(nil),       // 21: corral.peer.v1.LeaseRequest
+	(*LeaseResponse)(nil),      // 22: corral.peer.v1.LeaseResponse
+	(*FillSetRequest)(nil),     // 23: corral.peer.v1.FillSetRequest
+	(*FillSetResponse)(nil),    // 24: corral.peer.v1.FillSetResponse
 }
 var file_peer_proto_depIdxs = []int32{
-	2,  // 0: corral.peer.v1.GetRequest.header:type_name -> corral.peer.v1.Header
-	3,  // 1: corral.peer.v1.GetResponse.entry:type_name -> corral.peer.v1.Entry
+	3,  // 0: corral.peer.v1.GetRequest.header:type_name -> corral.peer.v1.Header
+	4,  // 1: corral.peer.v1.GetResponse.entry:type_name -> corral.peer.v1.Entry
 	0,  // 2: corral.peer.v1.GetResponse.source:type_name -> corral.peer.v1.Source
-	2,  // 3: corral.peer.v1.SetRequest.header:type_name -> corral.peer.v1.Header
-	3,  // 4: corral.peer.v1.SetRequest.entry:type_name -> corral.peer.v1.Entry
-	2,  // 5: corral.peer.v1.RemoveRequest.header:type_name -> corral.peer.v1.Header
-	2,  // 6: corral.peer.v1.InvalidateRequest.header:type_name -> corral.peer.v1.Header
-	2,  // 7: corral.peer.v1.WaitsForRequest.header:type_name -> corral.peer.v1.Header
-	13, // 8: corral.peer.v1.WaitsForResponse.waits:type_name -> corral.peer.v1.Wait
+	3,  // 3: corral.peer.v1.SetRequest.header:type_name -> corral.peer.v1.Header
+	4,  // 4: corral.peer.v1.SetRequest.entry:type_name -> corral.peer.v1.Entry
+	3,  // 5: corral.peer.v1.RemoveRequest.header:type_name -> corral.peer.v1.Header
+	3,  // 6: corral.peer.v1.InvalidateRequest.header:type_name -> corral.peer.v1.Header
+	3,  // 7: corral.peer.v1.WaitsForRequest.header:type_name -> corral.peer.v1.Header
+	14, // 8: corral.peer.v1.WaitsForResponse.waits:type_name -> corral.peer.v1.Wait
 	1,  // 9: corral.peer.v1.ErrorDetail.reason:type_name -> corral.peer.v1.Reason
-	2,  // 10: corral.peer.v1.ReconcileRequest.header:type_name -> corral.peer.v1.Header
-	17, // 11: corral.peer.v1.ReconcileRequest.writes:type_name -> corral.peer.v1.Write
-	17, // 12: corral.peer.v1.ReconcileResponse.writes:type_name -> corral.peer.v1.Write
-	4,  // 13: corral.peer.v1.Peer.Get:input_type -> corral.peer.v1.GetRequest
-	6,  // 14: corral.peer.v1.Peer.Set:input_type -> corral.peer.v1.SetRequest
-	8,  // 15: corral.peer.v1.Peer.Remove:input_type -> corral.peer.v1.RemoveRequest
-	10, // 16: corral.peer.v1.Peer.Invalidate:input_type -> corral.peer.v1.InvalidateRequest
-	3,  // 17: corral.peer.v1.Peer.Handoff:input_type -> corral.peer.v1.Entry
-	12, // 18: corral.peer.v1.Peer.WaitsFor:input_type -> corral.peer.v1.WaitsForRequest
-	18, // 19: corral.peer.v1.Peer.Reconcile:input_type -> corral.peer.v1.ReconcileRequest
-	5,  // 20: corral.peer.v1.Peer.Get:output_type -> corral.peer.v1.GetResponse
-	7,  // 21: corral.peer.v1.Peer.Set:output_type -> corral.peer.v1.SetResponse
-	9,  // 22: corral.peer.v1.Peer.Remove:output_type -> corral.peer.v1.RemoveResponse
-	11, // 23: corral.peer.v1.Peer.Invalidate:output_type -> corral.peer.v1.InvalidateResponse
-	15, // 24: corral.peer.v1.Peer.Handoff:output_type -> corral.peer.v1.HandoffResponse
-	14, // 25: corral.peer.v1.Peer.WaitsFor:output_type -> corral.peer.v1.WaitsForResponse
-	19, // 26: corral.peer.v1.Peer.Reconcile:output_type -> corral.peer.v1.ReconcileResponse
-	20, // [20:27] is the sub-list for method output_type
-	13, // [13:20] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	3,  // 10: corral.peer.v1.ReconcileRequest.header:type_name -> corral.peer.v1.Header
+	18, // 11: corral.peer.v1.ReconcileRequest.writes:type_name -> corral.peer.v1.Write
+	18, // 12: corral.peer.v1.ReconcileResponse.writes:type_name -> corral.peer.v1.Write
+	3,  // 13: corral.peer.v1.LeaseRequest.header:type_name -> corral.peer.v1.Header
+	2,  // 14: corral.peer.v1.LeaseResponse.state:type_name -> corral.peer.v1.LeaseState
+	4,  // 15: corral.peer.v1.LeaseResponse.entry:type_name -> corral.peer.v1.Entry
+	3,  // 16: corral.peer.v1.FillSetRequest.header:type_name -> corral.peer.v1.Header
+	4,  // 17: corral.peer.v1.FillSetRequest.entry:type_name -> corral.peer.v1.Entry
+	5,  // 18: corral.peer.v1.Peer.Get:input_type -> corral.peer.v1.GetRequest
+	7,  // 19: corral.peer.v1.Peer.Set:input_type -> corral.peer.v1.SetRequest
+	9,  // 20: corral.peer.v1.Peer.Remove:input_type -> corral.peer.v1.RemoveRequest
+	11, // 21: corral.peer.v1.Peer.Invalidate:input_type -> corral.peer.v1.InvalidateRequest
+	4,  // 22: corral.peer.v1.Peer.Handoff:input_type -> corral.peer.v1.Entry
+	13, // 23: corral.peer.v1.Peer.WaitsFor:input_type -> corral.peer.v1.WaitsForRequest
+	19, // 24: corral.peer.v1.Peer.Reconcile:input_type -> corral.peer.v1.ReconcileRequest
+	21, // 25: corral.peer.v1.Peer.Lease:input_type -> corral.peer.v1.LeaseRequest
+	23, // 26: corral.peer.v1.Peer.FillSet:input_type -> corral.peer.v1.FillSetRequest
+	6,  // 27: corral.peer.v1.Peer.Get:output_type -> corral.peer.v1.GetResponse
+	8,  // 28: corral.peer.v1.Peer.Set:output_type -> corral.peer.v1.SetResponse
+	10, // 29: corral.peer.v1.Peer.Remove:output_type -> corral.peer.v1.RemoveResponse
+	12, // 30: corral.peer.v1.Peer.Invalidate:output_type -> corral.peer.v1.InvalidateResponse
+	16, // 31: corral.peer.v1.Peer.Handoff:output_type -> corral.peer.v1.HandoffResponse
+	15, // 32: corral.peer.v1.Peer.WaitsFor:output_type -> corral.peer.v1.WaitsForResponse
+	20, // 33: corral.peer.v1.Peer.Reconcile:output_type -> corral.peer.v1.ReconcileResponse
+	22, // 34: corral.peer.v1.Peer.Lease:output_type -> corral.peer.v1.LeaseResponse
+	24, // 35: corral.peer.v1.Peer.FillSet:output_type -> corral.peer.v1.FillSetResponse
+	27, // [27:36] is the sub-list for method output_type
+	18, // [18:27] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_peer_proto_init() }
@@ -1402,8 +1766,8 @@ func file_peer_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_peer_proto_rawDesc), len(file_peer_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   18,
+			NumEnums:      3,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

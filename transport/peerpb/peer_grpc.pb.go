@@ -30,6 +30,8 @@ const (
 	Peer_Handoff_FullMethodName    = "/corral.peer.v1.Peer/Handoff"
 	Peer_WaitsFor_FullMethodName   = "/corral.peer.v1.Peer/WaitsFor"
 	Peer_Reconcile_FullMethodName  = "/corral.peer.v1.Peer/Reconcile"
+	Peer_Lease_FullMethodName      = "/corral.peer.v1.Peer/Lease"
+	Peer_FillSet_FullMethodName    = "/corral.peer.v1.Peer/FillSet"
 )
 
 // PeerClient is the client API for Peer service.
@@ -60,6 +62,19 @@ type PeerClient interface {
 	// each applies the other's, so that neither serves a copy older than a write
 	// the other side made while they were apart.
 	Reconcile(ctx context.Context, in *ReconcileRequest, opts ...grpc.CallOption) (*ReconcileResponse, error)
+	// Leases for fillers outside Go (see the root package's Group.Lease).
+	//
+	// Lease asks the key's owner for the key's lease: it answers with the
+	// value when it is fresh (or stale, with a refresh token for one caller in
+	// the cluster), grants the lease to this caller (a token) when nobody holds
+	// it, or holds the request for up to wait_nanos until the holder stores the
+	// value, the lease lapses or the wait ends. The receiver serves as acting
+	// owner and never forwards the request again.
+	Lease(ctx context.Context, in *LeaseRequest, opts ...grpc.CallOption) (*LeaseResponse, error)
+	// FillSet stores a value with its own lifetime on the owner: with a token,
+	// only while that lease is live (stored = false otherwise, and nothing
+	// changes); without one, unconditionally (a Set with a lifetime).
+	FillSet(ctx context.Context, in *FillSetRequest, opts ...grpc.CallOption) (*FillSetResponse, error)
 }
 
 type peerClient struct {
@@ -143,6 +158,26 @@ func (c *peerClient) Reconcile(ctx context.Context, in *ReconcileRequest, opts .
 	return out, nil
 }
 
+func (c *peerClient) Lease(ctx context.Context, in *LeaseRequest, opts ...grpc.CallOption) (*LeaseResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LeaseResponse)
+	err := c.cc.Invoke(ctx, Peer_Lease_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *peerClient) FillSet(ctx context.Context, in *FillSetRequest, opts ...grpc.CallOption) (*FillSetResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(FillSetResponse)
+	err := c.cc.Invoke(ctx, Peer_FillSet_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PeerServer is the server API for Peer service.
 // All implementations must embed UnimplementedPeerServer
 // for forward compatibility.
@@ -171,6 +206,19 @@ type PeerServer interface {
 	// each applies the other's, so that neither serves a copy older than a write
 	// the other side made while they were apart.
 	Reconcile(context.Context, *ReconcileRequest) (*ReconcileResponse, error)
+	// Leases for fillers outside Go (see the root package's Group.Lease).
+	//
+	// Lease asks the key's owner for the key's lease: it answers with the
+	// value when it is fresh (or stale, with a refresh token for one caller in
+	// the cluster), grants the lease to this caller (a token) when nobody holds
+	// it, or holds the request for up to wait_nanos until the holder stores the
+	// value, the lease lapses or the wait ends. The receiver serves as acting
+	// owner and never forwards the request again.
+	Lease(context.Context, *LeaseRequest) (*LeaseResponse, error)
+	// FillSet stores a value with its own lifetime on the owner: with a token,
+	// only while that lease is live (stored = false otherwise, and nothing
+	// changes); without one, unconditionally (a Set with a lifetime).
+	FillSet(context.Context, *FillSetRequest) (*FillSetResponse, error)
 	mustEmbedUnimplementedPeerServer()
 }
 
@@ -201,6 +249,12 @@ func (UnimplementedPeerServer) WaitsFor(context.Context, *WaitsForRequest) (*Wai
 }
 func (UnimplementedPeerServer) Reconcile(context.Context, *ReconcileRequest) (*ReconcileResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Reconcile not implemented")
+}
+func (UnimplementedPeerServer) Lease(context.Context, *LeaseRequest) (*LeaseResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Lease not implemented")
+}
+func (UnimplementedPeerServer) FillSet(context.Context, *FillSetRequest) (*FillSetResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method FillSet not implemented")
 }
 func (UnimplementedPeerServer) mustEmbedUnimplementedPeerServer() {}
 func (UnimplementedPeerServer) testEmbeddedByValue()              {}
@@ -338,6 +392,42 @@ func _Peer_Reconcile_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Peer_Lease_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LeaseRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PeerServer).Lease(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Peer_Lease_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PeerServer).Lease(ctx, req.(*LeaseRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Peer_FillSet_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(FillSetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PeerServer).FillSet(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Peer_FillSet_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PeerServer).FillSet(ctx, req.(*FillSetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Peer_ServiceDesc is the grpc.ServiceDesc for Peer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -368,6 +458,14 @@ var Peer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Reconcile",
 			Handler:    _Peer_Reconcile_Handler,
+		},
+		{
+			MethodName: "Lease",
+			Handler:    _Peer_Lease_Handler,
+		},
+		{
+			MethodName: "FillSet",
+			Handler:    _Peer_FillSet_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -1,0 +1,339 @@
+package corral
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+)
+
+// noLoader is the loader of a group whose values come only from writes (corral serve
+// without --origin).
+func noLoader(context.Context, string) (string, error) { return "", ErrNotFound }
+
+// leaseTally counts the answers of many concurrent Lease calls.
+type leaseTally struct {
+	mu     sync.Mutex
+	states map[LeaseState]int
+	tokens []string
+	values map[string]int
+}
+
+func newLeaseTally() *leaseTally {
+	return &leaseTally{states: map[LeaseState]int{}, values: map[string]int{}}
+}
+
+func (t *leaseTally) add(l Lease[string]) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.states[l.State]++
+	if l.Token != "" {
+		t.tokens = append(t.tokens, l.Token)
+	}
+	if l.State == LeaseHit || l.State == LeaseStale {
+		t.values[l.Value]++
+	}
+}
+
+// K concurrent Lease calls on each of 3 nodes for a missing key: one FILL in the cluster,
+// and every other caller is held until the filler's value lands, then answered hit.
+func TestLeaseOneFillerClusterWide(t *testing.T) {
+	nodes := newCluster(t, 3)
+	gs := groups(t, nodes, "g", noLoader)
+	const K = 50
+	tally := newLeaseTally()
+	var wg sync.WaitGroup
+	for _, g := range gs {
+		for range K {
+			wg.Go(func() {
+				l, err := g.Lease(context.Background(), "hot", LeaseOptions{Fill: 10 * time.Second, Wait: 10 * time.Second})
+				if err != nil {
+					t.Errorf("Lease: %v", err)
+					return
+				}
+				if l.State == LeaseFill {
+					time.Sleep(50 * time.Millisecond) // the filler's build
+					ok, err := g.FillSet(context.Background(), "hot", "built", l.Token, Expiry{TTL: time.Hour})
+					if !ok || err != nil {
+						t.Errorf("FillSet = %v, %v", ok, err)
+					}
+				}
+				tally.add(l)
+			})
+		}
+	}
+	wg.Wait()
+	if tally.states[LeaseFill] != 1 || tally.states[LeaseHit] != 3*K-1 || tally.values["built"] != 3*K-1 {
+		t.Fatalf("answers %v, values %v; want 1 fill and %d hits of \"built\"", tally.states, tally.values, 3*K-1)
+	}
+	var granted uint64
+	for _, g := range gs {
+		granted += g.Stats().LeasesGranted
+		if v, err := g.Get(context.Background(), "hot"); v != "built" || err != nil {
+			t.Errorf("Get on %s = %q, %v", g.node.Name(), v, err)
+		}
+	}
+	if granted != 1 {
+		t.Fatalf("leases granted in the cluster: %d, want 1", granted)
+	}
+}
+
+// A filler that never stores: its lease lapses and passes to exactly one waiting caller;
+// the first filler's late FillSet stores nothing.
+func TestLeaseLapsesToOneCaller(t *testing.T) {
+	nodes := newCluster(t, 3)
+	gs := groups(t, nodes, "g", noLoader)
+	first, err := gs[0].Lease(context.Background(), "k", LeaseOptions{Fill: 300 * time.Millisecond})
+	if err != nil || first.State != LeaseFill {
+		t.Fatalf("first Lease = %+v, %v", first, err)
+	}
+	const K = 20
+	tally := newLeaseTally()
+	var wg sync.WaitGroup
+	for _, g := range gs {
+		for range K {
+			wg.Go(func() {
+				l, err := g.Lease(context.Background(), "k", LeaseOptions{Fill: 10 * time.Second, Wait: 20 * time.Second})
+				if err != nil {
+					t.Errorf("Lease: %v", err)
+					return
+				}
+				if l.State == LeaseFill {
+					if ok, err := g.FillSet(context.Background(), "k", "second", l.Token, Expiry{TTL: time.Hour}); !ok || err != nil {
+						t.Errorf("FillSet = %v, %v", ok, err)
+					}
+				}
+				tally.add(l)
+			})
+		}
+	}
+	wg.Wait()
+	if tally.states[LeaseFill] != 1 || tally.states[LeaseHit] != 3*K-1 {
+		t.Fatalf("answers %v, want 1 fill and %d hits", tally.states, 3*K-1)
+	}
+	if ok, err := gs[1].FillSet(context.Background(), "k", "late", first.Token, Expiry{TTL: time.Hour}); ok || err != nil {
+		t.Fatalf("late FillSet = %v, %v; want false", ok, err)
+	}
+	if v, _ := gs[2].Get(context.Background(), "k"); v != "second" {
+		t.Fatalf("Get = %q, want the second filler's value", v)
+	}
+	var lapsed, rejected uint64
+	for _, g := range gs {
+		lapsed += g.Stats().LeasesLapsed
+		rejected += g.Stats().LeaseRejected
+	}
+	if lapsed != 1 || rejected != 1 {
+		t.Fatalf("lapsed %d, rejected %d; want 1, 1", lapsed, rejected)
+	}
+}
+
+// A Remove or a Set revokes the lease: its FillSet stores nothing, and waiters are answered
+// at once (a hit of the Set's value; after a Remove, one of them fills).
+func TestWritesRevokeTheLease(t *testing.T) {
+	nodes := newCluster(t, 2)
+	gs := groups(t, nodes, "g", noLoader)
+	ctx := context.Background()
+	for _, tt := range []struct {
+		name  string
+		write func(key string) error
+		want  LeaseState
+	}{
+		{"remove", func(key string) error { return gs[1].Remove(ctx, key) }, LeaseFill},
+		{"set", func(key string) error { return gs[1].Set(ctx, key, "set") }, LeaseHit},
+		{"set with expiry", func(key string) error { return gs[1].SetWithExpiry(ctx, key, "set", Expiry{TTL: time.Hour}) }, LeaseHit},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			key := "k-" + tt.name
+			l, err := gs[0].Lease(ctx, key, LeaseOptions{Fill: time.Minute})
+			if err != nil || l.State != LeaseFill {
+				t.Fatalf("Lease = %+v, %v", l, err)
+			}
+			waiter := make(chan Lease[string], 1)
+			go func() {
+				w, err := gs[1].Lease(ctx, key, LeaseOptions{Fill: time.Minute, Wait: 30 * time.Second})
+				if err != nil {
+					t.Errorf("waiter: %v", err)
+				}
+				waiter <- w
+			}()
+			eventually(t, "the waiter waits", func() bool { return busy(gs[1], key) })
+			if err := tt.write(key); err != nil {
+				t.Fatal(err)
+			}
+			if w := <-waiter; w.State != tt.want {
+				t.Fatalf("waiter answered %+v, want %s", w, tt.want)
+			}
+			if ok, err := gs[0].FillSet(ctx, key, "filled", l.Token, Expiry{TTL: time.Hour}); ok || err != nil {
+				t.Fatalf("FillSet after the write = %v, %v; want false", ok, err)
+			}
+			v, err := gs[0].Get(ctx, key)
+			if tt.want == LeaseFill && !errors.Is(err, ErrNotFound) || tt.want == LeaseHit && v != "set" {
+				t.Fatalf("Get after = %q, %v", v, err)
+			}
+		})
+	}
+}
+
+// busy reports whether a Lease call on g for key answers busy now (without waiting).
+func busy(g *Group[string], key string) bool {
+	l, err := g.Lease(context.Background(), key, LeaseOptions{Fill: time.Minute})
+	return err == nil && l.State == LeaseBusy
+}
+
+// Past its TTL but within its SWR, a value is served stale to everyone, and exactly one
+// caller in the cluster gets a token to refresh it.
+func TestStaleHandsOutOneRefreshToken(t *testing.T) {
+	nodes := newCluster(t, 3)
+	gs := groups(t, nodes, "g", noLoader)
+	ctx := context.Background()
+	if err := gs[0].SetWithExpiry(ctx, "s", "old", Expiry{TTL: 50 * time.Millisecond, SWR: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	owner := ownerGroup(t, gs, "s")
+	eventually(t, "the value to go stale", func() bool {
+		e, ok := owner.local.Peek("s")
+		return ok && e.FreshFor <= 0
+	})
+	const K = 30
+	tally := newLeaseTally()
+	var wg sync.WaitGroup
+	for _, g := range gs {
+		for range K {
+			wg.Go(func() {
+				l, err := g.Lease(ctx, "s", LeaseOptions{Fill: time.Minute, Wait: time.Second})
+				if err != nil {
+					t.Errorf("Lease: %v", err)
+					return
+				}
+				tally.add(l)
+			})
+		}
+	}
+	wg.Wait()
+	if tally.states[LeaseStale] != 3*K || tally.values["old"] != 3*K || len(tally.tokens) != 1 {
+		t.Fatalf("answers %v, values %v, %d tokens; want %d stale \"old\" and 1 token", tally.states, tally.values, len(tally.tokens), 3*K)
+	}
+	if ok, err := gs[2].FillSet(ctx, "s", "new", tally.tokens[0], Expiry{TTL: time.Hour}); !ok || err != nil {
+		t.Fatalf("refresh FillSet = %v, %v", ok, err)
+	}
+	if l, err := gs[1].Lease(ctx, "s", LeaseOptions{Fill: time.Minute}); l.State != LeaseHit || l.Value != "new" || err != nil {
+		t.Fatalf("Lease after the refresh = %+v, %v", l, err)
+	}
+}
+
+func ownerGroup(tb testing.TB, gs []*Group[string], key string) *Group[string] {
+	tb.Helper()
+	for _, g := range gs {
+		if g.node.Owner(key).Name == g.node.Name() {
+			return g
+		}
+	}
+	tb.Fatal("no owner of", key)
+	return nil
+}
+
+// A join moves some keys to the new member: the old owner's leases of those keys are void
+// (their FillSets store nothing), and the leases of keys that stayed still store.
+func TestOwnershipChangeVoidsLeases(t *testing.T) {
+	nodes := newCluster(t, 2)
+	gs := groups(t, nodes, "g", noLoader)
+	ctx := context.Background()
+	tokens := map[string]string{}
+	for i := range 100 {
+		key := fmt.Sprint("k", i)
+		l, err := gs[i%2].Lease(ctx, key, LeaseOptions{Fill: time.Minute})
+		if err != nil || l.State != LeaseFill {
+			t.Fatalf("Lease(%s) = %+v, %v", key, l, err)
+		}
+		tokens[key] = l.Token
+	}
+	n2 := newNode(t, testConfig("n2", nodes[0].GossipAddr()))
+	g2, err := NewGroup(n2, "g", noLoader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := append(nodes, n2)
+	waitMembers(t, all, 3)
+	gs = append(gs, g2)
+	moved := 0
+	for key, token := range tokens {
+		ok, err := gs[0].FillSet(ctx, key, "v", token, Expiry{TTL: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if owner := n2.Owner(key).Name; owner == "n2" {
+			moved++
+			if ok {
+				t.Errorf("%s moved to n2, yet its old lease stored", key)
+			}
+		} else if !ok {
+			t.Errorf("%s stayed on %s, yet its lease did not store", key, owner)
+		}
+	}
+	if moved == 0 {
+		t.Fatal("no key moved to n2")
+	}
+}
+
+func TestLeaseBadArguments(t *testing.T) {
+	n := newNode(t, testConfig("n0"))
+	g, err := NewGroup(n, "g", noLoader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, tt := range []struct {
+		name string
+		call func() error
+		want error
+	}{
+		{"fill 0", func() error { _, err := g.Lease(ctx, "k", LeaseOptions{}); return err }, ErrLeaseArgument},
+		{"fill too long", func() error { _, err := g.Lease(ctx, "k", LeaseOptions{Fill: 2 * MaxLeaseFill}); return err }, ErrLeaseArgument},
+		{"negative wait", func() error { _, err := g.Lease(ctx, "k", LeaseOptions{Fill: time.Second, Wait: -1}); return err }, ErrLeaseArgument},
+		{"empty token", func() error { _, err := g.FillSet(ctx, "k", "v", "", Expiry{}); return err }, ErrLeaseArgument},
+		{"negative ttl", func() error { _, err := g.FillSet(ctx, "k", "v", "t", Expiry{TTL: -1}); return err }, ErrLeaseArgument},
+		{"negative swr", func() error { return g.SetWithExpiry(ctx, "k", "v", Expiry{SWR: -1}) }, ErrLeaseArgument},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := tt.call(); !errors.Is(err, tt.want) {
+				t.Fatalf("err = %v, want %v", err, tt.want)
+			}
+		})
+	}
+	var le *LimitError
+	if _, err := g.Lease(ctx, "", LeaseOptions{Fill: time.Second}); !errors.As(err, &le) {
+		t.Fatalf("empty key: %v", err)
+	}
+	// Nothing changed: the key has no lease and no value.
+	if l, err := g.Lease(ctx, "k", LeaseOptions{Fill: time.Second}); err != nil || l.State != LeaseFill {
+		t.Fatalf("Lease after bad calls = %+v, %v", l, err)
+	}
+}
+
+// A FillSet with a token of the right shape that was never granted stores nothing, and a
+// waiter whose context ends gets ctx.Err() alone.
+func TestLeaseUnknownTokenAndCancelledWaiter(t *testing.T) {
+	nodes := newCluster(t, 2)
+	gs := groups(t, nodes, "g", noLoader)
+	ctx := context.Background()
+	if ok, err := gs[1].FillSet(ctx, "k", "v", "0123456789abcdef", Expiry{TTL: time.Hour}); ok || err != nil {
+		t.Fatalf("FillSet of an unknown token = %v, %v", ok, err)
+	}
+	if _, err := gs[0].Lease(ctx, "k", LeaseOptions{Fill: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range gs {
+		cctx, cancel := context.WithCancel(ctx)
+		errc := make(chan error, 1)
+		go func() {
+			_, err := g.Lease(cctx, "k", LeaseOptions{Fill: time.Minute, Wait: time.Minute})
+			errc <- err
+		}()
+		cancel()
+		if err := <-errc; !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled waiter on %s: %v", g.node.Name(), err)
+		}
+	}
+}

@@ -44,6 +44,23 @@
 // leaving, the Get goes to the key's owner on the ring without it — the successor every
 // replica computes alike — rather than filling locally (Config.LocalFallback changes that).
 //
+// # Failures: crashes, pauses, partitions
+//
+// A refused or reset connection fails over at once. A silent owner — paused, cut off, its
+// answers lost — is found by a probe: a request that has waited Config.SilentPeerTimeout
+// (300 ms) asks the owner a question it answers without filling, and one it does not answer
+// within the same time fails over, so a silent owner costs at most 600 ms, not the request's
+// deadline. A peer found unreachable is skipped by the requests after it for a while (a
+// breaker, fed by what requests see, long before failure detection by gossip agrees), and the
+// first time this happens the node probes every member at once: a node cut off from all of
+// them learns it from one request and fills its keys itself — one extra fill per isolated
+// side, never a failed request the loader could answer. When the two sides meet again, a
+// member that one side had declared dead is kept out of that side's ring until the two have
+// exchanged the writes they remember, so neither serves a copy the other made older while
+// they were apart. During the partition each side serves what it has: a write on one side
+// returns nil having told every member that side sees, and the other side learns of it at
+// the heal.
+//
 // # Expiry
 //
 // TTLs travel between nodes as remaining durations, never as instants, so clock skew does

@@ -17,6 +17,11 @@ var ErrNotFound = fill.ErrNotFound
 // peers, for a key whose fill it is part of. Waiting would deadlock; corral fails at once.
 var ErrFillCycle = fill.ErrFillCycle
 
+// ErrPeerTimeout is the Err of a *FillError when a Get asked the key's owner (and the members
+// it failed over to) and got no answer within the group's fill timeout plus
+// Config.PeerTimeout: the time went to peers, not to the loader. errors.Is finds it.
+var ErrPeerTimeout = errors.New("corral: no answer from the key's owner in time")
+
 // ErrClosed is returned by calls on a Node, or its groups, after Close began.
 var ErrClosed = errors.New("corral: node closed")
 

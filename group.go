@@ -195,7 +195,7 @@ func (g *Group[V]) getRemote(ctx context.Context, key string) (V, Source, error)
 	g.remoteGets.Add()
 	e, src, err := g.near.GetEntry(ctx, key)
 	if err != nil {
-		return zero, "", g.wrapErr(key, err)
+		return zero, "", g.wrapErr(key, g.blamePeers(key, err))
 	}
 	switch src {
 	case fill.SourceHit:
@@ -205,6 +205,21 @@ func (g *Group[V]) getRemote(ctx context.Context, key string) (V, Source, error)
 		return e.Value, SourceCoalesced, nil
 	}
 	return e.Value, SourcePeer, nil
+}
+
+// blamePeers says where the time went when the request to key's owner — the near cache's
+// fill — ran past its bound: to peers that did not answer, not to a loader. (A loader that
+// ran past the fill timeout on the owner comes back as the owner's answer, and stays so.)
+func (g *Group[V]) blamePeers(key string, err error) error {
+	var fe *fill.FillError
+	var te *fill.TimeoutError
+	if !errors.As(err, &fe) || !errors.As(fe.Err, &te) {
+		return err
+	}
+	owner := g.node.Owner(key).Name
+	return &fill.FillError{Name: fe.Name, Key: fe.Key, Shared: fe.Shared,
+		Err: fmt.Errorf("%w: asked %s (the key's owner) and the members it failed over to for %v (the fill timeout %v and the peer timeout %v)",
+			ErrPeerTimeout, owner, te.Timeout, te.Timeout-g.node.cfg.PeerTimeout, g.node.cfg.PeerTimeout)}
 }
 
 // wrapErr turns the fill engine's errors into the public ones.

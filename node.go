@@ -43,6 +43,7 @@ type Node struct {
 	peerAddr   string // the "ip:port" peers dial, fixed at New
 
 	version   versionClock    // orders writes (see version.go)
+	breakers  breakers        // peers found unreachable a moment ago (see breaker.go)
 	waits     *fill.WaitGraph // fills waiting on fills, here and through peers
 	strangers strangers       // peers that asked before they were in the view
 

@@ -41,14 +41,27 @@ func (n *Node) onOwner(ctx context.Context, key string, local func() error,
 			r = r.Without(owner)
 			continue
 		}
+		if n.breakers.skip(st.PeerAddr, time.Now()) {
+			// Found unreachable a moment ago (breaker.go): do not wait on it again.
+			n.log.Debug("corral: owner unreachable a moment ago, asking its successor", "owner", owner, "key", key)
+			if n.cfg.LocalFallback {
+				return v.self, local()
+			}
+			r = r.Without(owner)
+			continue
+		}
 		err := n.callPeer(ctx, st, remote)
 		if err == nil || !n.failover(ctx, st, err) {
+			if ctx.Err() == nil {
+				n.breakers.reset(st.PeerAddr) // it answered
+			}
 			return owner, err
 		}
 		if errors.Is(err, transport.ErrLeaving) || errors.Is(err, transport.ErrUnknownGroup) {
 			n.log.Debug("corral: owner does not serve the key, asking its successor", "owner", owner, "key", key, "err", err)
 		} else {
 			n.log.Warn("corral: owner unreachable, failing over", "owner", owner, "key", key, "err", err)
+			n.peerDown(ctx, st)
 		}
 		if n.cfg.LocalFallback {
 			return v.self, local()
@@ -201,8 +214,11 @@ func (g *Group[V]) warmPull(ctx context.Context, key string) (fill.Entry[V], boo
 }
 
 // peekAll asks every member of sts at once for an entry of key it holds, and returns the
-// first fresh one that is not older than a write known here.
+// first fresh one that is not older than a write known here. Members found unreachable a
+// moment ago are not asked.
 func (g *Group[V]) peekAll(ctx context.Context, key string, sts []*memberState) (fill.Entry[V], bool) {
+	now := time.Now()
+	sts = slices.DeleteFunc(slices.Clone(sts), func(st *memberState) bool { return g.node.breakers.skip(st.PeerAddr, now) })
 	if len(sts) == 0 {
 		return fill.Entry[V]{}, false
 	}
@@ -318,7 +334,15 @@ func (n *Node) tell(ctx context.Context, group, key string, version uint64, told
 		mu        sync.Mutex
 		unreached []string
 	)
+	now := time.Now()
 	for _, name := range targets {
+		if n.breakers.skip(known[name], now) {
+			// Found unreachable a moment ago: say so at once rather than wait on it.
+			mu.Lock()
+			unreached = append(unreached, name)
+			mu.Unlock()
+			continue
+		}
 		wg.Go(func() {
 			resp, err := n.client.Invalidate(ctx, known[name], &peerpb.InvalidateRequest{
 				Header: n.header(ctx), Group: group, Key: []byte(key), Version: version, Told: all,

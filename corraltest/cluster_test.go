@@ -2,6 +2,7 @@ package corraltest_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -124,5 +125,81 @@ func TestCrashAndRestart(t *testing.T) {
 		if got := len(c.Nodes()[0].Members()); got != 4 {
 			t.Fatalf("%d members after the restart", got)
 		}
+	})
+}
+
+// A node cut off from every peer keeps serving what the origin can answer: it learns from one
+// request that no owner answers (a probe of every member) and fills its keys itself, one
+// extra fill per isolated side, well under the fill timeout; the majority routes around it.
+func TestIsolatedNodeServes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var loads atomic.Int32
+		var mu sync.Mutex
+		groups := map[string]*corral.Group[string]{}
+		c, err := corraltest.New(corraltest.Config{
+			Nodes: 5,
+			Setup: func(n *corral.Node) error {
+				g, err := corral.NewGroup(n, "g", func(ctx context.Context, key string) (string, error) {
+					loads.Add(1)
+					return "v:" + key, nil
+				}, corral.WithTTL(time.Hour), corral.WithFillTimeout(10*time.Second))
+				mu.Lock()
+				groups[n.Name()] = g
+				mu.Unlock()
+				return err
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close(context.Background())
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		if err := c.WaitConverged(ctx); err != nil {
+			t.Fatal(err)
+		}
+		n0 := c.Node("n0")
+		var remote []string // keys n0 does not own, one per other owner
+		seen := map[string]bool{}
+		for i := 0; len(remote) < 4 && i < 10000; i++ {
+			k := fmt.Sprint("k", i)
+			if o := n0.Owner(k).Name; o != "n0" && !seen[o] {
+				seen[o] = true
+				remote = append(remote, k)
+			}
+		}
+		c.Partition([]string{"n0"}, []string{"n1", "n2", "n3", "n4"})
+		var took []time.Duration
+		for _, k := range remote {
+			start := time.Now()
+			if v, err := groups["n0"].Get(ctx, k); err != nil || v != "v:"+k {
+				t.Fatalf("Get(%s) on the isolated node: %q, %v", k, v, err)
+			}
+			took = append(took, time.Since(start))
+		}
+		if took[0] > 2*time.Second {
+			t.Fatalf("the first Get on the isolated node took %v", took[0])
+		}
+		for i, d := range took[1:] {
+			if d > 100*time.Millisecond {
+				t.Fatalf("Get %d took %v: the isolated node did not learn from the first that no peer answers", i+1, d)
+			}
+		}
+		// The majority serves n0's keys through n0's successor.
+		var own string
+		for i := 0; own == "" && i < 10000; i++ {
+			if k := fmt.Sprint("m", i); n0.Owner(k).Name == "n0" {
+				own = k
+			}
+		}
+		start := time.Now()
+		if v, err := groups["n1"].Get(ctx, own); err != nil || v != "v:"+own {
+			t.Fatalf("Get(%s) on the majority: %q, %v", own, v, err)
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Fatalf("the majority took %v to route around the cut-off owner", d)
+		}
+		t.Logf("isolated node's Gets took %v; the majority's %v", took, time.Since(start))
+		c.Heal()
 	})
 }

@@ -1,8 +1,10 @@
 package fill
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // ErrNotFound is what a loader returns when the key does not exist at the source. It is not
@@ -37,6 +39,16 @@ func (e *FillError) Error() string {
 }
 
 func (e *FillError) Unwrap() error { return e.Err }
+
+// TimeoutError is a FillError's Err when the fill ran past Config.FillTimeout (the loader's
+// late result, if any, is dropped). errors.Is(err, context.DeadlineExceeded) holds.
+type TimeoutError struct {
+	Timeout time.Duration // Config.FillTimeout
+}
+
+func (e *TimeoutError) Error() string { return fmt.Sprintf("fill timeout %v", e.Timeout) }
+
+func (e *TimeoutError) Unwrap() error { return context.DeadlineExceeded }
 
 // PanicError is a FillError's Err when the loader panicked. The panic is recovered so that it
 // never crosses Get; the stack is logged once and kept here.

@@ -174,7 +174,7 @@ func (c *Cache[V]) run(parent context.Context, key string, cl *call[V], slot *Li
 	// completes cl with an error, and the loader's late result is dropped. A timer is cheaper
 	// than running the loader on a goroutine of its own.
 	timer := time.AfterFunc(c.cfg.FillTimeout, func() {
-		c.complete(key, cl, nil, result[V]{err: fmt.Errorf("fill timeout %v: %w", c.cfg.FillTimeout, context.DeadlineExceeded)}, 0)
+		c.complete(key, cl, nil, result[V]{err: &TimeoutError{Timeout: c.cfg.FillTimeout}}, 0)
 	})
 	defer timer.Stop()
 

@@ -106,7 +106,9 @@ func (h *history) check() []violation {
 	// 3. No Get past its bound. Errors other than the ones a fault explains are violations
 	// too: a Get whose fill failed gets the loader's error, a cancelled one its ctx's.
 	for _, g := range h.gets {
-		bound := fillTimeout + time.Duration(g.membersAsked)*(peerTimeout+peekTimeout)
+		// Each member on its way costs at most a silent owner's bound (a wait and an
+		// unanswered probe: twice SilentPeerTimeout) and a warm pull.
+		bound := fillTimeout + time.Duration(g.membersAsked)*(2*silentPeerTimeout+peekTimeout)
 		if d := g.end - g.start; d > bound && !g.cancelled {
 			add("hang", "Get(%s) on %s took %v (bound %v)", g.key, g.node, d, bound)
 		}
@@ -120,6 +122,19 @@ func (h *history) check() []violation {
 		add("converge", "views did not agree within %v of the last heal", settleBound)
 	}
 	return out
+}
+
+// longestGet returns how long the longest Get that was not cancelled took.
+func (h *history) longestGet() time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var d time.Duration
+	for _, g := range h.gets {
+		if !g.cancelled {
+			d = max(d, g.end-g.start)
+		}
+	}
+	return d
 }
 
 // splitEnds returns each split as the span from its start until the views agreed again after

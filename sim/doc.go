@@ -21,8 +21,9 @@
 //     stores nothing), a restart under the same name (it comes back empty), and each side of
 //     a partition or pause (an owner that cannot be reached is filled around).
 //  2. Writes: no Get that started after a Set or Remove returned nil returns an older value.
-//  3. No hang: every Get returns within its bound, the fill timeout plus one peer timeout and
-//     one warm pull for each member it may ask on its way.
+//  3. No hang: every Get returns within its bound, the fill timeout plus, for each member it
+//     may ask on its way, a silent owner's bound (twice Config.SilentPeerTimeout) and a warm
+//     pull.
 //  4. Convergence: once every fault has healed, every live node's view holds the live nodes
 //     within a bound.
 //  5. No leak: no goroutine outlives the cluster's Close (synctest reports one as a deadlock).

@@ -21,15 +21,16 @@ import (
 // Timings of the simulated nodes: production values, but for the intervals that only bound
 // how long a healed cluster takes to merge, shortened so a history settles sooner.
 const (
-	fillTimeout  = 5 * time.Second
-	peerTimeout  = 2 * time.Second
-	peekTimeout  = 250 * time.Millisecond
-	workload     = 20 * time.Second // how long clients send requests
-	settleBound  = 90 * time.Second // views must agree within this of the last heal
-	getDeadline  = 10 * time.Minute // every Get's ctx: far past any bound, so a hang is seen, not waited out
-	keysPerRun   = 24
-	hotKeys      = 6
-	clientsCount = 4
+	fillTimeout       = 5 * time.Second
+	peerTimeout       = 2 * time.Second
+	peekTimeout       = 250 * time.Millisecond
+	silentPeerTimeout = 300 * time.Millisecond // corral's default
+	workload          = 20 * time.Second       // how long clients send requests
+	settleBound       = 90 * time.Second       // views must agree within this of the last heal
+	getDeadline       = 10 * time.Minute       // every Get's ctx: far past any bound, so a hang is seen, not waited out
+	keysPerRun        = 24
+	hotKeys           = 6
+	clientsCount      = 4
 )
 
 // event is one line of a history's trace.

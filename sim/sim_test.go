@@ -68,6 +68,7 @@ type result struct {
 	histories, violations int
 	failedSeeds           []uint64
 	maxSettle             time.Duration
+	maxGet                time.Duration // the longest Get that was not cancelled
 	cpu, wall             time.Duration
 }
 
@@ -103,7 +104,7 @@ func runSeeds(t *testing.T, seeds []uint64, printTrace bool) result {
 	for _, seed := range seeds {
 		var vs []violation
 		var trace string
-		var settle time.Duration
+		var settle, longest time.Duration
 		var runErr error
 		synctest.Test(t, func(t *testing.T) {
 			// memberlist draws from math/rand's global source; seeding it makes a replay take
@@ -114,12 +115,14 @@ func runSeeds(t *testing.T, seeds []uint64, printTrace bool) result {
 			vs = h.check()
 			trace = h.traceText()
 			settle = h.settled
+			longest = h.longestGet()
 		})
 		res.histories++
 		if runErr != nil {
 			vs = append(vs, violation{"run", runErr.Error()})
 		}
 		res.maxSettle = max(res.maxSettle, settle)
+		res.maxGet = max(res.maxGet, longest)
 		if len(vs) > 0 {
 			res.violations += len(vs)
 			res.failedSeeds = append(res.failedSeeds, seed)
@@ -147,13 +150,13 @@ func report(t *testing.T, r result) {
 	if r.wall > 0 {
 		perMin = float64(r.histories) / r.wall.Minutes()
 	}
-	fmt.Printf("sim-shard: %d %d %d %d %d %s\n", r.histories, r.violations, r.wall, r.cpu, r.maxSettle, seedList(r.failedSeeds))
+	fmt.Printf("sim-shard: %d %d %d %d %d %d %s\n", r.histories, r.violations, r.wall, r.cpu, r.maxSettle, r.maxGet, seedList(r.failedSeeds))
 	if *flagShard != "" {
 		return // the parent sums the shards
 	}
-	fmt.Printf("sim: wall %v, CPU %v (%v a history), %.0f histories a minute on %d cores; views agreed at most %v after the last heal\n",
+	fmt.Printf("sim: wall %v, CPU %v (%v a history), %.0f histories a minute on %d cores; views agreed at most %v after the last heal; the longest Get took %v\n",
 		r.wall.Round(time.Millisecond), r.cpu.Round(time.Millisecond),
-		(r.cpu / time.Duration(max(r.histories, 1))).Round(time.Millisecond), perMin, runtime.NumCPU(), r.maxSettle)
+		(r.cpu / time.Duration(max(r.histories, 1))).Round(time.Millisecond), perMin, runtime.NumCPU(), r.maxSettle, r.maxGet)
 	if len(r.failedSeeds) > 0 {
 		fmt.Printf("sim: failing seeds: %s\n", seedList(r.failedSeeds))
 	}
@@ -206,14 +209,15 @@ func runShards(t *testing.T, n int) result {
 					continue
 				}
 				var h, v int
-				var wall, cpu, settle int64
+				var wall, cpu, settle, longest int64
 				var seeds string
-				fmt.Sscanf(strings.TrimPrefix(line, "sim-shard: "), "%d %d %d %d %d %s", &h, &v, &wall, &cpu, &settle, &seeds)
+				fmt.Sscanf(strings.TrimPrefix(line, "sim-shard: "), "%d %d %d %d %d %d %s", &h, &v, &wall, &cpu, &settle, &longest, &seeds)
 				mu.Lock()
 				res.histories += h
 				res.violations += v
 				res.cpu += time.Duration(cpu)
 				res.maxSettle = max(res.maxSettle, time.Duration(settle))
+				res.maxGet = max(res.maxGet, time.Duration(longest))
 				if seeds != "-" {
 					for _, s := range strings.Split(seeds, ",") {
 						x, _ := strconv.ParseUint(s, 10, 64)

@@ -130,12 +130,24 @@ func (d *daemon) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		httpError(w, http.StatusServiceUnavailable, "node is shutting down")
 	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
 		// The client went away; nobody reads the answer.
+	case errors.Is(err, corral.ErrPeerTimeout):
+		// The time went to peers that did not answer, not to the origin.
+		httpError(w, http.StatusGatewayTimeout, "peers: "+shortReason(fe0(err)))
 	case errors.As(err, &fe):
 		httpError(w, http.StatusBadGateway, "origin: "+shortReason(fe.Err))
 	default:
 		d.log.Warn("request failed", "method", r.Method, "path", r.URL.EscapedPath(), "err", err)
 		httpError(w, http.StatusBadGateway, shortReason(err))
 	}
+}
+
+// fe0 returns the Err of err's *FillError, or err.
+func fe0(err error) error {
+	var fe *corral.FillError
+	if errors.As(err, &fe) {
+		return fe.Err
+	}
+	return err
 }
 
 func shortReason(err error) string {

@@ -1,0 +1,128 @@
+package corral
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Failure detection by gossip takes seconds, and longer for a node that is itself cut off:
+// memberlist's Lifeguard slows a node's own suspicion of others while its probes fail, so an
+// isolated node keeps every member in its view for a long time. Requests cannot wait for it.
+// So every peer has a breaker, fed by what requests see: a peer that a request found
+// unreachable — a refused connection, a silent peer that did not answer a probe — is skipped
+// by the requests after it, which go straight to the key's next owner, for a window that
+// doubles from breakerMin to breakerMax while the peer stays unreachable; any answer from the
+// peer closes it. And the first time a breaker opens, this node probes every other member
+// at once, so that a node cut off from all of them learns it from one request, not one per
+// member, and fills its keys itself: DESIGN's allowed cost of one extra fill per isolated
+// side, instead of failed requests.
+
+const (
+	breakerMin = time.Second
+	breakerMax = 10 * time.Second
+)
+
+// breakers are this node's view of which peers answer, by peer address.
+type breakers struct {
+	// tripped counts the entries of m, so that the common case — every peer answers — costs
+	// requests one atomic load and no lock.
+	tripped atomic.Int32
+
+	mu sync.Mutex
+	// guards m and sweeping
+	m        map[string]breaker
+	sweeping bool // a probe of every member runs
+}
+
+type breaker struct {
+	until  time.Time     // skipped until then
+	window time.Duration // how long it opened for last
+}
+
+// skip reports whether requests should pass addr by now.
+func (b *breakers) skip(addr string, now time.Time) bool {
+	if b.tripped.Load() == 0 {
+		return false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	br, ok := b.m[addr]
+	return ok && now.Before(br.until)
+}
+
+// trip opens addr's breaker (for twice its last window, within bounds) and reports whether it
+// was closed before.
+func (b *breakers) trip(addr string, now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.m == nil {
+		b.m = make(map[string]breaker)
+	}
+	br, ok := b.m[addr]
+	wasClosed := !ok || !now.Before(br.until)
+	w := breakerMin
+	if ok {
+		w = min(2*br.window, breakerMax)
+	} else {
+		b.tripped.Add(1)
+	}
+	b.m[addr] = breaker{until: now.Add(w), window: w}
+	return wasClosed
+}
+
+// reset closes addr's breaker: it answered.
+func (b *breakers) reset(addr string) {
+	if b.tripped.Load() == 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.m[addr]; ok {
+		delete(b.m, addr)
+		b.tripped.Add(-1)
+	}
+}
+
+// startSweep reports whether the caller should probe every member (none is being probed).
+func (b *breakers) startSweep() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.sweeping {
+		return false
+	}
+	b.sweeping = true
+	return true
+}
+
+func (b *breakers) endSweep() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.sweeping = false
+}
+
+// peerDown records that st was found unreachable; the first time, it probes every other
+// member of the view at once and trips the breakers of those that do not answer either.
+func (n *Node) peerDown(ctx context.Context, st *memberState) {
+	now := time.Now()
+	if !n.breakers.trip(st.PeerAddr, now) || !n.breakers.startSweep() {
+		return
+	}
+	defer n.breakers.endSweep()
+	v := n.view.Load()
+	var wg sync.WaitGroup
+	for _, other := range v.members {
+		if other.Name == v.self || other == st || n.breakers.skip(other.PeerAddr, now) {
+			continue
+		}
+		wg.Go(func() {
+			if n.answers(context.WithoutCancel(ctx), other) {
+				n.breakers.reset(other.PeerAddr)
+			} else {
+				n.breakers.trip(other.PeerAddr, time.Now())
+			}
+		})
+	}
+	wg.Wait()
+}

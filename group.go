@@ -195,7 +195,7 @@ func (g *Group[V]) getRemote(ctx context.Context, key string) (V, Source, error)
 	g.remoteGets.Add()
 	e, src, err := g.near.GetEntry(ctx, key)
 	if err != nil {
-		return zero, "", g.wrapErr(key, g.blamePeers(key, err))
+		return zero, "", g.wrapErr(key, g.blamePeers(ctx, key, err))
 	}
 	switch src {
 	case fill.SourceHit:
@@ -210,16 +210,22 @@ func (g *Group[V]) getRemote(ctx context.Context, key string) (V, Source, error)
 // blamePeers says where the time went when the request to key's owner — the near cache's
 // fill — ran past its bound: to peers that did not answer, not to a loader. (A loader that
 // ran past the fill timeout on the owner comes back as the owner's answer, and stays so.)
-func (g *Group[V]) blamePeers(key string, err error) error {
+func (g *Group[V]) blamePeers(ctx context.Context, key string, err error) error {
 	var fe *fill.FillError
 	var te *fill.TimeoutError
-	if !errors.As(err, &fe) || !errors.As(fe.Err, &te) {
+	if !errors.As(err, &fe) {
 		return err
 	}
+	// The near cache's fill timed out (its timer), or its request ran out of the same time
+	// first (its ctx) while the caller's own ctx had not.
+	if !errors.As(fe.Err, &te) && !(errors.Is(fe.Err, context.DeadlineExceeded) && ctx.Err() == nil) {
+		return err
+	}
+	bound := g.near.FillTimeout()
 	owner := g.node.Owner(key).Name
 	return &fill.FillError{Name: fe.Name, Key: fe.Key, Shared: fe.Shared,
 		Err: fmt.Errorf("%w: asked %s (the key's owner) and the members it failed over to for %v (the fill timeout %v and the peer timeout %v)",
-			ErrPeerTimeout, owner, te.Timeout, te.Timeout-g.node.cfg.PeerTimeout, g.node.cfg.PeerTimeout)}
+			ErrPeerTimeout, owner, bound, bound-g.node.cfg.PeerTimeout, g.node.cfg.PeerTimeout)}
 }
 
 // wrapErr turns the fill engine's errors into the public ones.

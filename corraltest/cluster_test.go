@@ -2,7 +2,9 @@ package corraltest_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -201,5 +203,52 @@ func TestIsolatedNodeServes(t *testing.T) {
 		}
 		t.Logf("isolated node's Gets took %v; the majority's %v", took, time.Since(start))
 		c.Heal()
+	})
+}
+
+// When the owner answers probes but not the Get within the asker's fill timeout plus its peer
+// timeout (the owner runs a longer fill timeout, say), the error says the time went to peers.
+func TestPeerTimeoutIsBlamedOnPeers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		groups := map[string]*corral.Group[string]{}
+		c, err := corraltest.New(corraltest.Config{
+			Nodes: 2,
+			Setup: func(n *corral.Node) error {
+				timeout := time.Second // n1 asks with a short fill timeout …
+				if n.Name() == "n0" {
+					timeout = time.Minute // … of n0, whose loader takes 20 s
+				}
+				g, err := corral.NewGroup(n, "g", func(ctx context.Context, key string) (string, error) {
+					time.Sleep(20 * time.Second)
+					return "v", nil
+				}, corral.WithFillTimeout(timeout))
+				mu.Lock()
+				groups[n.Name()] = g
+				mu.Unlock()
+				return err
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close(context.Background())
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		if err := c.WaitConverged(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var key string
+		for i := 0; key == ""; i++ {
+			if k := fmt.Sprint("k", i); c.Node("n0").Owner(k).Name == "n0" {
+				key = k
+			}
+		}
+		_, err = groups["n1"].Get(ctx, key)
+		var fe *corral.FillError
+		if !errors.Is(err, corral.ErrPeerTimeout) || !errors.As(err, &fe) || !strings.Contains(err.Error(), "n0") {
+			t.Fatalf("Get = %v, want an ErrPeerTimeout naming n0", err)
+		}
+		t.Log(err)
 	})
 }

@@ -227,6 +227,9 @@ func New[V any](load LoadFunc[V], cfg Config[V]) (*Cache[V], error) {
 // Name returns the cache's name.
 func (c *Cache[V]) Name() string { return c.cfg.Name }
 
+// FillTimeout returns the bound on one fill (Config.FillTimeout, default applied).
+func (c *Cache[V]) FillTimeout() time.Duration { return c.cfg.FillTimeout }
+
 // Clock returns the cache's time source.
 func (c *Cache[V]) Clock() Clock { return c.clock }
 

@@ -66,6 +66,13 @@ type Config struct {
 	// peers whose view has not caught up; 0 = 2 s, negative = none.
 	DrainTimeout time.Duration
 
+	// AllowNonMemberPeers serves peer requests from any address. By default, without
+	// PeerTLS, a peer request is refused unless it comes from a member's address, so that a
+	// port scan of the peer port reads and writes nothing; set this where a proxy between the
+	// pods (a service mesh's sidecar) rewrites source addresses. With PeerTLS the certificate
+	// check decides instead, and this is ignored.
+	AllowNonMemberPeers bool
+
 	// LocalFallback fills locally when the owner and its successors cannot be reached, instead
 	// of failing over along the ring. Off by default: local fills cost one fill per replica
 	// during a crash, while the successor is the owner every replica agrees on.

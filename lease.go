@@ -514,7 +514,7 @@ var (
 // Lease serves a peer's Lease, as acting owner. Once this node has left, it answers that it
 // is leaving: the caller asks the key's next owner.
 func (s server) Lease(ctx context.Context, req *peerpb.LeaseRequest) (*peerpb.LeaseResponse, error) {
-	g, err := s.leaseGroup(req.GetHeader(), req.GetGroup())
+	g, err := s.leaseGroup(ctx, req.GetHeader(), req.GetGroup())
 	if err != nil {
 		return nil, err
 	}
@@ -523,16 +523,18 @@ func (s server) Lease(ctx context.Context, req *peerpb.LeaseRequest) (*peerpb.Le
 
 // FillSet serves a peer's FillSet, as acting owner.
 func (s server) FillSet(ctx context.Context, req *peerpb.FillSetRequest) (*peerpb.FillSetResponse, error) {
-	g, err := s.leaseGroup(req.GetHeader(), req.GetEntry().GetGroup())
+	g, err := s.leaseGroup(ctx, req.GetHeader(), req.GetEntry().GetGroup())
 	if err != nil {
 		return nil, err
 	}
 	return g.serveFillSet(ctx, req)
 }
 
-func (s server) leaseGroup(h *peerpb.Header, group string) (leaseHandle, error) {
+func (s server) leaseGroup(ctx context.Context, h *peerpb.Header, group string) (leaseHandle, error) {
 	n := s.n
-	n.greet(h)
+	if err := n.admit(ctx, h); err != nil {
+		return nil, err
+	}
 	if n.draining.Load() {
 		return nil, fmt.Errorf("%w: %s has left", transport.ErrLeaving, n.cfg.Name)
 	}

@@ -70,6 +70,7 @@ type metrics struct {
 	fillDuration *prometheus.HistogramVec
 	peerRequests *prometheus.CounterVec
 	handoff      *prometheus.CounterVec
+	refused      *prometheus.CounterVec
 }
 
 var groupCounters = []struct {
@@ -124,6 +125,10 @@ func newMetrics(n *Node, reg prometheus.Registerer) (*metrics, error) {
 			Name: "corral_handoff_keys_total",
 			Help: "Entries handed over, by direction (sent, received).",
 		}, []string{"direction"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "corral_peer_requests_refused_total",
+			Help: "Peer requests this node refused, by reason (\"not a member\": from an address that is not a member's).",
+		}, []string{"reason"}),
 	}
 	gc := &groupCollector{n: n}
 	for _, c := range groupCounters {
@@ -138,7 +143,7 @@ func newMetrics(n *Node, reg prometheus.Registerer) (*metrics, error) {
 		}
 		return 0
 	})
-	m.collectors = []prometheus.Collector{gc, m.fillDuration, m.peerRequests, m.handoff, members}
+	m.collectors = []prometheus.Collector{gc, m.fillDuration, m.peerRequests, m.handoff, m.refused, members}
 	if reg == nil {
 		return m, nil
 	}

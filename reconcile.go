@@ -137,7 +137,9 @@ func (n *Node) exchangeWrites(ctx context.Context, addr string) error {
 // own any more: this one did it.
 func (s server) Reconcile(ctx context.Context, req *peerpb.ReconcileRequest) (*peerpb.ReconcileResponse, error) {
 	n := s.n
-	n.greet(req.GetHeader())
+	if err := n.admit(ctx, req.GetHeader()); err != nil {
+		return nil, err
+	}
 	g, err := n.handle(req.GetGroup())
 	if err != nil {
 		return nil, err

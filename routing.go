@@ -57,7 +57,7 @@ func (n *Node) onOwner(ctx context.Context, key string, local func() error,
 			}
 			return owner, err
 		}
-		if errors.Is(err, transport.ErrLeaving) || errors.Is(err, transport.ErrUnknownGroup) {
+		if errors.Is(err, transport.ErrLeaving) || errors.Is(err, transport.ErrUnknownGroup) || errors.Is(err, transport.ErrNotMember) {
 			n.log.Debug("corral: owner does not serve the key, asking its successor", "owner", owner, "key", key, "err", err)
 		} else {
 			n.log.Warn("corral: owner unreachable, failing over", "owner", owner, "key", key, "err", err)
@@ -133,7 +133,8 @@ func (n *Node) failover(ctx context.Context, st *memberState, err error) bool {
 		return false // the caller gave up: not the owner's fault
 	}
 	return st.gone.Err() != nil || transport.IsUnreachable(err) ||
-		errors.Is(err, transport.ErrLeaving) || errors.Is(err, transport.ErrUnknownGroup)
+		errors.Is(err, transport.ErrLeaving) || errors.Is(err, transport.ErrUnknownGroup) ||
+		errors.Is(err, transport.ErrNotMember) // it does not know this node yet: it has just joined
 }
 
 // header is the request header: this node, its ring epoch, its clock and the fill chain of

@@ -40,25 +40,13 @@ type server struct{ n *Node }
 
 var _ transport.Handler = server{}
 
-// greet is the first step of serving any request: the sender's clock moves this node's
-// clock past it, and a sender this node does not know yet is remembered, to be told of
-// writes (see strangers).
-func (n *Node) greet(h *peerpb.Header) {
-	n.version.Observe(h.GetClock())
-	name := h.GetSender()
-	if name == "" || name == n.cfg.Name {
-		return
-	}
-	if _, ok := n.view.Load().members[name]; !ok {
-		n.strangers.add(name, h.GetSenderAddr(), time.Now().Add(max(n.cfg.PeekWindow, time.Minute)))
-	}
-}
-
 // Get serves a peer's Get (or warm pull) of a key. Once this node has left, it answers only
 // warm pulls; Gets go to the key's next owner (ErrLeaving tells the sender so).
 func (s server) Get(ctx context.Context, req *peerpb.GetRequest) (*peerpb.GetResponse, error) {
 	n := s.n
-	n.greet(req.GetHeader())
+	if err := n.admit(ctx, req.GetHeader()); err != nil {
+		return nil, err
+	}
 	if n.draining.Load() && !req.GetPeek() {
 		return nil, fmt.Errorf("%w: %s has left", transport.ErrLeaving, n.cfg.Name)
 	}
@@ -72,7 +60,9 @@ func (s server) Get(ctx context.Context, req *peerpb.GetRequest) (*peerpb.GetRes
 // Set serves a peer's write-through.
 func (s server) Set(ctx context.Context, req *peerpb.SetRequest) (*peerpb.SetResponse, error) {
 	n := s.n
-	n.greet(req.GetHeader())
+	if err := n.admit(ctx, req.GetHeader()); err != nil {
+		return nil, err
+	}
 	if n.draining.Load() {
 		return nil, fmt.Errorf("%w: %s has left", transport.ErrLeaving, n.cfg.Name)
 	}
@@ -86,7 +76,9 @@ func (s server) Set(ctx context.Context, req *peerpb.SetRequest) (*peerpb.SetRes
 // Remove serves a peer's Remove.
 func (s server) Remove(ctx context.Context, req *peerpb.RemoveRequest) (*peerpb.RemoveResponse, error) {
 	n := s.n
-	n.greet(req.GetHeader())
+	if err := n.admit(ctx, req.GetHeader()); err != nil {
+		return nil, err
+	}
 	if n.draining.Load() {
 		return nil, fmt.Errorf("%w: %s has left", transport.ErrLeaving, n.cfg.Name)
 	}
@@ -102,7 +94,9 @@ func (s server) Remove(ctx context.Context, req *peerpb.RemoveRequest) (*peerpb.
 // of that the sender did not list, before it answers.
 func (s server) Invalidate(ctx context.Context, req *peerpb.InvalidateRequest) (*peerpb.InvalidateResponse, error) {
 	n := s.n
-	n.greet(req.GetHeader())
+	if err := n.admit(ctx, req.GetHeader()); err != nil {
+		return nil, err
+	}
 	key := string(req.GetKey())
 	if err := checkKey(key); err != nil {
 		return nil, toWire(err)
@@ -125,6 +119,9 @@ func (s server) Invalidate(ctx context.Context, req *peerpb.InvalidateRequest) (
 // that the sender gives it to a member that stays.
 func (s server) Handoff(ctx context.Context, e *peerpb.Entry) (bool, error) {
 	n := s.n
+	if err := n.admit(ctx, nil); err != nil {
+		return false, err
+	}
 	if n.leaving.Load() {
 		return false, fmt.Errorf("%w: %s is leaving", transport.ErrLeaving, n.cfg.Name)
 	}
@@ -144,7 +141,9 @@ func (s server) Handoff(ctx context.Context, e *peerpb.Entry) (bool, error) {
 // cycle through this one.
 func (s server) WaitsFor(ctx context.Context, req *peerpb.WaitsForRequest) (*peerpb.WaitsForResponse, error) {
 	n := s.n
-	n.greet(req.GetHeader())
+	if err := n.admit(ctx, req.GetHeader()); err != nil {
+		return nil, err
+	}
 	resp := &peerpb.WaitsForResponse{}
 	for _, t := range n.waits.WaitsOf(req.GetGroup(), string(req.GetKey())) {
 		addr := t.Where

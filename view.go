@@ -19,6 +19,9 @@ type view struct {
 	ring    *ring.Ring
 	members map[string]*memberState // live members, by name
 	list    []Member                // sorted by name
+	// memberIPs holds the IPs of the members and of the ones that departed within
+	// PeekWindow: peer requests are served for them (see admit.go).
+	memberIPs map[string]bool
 
 	// history holds the rings this node routed by before ring, newest first, each with the
 	// time it was replaced, for PeekWindow: a key's owners on them may still hold it.
@@ -185,6 +188,15 @@ func nextView(cur *view, ms []peer.Member, rc ring.Config, now time.Time, window
 			}
 		}
 	}
+
+	nv.memberIPs = make(map[string]bool, 2*len(nv.members))
+	for _, st := range nv.members {
+		nv.memberIPs[hostOf(st.PeerAddr)], nv.memberIPs[hostOf(st.GossipAddr)] = true, true
+	}
+	for _, d := range nv.departed {
+		nv.memberIPs[hostOf(d.PeerAddr)], nv.memberIPs[hostOf(d.GossipAddr)] = true, true
+	}
+	delete(nv.memberIPs, "")
 
 	nv.joined = cur.joined
 	if self, ok := nv.members[nv.self]; ok && nv.joined.IsZero() {

@@ -13,6 +13,8 @@ import (
 
 	"github.com/corralcache/corral"
 	"github.com/corralcache/corral/corraltest"
+	"github.com/corralcache/corral/transport"
+	"github.com/corralcache/corral/transport/peerpb"
 )
 
 // The one-fill guarantee on 10 nodes in virtual time: K concurrent Gets on every node for one
@@ -250,5 +252,55 @@ func TestPeerTimeoutIsBlamedOnPeers(t *testing.T) {
 			t.Fatalf("Get = %v, want an ErrPeerTimeout naming n0", err)
 		}
 		t.Log(err)
+	})
+}
+
+// A peer request from an address that is not a member's is refused: a port scan of the peer
+// port reads nothing. Members are served as before.
+func TestNonMembersAreRefused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		groups := map[string]*corral.Group[string]{}
+		c, err := corraltest.New(corraltest.Config{
+			Nodes: 2,
+			Setup: func(n *corral.Node) error {
+				g, err := corral.NewGroup(n, "g", func(ctx context.Context, key string) (string, error) { return "secret", nil })
+				mu.Lock()
+				groups[n.Name()] = g
+				mu.Unlock()
+				return err
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close(context.Background())
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := c.WaitConverged(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if v, err := groups["n1"].Get(ctx, "k"); err != nil || v != "secret" {
+			t.Fatalf("a member's Get: %q, %v", v, err)
+		}
+		stranger := c.Network.NewHost()
+		client, err := transport.NewClient(transport.ClientConfig{Dialer: stranger.DialContext})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer client.Close()
+		for _, n := range c.Nodes() {
+			_, err := client.Get(ctx, n.PeerAddr(), &peerpb.GetRequest{Group: "g", Key: []byte("k")})
+			if !errors.Is(err, transport.ErrNotMember) {
+				t.Fatalf("a stranger's Get from %s: %v, want ErrNotMember", n.Name(), err)
+			}
+			_, err = client.Set(ctx, n.PeerAddr(), &peerpb.SetRequest{Entry: &peerpb.Entry{Group: "g", Key: []byte("k"), Value: []byte("poison")}})
+			if !errors.Is(err, transport.ErrNotMember) {
+				t.Fatalf("a stranger's Set on %s: %v, want ErrNotMember", n.Name(), err)
+			}
+		}
+		if v, err := groups["n0"].Get(ctx, "k"); err != nil || v != "secret" {
+			t.Fatalf("after the stranger: %q, %v", v, err)
+		}
 	})
 }

@@ -18,6 +18,7 @@ import (
 //	ErrFillCycle                       Aborted                REASON_FILL_CYCLE    ErrFillCycle (exactly)
 //	ErrUnknownGroup                    FailedPrecondition     REASON_UNKNOWN_GROUP *RemoteError wrapping ErrUnknownGroup, peer's message
 //	ErrLeaving                         FailedPrecondition     REASON_LEAVING       *RemoteError wrapping ErrLeaving, peer's message
+//	ErrNotMember                       PermissionDenied       REASON_NOT_MEMBER    *RemoteError wrapping ErrNotMember, peer's message
 //	ErrInvalidArgument                 InvalidArgument        -                    *RemoteError wrapping ErrInvalidArgument, peer's message
 //	*FillFailedError{Msg}              Unknown, message Msg   REASON_FILL_FAILED   *FillFailedError{Msg}
 //	ctx.Err() after the call's ctx     Canceled /             -                    (the caller has gone; see below)
@@ -63,6 +64,8 @@ func toStatus(ctx context.Context, err error) error {
 		return withReason(codes.FailedPrecondition, err.Error(), peerpb.Reason_REASON_UNKNOWN_GROUP)
 	case errors.Is(err, ErrLeaving):
 		return withReason(codes.FailedPrecondition, err.Error(), peerpb.Reason_REASON_LEAVING)
+	case errors.Is(err, ErrNotMember):
+		return withReason(codes.PermissionDenied, err.Error(), peerpb.Reason_REASON_NOT_MEMBER)
 	case errors.Is(err, ErrInvalidArgument):
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.As(err, &ffe):
@@ -137,6 +140,10 @@ func fromStatus(ctx context.Context, addr string, err error) error {
 			return &RemoteError{Code: st.Code().String(), Msg: st.Message(), kind: ErrUnknownGroup}
 		case peerpb.Reason_REASON_LEAVING:
 			return &RemoteError{Code: st.Code().String(), Msg: st.Message(), kind: ErrLeaving}
+		}
+	case codes.PermissionDenied:
+		if reason(st) == peerpb.Reason_REASON_NOT_MEMBER {
+			return &RemoteError{Code: st.Code().String(), Msg: st.Message(), kind: ErrNotMember}
 		}
 	case codes.Unknown:
 		if reason(st) == peerpb.Reason_REASON_FILL_FAILED {

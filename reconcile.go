@@ -25,6 +25,12 @@ import (
 // there is nothing left to exchange.
 const reconcileWindow = fill.DefaultTombstoneTTL
 
+// The reasons a live member is kept out of the ring, as corral_members_excluded says them.
+const (
+	excludedReconciling = "reconciling"
+	excludedPeerTLS     = "peer TLS differs"
+)
+
 // memberFailed notes that a member was declared dead. Called from membership's goroutine,
 // before the view change that drops it.
 func (n *Node) memberFailed(name string) {
@@ -39,7 +45,7 @@ func (n *Node) memberFailed(name string) {
 // reconcileNewcomersLocked starts an exchange with every member of ms that this node declared
 // dead within reconcileWindow and that has none running, and returns the members to keep out
 // of the ring meanwhile. n.viewMu must be held.
-func (n *Node) reconcileNewcomersLocked(ms []peer.Member, now time.Time) map[string]bool {
+func (n *Node) reconcileNewcomersLocked(ms []peer.Member, now time.Time) map[string]string {
 	live := make(map[string]bool, len(ms))
 	for _, m := range ms {
 		live[m.Name] = true
@@ -63,9 +69,9 @@ func (n *Node) reconcileNewcomersLocked(ms []peer.Member, now time.Time) map[str
 			delete(n.pending, name) // it left again; its exchange gives up
 		}
 	}
-	out := make(map[string]bool, len(n.pending))
+	out := make(map[string]string, len(n.pending))
 	for name := range n.pending {
-		out[name] = true
+		out[name] = excludedReconciling
 	}
 	return out
 }

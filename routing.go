@@ -286,14 +286,19 @@ func (n *Node) known() map[string]string {
 	v := n.view.Load()
 	out := make(map[string]string, len(v.members))
 	for name, st := range v.members {
-		out[name] = st.PeerAddr
+		if v.excluded[name] != excludedPeerTLS { // it cannot be reached, nor hold this node's copies
+			out[name] = st.PeerAddr
+		}
 	}
 	n.viewMu.Lock()
 	members := n.members // nil while New runs
 	n.viewMu.Unlock()
 	if members != nil {
+		tls := n.cfg.PeerTLS != nil
 		for _, m := range members.Members() {
-			out[m.Name] = m.Meta.PeerAddr
+			if m.Meta.PeerTLS == tls {
+				out[m.Name] = m.Meta.PeerAddr
+			}
 		}
 	}
 	for name, addr := range n.strangers.list(time.Now()) {

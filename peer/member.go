@@ -24,7 +24,7 @@ type Member struct {
 func (a Member) equal(b Member) bool {
 	return a.Name == b.Name && a.GossipAddr == b.GossipAddr && a.Leaving == b.Leaving &&
 		a.Meta.PeerAddr == b.Meta.PeerAddr && a.Meta.RingVersion == b.Meta.RingVersion &&
-		a.Meta.StartedAt.Equal(b.Meta.StartedAt)
+		a.Meta.PeerTLS == b.Meta.PeerTLS && a.Meta.StartedAt.Equal(b.Meta.StartedAt)
 }
 
 // sortMembers sorts ms by Name, the order every list of members in this package has.

@@ -30,6 +30,10 @@ type Meta struct {
 	// RingVersion is the version of the ownership rules the member computes. Zero in a Config
 	// means this build's RingVersion.
 	RingVersion uint32
+	// PeerTLS says that the member's peer port speaks mutual TLS: a member that does not is
+	// never given keys by one that does, nor the other way round, since neither can reach
+	// the other's port.
+	PeerTLS bool
 	// StartedAt is when the member's process started, for logs and the debug page. It travels
 	// with nanosecond precision and without a location or monotonic reading, so compare with
 	// Equal. The zero time stays zero.
@@ -49,6 +53,10 @@ const metaFormat = 1
 // peers report EventLeave rather than EventFail. memberlist itself reports both as NotifyLeave
 // with nothing to tell them apart (see delegate.go).
 const metaFlagLeaving = 1 << 0
+
+// metaFlagPeerTLS marks a member whose peer port speaks mutual TLS (Meta.PeerTLS). Decoders
+// before it ignore the bit, as they ignore every flag they do not know.
+const metaFlagPeerTLS = 1 << 1
 
 // wireMeta is Meta plus the flags that only this package reads.
 type wireMeta struct {
@@ -79,6 +87,9 @@ func (w wireMeta) encode() []byte {
 	if w.leaving {
 		flags |= metaFlagLeaving
 	}
+	if w.PeerTLS {
+		flags |= metaFlagPeerTLS
+	}
 	buf = append(buf, metaFormat, flags)
 	buf = binary.AppendUvarint(buf, uint64(w.RingVersion))
 	var nanos int64
@@ -105,6 +116,7 @@ func decodeMeta(b []byte) (wireMeta, error) {
 		return w, fmt.Errorf("%w: format %d, want %d", errMetaFormat, b[0], metaFormat)
 	}
 	w.leaving = b[1]&metaFlagLeaving != 0
+	w.PeerTLS = b[1]&metaFlagPeerTLS != 0
 	b = b[2:]
 
 	rv, n := binary.Uvarint(b)

@@ -15,6 +15,7 @@ func TestMetaRoundTrip(t *testing.T) {
 		{Meta: Meta{PeerAddr: "10.0.0.7:7947", RingVersion: RingVersion, StartedAt: time.Unix(1700000000, 123456789)}},
 		{Meta: Meta{PeerAddr: "[fd00::1%eth0]:7947", RingVersion: 1<<32 - 1, StartedAt: time.Unix(-5, 0)}, leaving: true},
 		{Meta: Meta{PeerAddr: strings.Repeat("x", maxPeerAddrLen)}},
+		{Meta: Meta{PeerAddr: "10.0.0.8:7947", PeerTLS: true}, leaving: true},
 	}
 	for _, w := range tests {
 		b := w.encode()

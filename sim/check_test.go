@@ -65,8 +65,9 @@ func (h *history) check() []violation {
 	}
 
 	// 2. No Get that started after a write returned nil sees an older value — unless the
-	// views were split (a partition, a pause, a lost link made members declare live ones
-	// dead) while the write or the Get ran, and the Get started before they agreed again:
+	// views were split (a partition, a pause, a lost link, or a live member declared dead by
+	// a live one, even after the fault that began it healed) while the write or the Get ran,
+	// and the Get started before they agreed again:
 	// a side does not hear of the other's writes until the heal (corral is available under
 	// partition), and nothing stale is served once the sides have reconciled.
 	splitEnds := h.splitEnds()
@@ -157,7 +158,30 @@ func (h *history) splitEnds() []span {
 		}
 		out = append(out, span{start: sp.start, end: end})
 	}
+	// A live member declared dead by a live one splits the views from then until they agree
+	// again, whatever fault (or none) began it.
+	for _, d := range h.drops {
+		if h.liveAt(d.by, d.at) && h.liveAt(d.of, d.at) {
+			out = append(out, span{start: d.at, end: h.agreedAfter(d.at)})
+		}
+	}
 	return out
+}
+
+// agreedAfter returns when the views agreed again after a drop at t (for ever, when they
+// never did). The monitor samples every 50 ms: when it still saw agreement well after t, the
+// drop was undone before it looked. h.mu must be held.
+func (h *history) agreedAfter(t time.Duration) time.Duration {
+	const sample = 100 * time.Millisecond
+	for _, a := range h.agreed {
+		if a.start <= t && (a.end < 0 || a.end > t+sample) {
+			return t + sample
+		}
+		if a.start > t {
+			return a.start
+		}
+	}
+	return time.Duration(1 << 62)
 }
 
 // allowedGetError reports whether a failed Get failed for a reason the history gives it: its

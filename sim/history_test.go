@@ -74,6 +74,21 @@ type split struct {
 	start, heal time.Duration
 }
 
+// drop is a member leaving a node's view. When both were live (neither crashed nor leaving),
+// the node declared a live member dead — a split the faults' spans may not cover: suspicion
+// that began during a fault can end in a dead declaration after its heal.
+type drop struct {
+	at     time.Duration
+	by, of string
+}
+
+// lifeEvent is a crash or a leave (gone) or a restart (not gone) of a node.
+type lifeEvent struct {
+	at   time.Duration
+	name string
+	gone bool
+}
+
 // span is an interval of virtual time; end < 0 means "still".
 type span struct{ start, end time.Duration }
 
@@ -102,6 +117,9 @@ type history struct {
 	nodes     int
 	splits    []split // faults that can split the views: partitions, cuts, pauses, lossy links
 	agreed    []span  // when every node's view held the live nodes, with one ring
+	lastView  map[string][]string // each node's newest view, for drops; reset on restart
+	drops     []drop              // a member dropped from a view
+	life      []lifeEvent         // crashes, leaves and restarts, in order
 
 	locks keyLocks // not guarded by mu: each serialises the writes of one key
 }
@@ -171,6 +189,12 @@ func (h *history) nodeConfig(name string) corral.Config {
 			}
 			h.mu.Lock()
 			h.views[name] = append(h.views[name], names)
+			for _, was := range h.lastView[name] {
+				if !slices.Contains(names, was) {
+					h.drops = append(h.drops, drop{at: h.now(), by: name, of: was})
+				}
+			}
+			h.lastView[name] = names
 			h.trace = append(h.trace, event{at: h.now(), node: name, what: fmt.Sprintf("view %v", names)})
 			h.mu.Unlock()
 		},
@@ -227,6 +251,31 @@ func (h *history) splitFault() func() {
 	}
 }
 
+// lifecycle records that a node crashed or began to leave (gone), or restarted; a restarted
+// node's views start afresh.
+func (h *history) lifecycle(name string, gone bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.life = append(h.life, lifeEvent{at: h.now(), name: name, gone: gone})
+	if !gone {
+		delete(h.lastView, name)
+	}
+}
+
+// liveAt reports whether name was live (not crashed, not leaving) at t. h.mu must be held.
+func (h *history) liveAt(name string, t time.Duration) bool {
+	live := true
+	for _, e := range h.life {
+		if e.at > t {
+			break
+		}
+		if e.name == name {
+			live = !e.gone
+		}
+	}
+	return live
+}
+
 // group returns a random live node's group, and the node's name.
 func (h *history) group(r *rand.Rand) (string, *corral.Group[string]) {
 	nodes := h.c.Nodes()
@@ -243,6 +292,7 @@ func (h *history) group(r *rand.Rand) (string, *corral.Group[string]) {
 func (h *history) run() error {
 	h.start = time.Now()
 	h.views = map[string][][]string{}
+	h.lastView = map[string][]string{}
 	h.groups = map[string]*corral.Group[string]{}
 	h.faults = map[string]int{}
 	h.failovers = map[string]int{}
@@ -431,6 +481,7 @@ func (h *history) faultSchedule() {
 					return
 				}
 				h.logf(victim, "crash")
+				h.lifecycle(victim, true)
 				h.c.Crash(victim)
 			})
 			if restart {
@@ -439,6 +490,7 @@ func (h *history) faultSchedule() {
 						return
 					}
 					h.logf(victim, "restart")
+					h.lifecycle(victim, false)
 					h.mu.Lock()
 					h.restarts[victim]++
 					h.faults["restart"]++
@@ -455,6 +507,7 @@ func (h *history) faultSchedule() {
 					return
 				}
 				h.logf(name, "leave")
+				h.lifecycle(name, true)
 				go func() { // Close takes a while; the workload goes on meanwhile
 					if err := h.c.Leave(context.Background(), name); err != nil {
 						h.logf(name, "leave: %v", err)

@@ -115,8 +115,8 @@ type history struct {
 	healedAt  time.Duration  // when the last fault healed
 	settled   time.Duration  // how long after healedAt the views agreed (-1 = never)
 	nodes     int
-	splits    []split // faults that can split the views: partitions, cuts, pauses, lossy links
-	agreed    []span  // when every node's view held the live nodes, with one ring
+	splits    []split             // faults that can split the views: partitions, cuts, pauses, lossy links
+	agreed    []span              // when every node's view held the live nodes, with one ring
 	lastView  map[string][]string // each node's newest view, for drops; reset on restart
 	drops     []drop              // a member dropped from a view
 	life      []lifeEvent         // crashes, leaves and restarts, in order

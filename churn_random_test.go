@@ -66,6 +66,11 @@ func (c *churnCluster) start(seed string) {
 		cfg.Join = []string{seed}
 	}
 	cfg.DeadNodeReclaimTime = 10 * time.Millisecond
+	// Crashes come every few hundred milliseconds, and a write returns nil only once every
+	// member it knows of was told: detection as fast as this keeps writes succeeding between
+	// crashes. False suspicion on a busy machine costs only failed writes, which are not
+	// checked.
+	cfg.ProbeInterval, cfg.ProbeTimeout, cfg.SuspicionMult = 100*time.Millisecond, 50*time.Millisecond, 2
 	n := newNode(c.tb, cfg)
 	g, err := NewGroup(n, "g", c.src.load, c.opts...)
 	if err != nil {

@@ -15,20 +15,25 @@ import (
 
 func TestMain(m *testing.M) { leakcheck.Main(m) }
 
-// testConfig is a node on loopback with free ports and fast gossip.
+// testConfig is a node on loopback with free ports and fast gossip. Failure detection and
+// the silent-peer probe keep room for a busy machine (a 2-core machine running other suites
+// starves a process of the CPU for hundreds of milliseconds): a live member suspected under
+// load has a second to refute it, and a request waits a second on an owner before probing
+// it. Crashes are still seen within about two seconds.
 func testConfig(name string, seeds ...string) Config {
 	return Config{
-		Name:             name,
-		BindAddr:         "127.0.0.1",
-		Join:             seeds,
-		GossipInterval:   20 * time.Millisecond,
-		ProbeInterval:    100 * time.Millisecond,
-		ProbeTimeout:     50 * time.Millisecond,
-		PushPullInterval: time.Second,
-		SuspicionMult:    2,
-		RejoinInterval:   time.Second,
-		DrainTimeout:     50 * time.Millisecond,
-		PeerTimeout:      2 * time.Second,
+		Name:              name,
+		BindAddr:          "127.0.0.1",
+		Join:              seeds,
+		GossipInterval:    20 * time.Millisecond,
+		ProbeInterval:     250 * time.Millisecond,
+		ProbeTimeout:      200 * time.Millisecond,
+		SilentPeerTimeout: time.Second,
+		PushPullInterval:  time.Second,
+		SuspicionMult:     4,
+		RejoinInterval:    time.Second,
+		DrainTimeout:      50 * time.Millisecond,
+		PeerTimeout:       2 * time.Second,
 	}
 }
 

@@ -84,6 +84,12 @@ type ClientConfig struct {
 	// 0 = DefaultKeepaliveTimeout; negative is an error.
 	KeepaliveTimeout time.Duration
 
+	// MaxStreamCalls bounds the Gets in flight at once to one peer, on its stream: a Get
+	// past it waits for a free slot (or its ctx). Keep it at most the peers'
+	// ServerConfig.MaxStreamCalls, or they answer the excess with ErrStreamFull.
+	// 0 = DefaultMaxStreamCalls; negative is an error.
+	MaxStreamCalls int
+
 	// Dialer, if set, makes the connections to peers instead of TCP: an in-memory network's
 	// (package memnet), for tests in one process and in virtual time. nil = TCP.
 	Dialer func(ctx context.Context, addr string) (net.Conn, error)
@@ -104,6 +110,7 @@ type ClientConfig struct {
 func DefaultClientConfig() ClientConfig {
 	return ClientConfig{
 		MaxMessageSize:   DefaultMaxMessageSize,
+		MaxStreamCalls:   DefaultMaxStreamCalls,
 		CallTimeout:      DefaultCallTimeout,
 		ConnectTimeout:   DefaultConnectTimeout,
 		KeepaliveTime:    DefaultKeepaliveTime,
@@ -115,6 +122,9 @@ func DefaultClientConfig() ClientConfig {
 func (cfg ClientConfig) validate() (ClientConfig, error) {
 	if cfg.MaxMessageSize < 0 {
 		return cfg, fmt.Errorf("transport: ClientConfig.MaxMessageSize is negative (%d)", cfg.MaxMessageSize)
+	}
+	if cfg.MaxStreamCalls < 0 {
+		return cfg, fmt.Errorf("transport: ClientConfig.MaxStreamCalls is negative (%d)", cfg.MaxStreamCalls)
 	}
 	for _, d := range []struct {
 		name string
@@ -135,6 +145,9 @@ func (cfg ClientConfig) validate() (ClientConfig, error) {
 	def := DefaultClientConfig()
 	if cfg.MaxMessageSize == 0 {
 		cfg.MaxMessageSize = def.MaxMessageSize
+	}
+	if cfg.MaxStreamCalls == 0 {
+		cfg.MaxStreamCalls = def.MaxStreamCalls
 	}
 	if cfg.CallTimeout == 0 {
 		cfg.CallTimeout = def.CallTimeout
@@ -159,9 +172,11 @@ func (cfg ClientConfig) validate() (ClientConfig, error) {
 // ended, an *UnreachableError (see IsUnreachable), ErrClosed, or the error
 // the peer answered with (see Handler and codes.go).
 type Client struct {
-	callTimeout time.Duration
-	onCall      func(method, code string, d time.Duration)
-	dialOpts    []grpc.DialOption // fixed in NewClient; shared by every connection
+	callTimeout    time.Duration
+	maxMessage     int
+	maxStreamCalls int
+	onCall         func(method, code string, d time.Duration)
+	dialOpts       []grpc.DialOption // fixed in NewClient; shared by every connection
 
 	// conns maps a peer address to its *peerConn. A sync.Map because the
 	// hot path is a read of a key that is written once per peer: Load takes
@@ -172,12 +187,31 @@ type Client struct {
 	// closed is set once, under mu, by Close; read without mu on the error
 	// path.
 	closed atomic.Bool
+
+	// wg counts the goroutines of the Get streams (their readers and writers, and
+	// openings): Close waits for them.
+	wg sync.WaitGroup
 }
 
-// peerConn is one peer's connection and the generated client on it.
+// peerConn is one peer's connection, the generated client on it and its Get stream.
 type peerConn struct {
-	cc  *grpc.ClientConn
-	rpc peerpb.PeerClient
+	cc     *grpc.ClientConn
+	rpc    peerpb.PeerClient
+	client *Client
+
+	// mux is the open Get stream, or nil before the first Get; once broken, the next Get
+	// replaces it (stream.go). Read without mu on the hot path.
+	mux atomic.Pointer[muxStream]
+	// unaryGets is set once the peer answered GetStream with Unimplemented (an older
+	// corral): its Gets are unary calls from then on.
+	unaryGets atomic.Bool
+
+	mu sync.Mutex // guards opening, openErr, backoff and retryAt, and replacing mux
+	// opening is closed when the opening of a stream in progress ends; nil when none is.
+	opening chan struct{}
+	openErr error         // why the last opening failed; nil after one succeeded
+	backoff time.Duration // the wait after openErr before trying again
+	retryAt time.Time     // when an opening may be tried again
 }
 
 // NewClient returns a Client. It connects to nothing until the first call.
@@ -194,8 +228,10 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	bo.BaseDelay = reconnectBaseBackoff
 	bo.MaxDelay = reconnectMaxBackoff
 	c := &Client{
-		callTimeout: cfg.CallTimeout,
-		onCall:      cfg.OnCall,
+		callTimeout:    cfg.CallTimeout,
+		maxMessage:     cfg.MaxMessageSize,
+		maxStreamCalls: cfg.MaxStreamCalls,
+		onCall:         cfg.OnCall,
 		dialOpts: []grpc.DialOption{
 			grpc.WithTransportCredentials(creds),
 			grpc.WithDefaultCallOptions(
@@ -218,9 +254,23 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	return c, nil
 }
 
-// Get asks the peer at addr for a key (see Handler.Get).
+// Get asks the peer at addr for a key (see Handler.Get). It travels on the one GetStream
+// this Client keeps to addr (stream.go), with its deadline and cancellation; its result is
+// what a unary call's would be.
 func (c *Client) Get(ctx context.Context, addr string, req *peerpb.GetRequest) (*peerpb.GetResponse, error) {
-	return unary(c, ctx, addr, "Get", req, peerpb.PeerClient.Get)
+	p, err := c.conn(addr)
+	if err != nil {
+		return nil, err
+	}
+	callCtx, cancel := c.callContext(ctx)
+	start := time.Now()
+	resp, err := p.getOnStream(callCtx, req)
+	cancel()
+	c.observe("Get", start, err)
+	if err != nil {
+		return nil, c.callError(ctx, addr, err)
+	}
+	return resp, nil
 }
 
 // Set writes an entry through the peer at addr (see Handler.Set).

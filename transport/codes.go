@@ -20,6 +20,8 @@ import (
 //	ErrLeaving                         FailedPrecondition     REASON_LEAVING       *RemoteError wrapping ErrLeaving, peer's message
 //	ErrNotMember                       PermissionDenied       REASON_NOT_MEMBER    *RemoteError wrapping ErrNotMember, peer's message
 //	ErrInvalidArgument                 InvalidArgument        -                    *RemoteError wrapping ErrInvalidArgument, peer's message
+//	(a GetStream call past the         ResourceExhausted      REASON_STREAM_FULL   *RemoteError wrapping ErrStreamFull, peer's message
+//	  Server's MaxStreamCalls)
 //	*FillFailedError{Msg}              Unknown, message Msg   REASON_FILL_FAILED   *FillFailedError{Msg}
 //	ctx.Err() after the call's ctx     Canceled /             -                    (the caller has gone; see below)
 //	  ended                            DeadlineExceeded
@@ -112,6 +114,9 @@ func fromStatus(ctx context.Context, addr string, err error) error {
 	case codes.InvalidArgument:
 		return &RemoteError{Code: st.Code().String(), Msg: st.Message(), kind: ErrInvalidArgument}
 	case codes.ResourceExhausted:
+		if reason(st) == peerpb.Reason_REASON_STREAM_FULL {
+			return &RemoteError{Code: st.Code().String(), Msg: st.Message(), kind: ErrStreamFull}
+		}
 		// gRPC's message says which side refused and both sizes:
 		// "grpc: received message larger than max (9000000 vs. 8454144)".
 		return &RemoteError{

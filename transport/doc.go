@@ -34,6 +34,40 @@
 //	case errors.Is(err, transport.ErrNotFound): ...
 //	}
 //
+// # Gets travel on one stream per peer
+//
+// Client.Get does not make a unary call: the Client keeps one long-lived
+// GetStream per peer and every Get to that peer is a frame on it, tagged by an
+// id; the answers come back on the stream in any order. A unary call is a new
+// HTTP/2 stream with headers and trailers and four goroutine hand-offs; on one
+// stream, many callers' frames share each read and write, which is what makes a
+// remote hit cheaper than an HTTP/1.1 GET or a Redis GET at any concurrency
+// (measured in shared/reference/peer-path-study.md and the README).
+//
+// Everything a unary Get had travels in the frames: the caller's deadline
+// (the Server runs the Get under it), cancellation (a caller that leaves sends
+// a cancel; the Server's work for it ends, while a fill other callers wait on
+// goes on), errors with their codes and details (the same table, codes.go),
+// the header with the fill chain and the sender's epoch. On the Server, a Get
+// its Handler can answer at once (HitHandler: a value it holds) is answered on
+// the stream's receive loop; every other Get runs on a goroutine of its own,
+// so a slow fill never delays the hits queued behind it.
+//
+// When a stream breaks — the connection was lost, Forget or Close closed it,
+// the peer stopped — every Get waiting on it fails at once as unreachable, so
+// failover starts then, not at each call's deadline; the next Get opens a new
+// stream (after a failed opening, calls fail at once for a backoff of 100 ms
+// doubling to 2 s). Each side bounds the Gets in flight on one stream
+// (ClientConfig.MaxStreamCalls: a caller waits for a slot;
+// ServerConfig.MaxStreamCalls: a call past it is answered with ErrStreamFull).
+// A message is checked against MaxMessageSize before it is sent, and an answer
+// against the caller's limit too (each call carries it), because an oversized
+// message would end the stream for every call on it: the one call fails, as a
+// unary call would. A peer that answers GetStream with Unimplemented (a corral
+// from before streams, during a rolling upgrade) is asked with unary Gets.
+// Set, Remove, Invalidate, Handoff, WaitsFor, Reconcile, Lease and FillSet stay
+// unary calls.
+//
 // # What the caller must do
 //
 //  1. Call Server.Stop when done with a Server that has served, and
@@ -55,7 +89,7 @@
 // # Definitions
 //
 // Unreachable: the call got no answer from the peer: the connection was
-// refused, reset or closed (also by Forget), the peer was shutting down, a
+// refused, reset or closed (also by Forget), its Get stream broke, the peer was shutting down, a
 // connection attempt took longer than ConnectTimeout, or the call ran past
 // CallTimeout. IsUnreachable reports it. An answer from the peer, of any
 // kind, is never unreachable; neither is the end of the caller's own ctx,

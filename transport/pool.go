@@ -40,7 +40,7 @@ func (c *Client) dial(addr string) (*peerConn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("transport: dial %s: %w", addr, err)
 	}
-	p := &peerConn{cc: cc, rpc: peerpb.NewPeerClient(cc)}
+	p := &peerConn{cc: cc, rpc: peerpb.NewPeerClient(cc), client: c}
 	c.conns.Store(addr, p)
 	return p, nil
 }
@@ -53,9 +53,11 @@ func (c *Client) Forget(addr string) {
 	v, ok := c.conns.LoadAndDelete(addr)
 	c.mu.Unlock()
 	if ok {
+		p := v.(*peerConn)
+		p.closeStream(errForgotten)
 		// The only error is "already closing", which cannot be: a peerConn
 		// is closed once, by whoever removed it from conns.
-		_ = v.(*peerConn).cc.Close()
+		_ = p.cc.Close()
 	}
 }
 
@@ -78,9 +80,13 @@ func (c *Client) Close() error {
 	c.mu.Unlock()
 	var errs []error
 	for _, p := range conns {
+		p.closeStream(ErrClosed)
 		if err := p.cc.Close(); err != nil {
 			errs = append(errs, err)
 		}
 	}
+	// The streams' readers and writers, and openings in progress, end with their
+	// connections.
+	c.wg.Wait()
 	return errors.Join(errs...)
 }

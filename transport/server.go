@@ -51,6 +51,12 @@ type ServerConfig struct {
 	// 0 = DefaultMinPingInterval; negative is an error.
 	MinPingInterval time.Duration
 
+	// MaxStreamCalls bounds the Gets one peer may have in flight on its stream; a call
+	// past it is answered with an error wrapping ErrStreamFull, and nothing else happens.
+	// Hits answered at once (HitHandler) do not count. 0 = DefaultMaxStreamCalls;
+	// negative is an error.
+	MaxStreamCalls int
+
 	// Logger receives recovered Handler panics (Error, with stack). nil =
 	// discard.
 	Logger *slog.Logger
@@ -61,6 +67,7 @@ type ServerConfig struct {
 func DefaultServerConfig() ServerConfig {
 	return ServerConfig{
 		MaxMessageSize:   DefaultMaxMessageSize,
+		MaxStreamCalls:   DefaultMaxStreamCalls,
 		KeepaliveTime:    DefaultKeepaliveTime,
 		KeepaliveTimeout: DefaultKeepaliveTimeout,
 		MinPingInterval:  DefaultMinPingInterval,
@@ -71,6 +78,9 @@ func DefaultServerConfig() ServerConfig {
 func (cfg ServerConfig) validate() (ServerConfig, error) {
 	if cfg.MaxMessageSize < 0 {
 		return cfg, fmt.Errorf("transport: ServerConfig.MaxMessageSize is negative (%d)", cfg.MaxMessageSize)
+	}
+	if cfg.MaxStreamCalls < 0 {
+		return cfg, fmt.Errorf("transport: ServerConfig.MaxStreamCalls is negative (%d)", cfg.MaxStreamCalls)
 	}
 	for _, d := range []struct {
 		name string
@@ -87,6 +97,9 @@ func (cfg ServerConfig) validate() (ServerConfig, error) {
 	def := DefaultServerConfig()
 	if cfg.MaxMessageSize == 0 {
 		cfg.MaxMessageSize = def.MaxMessageSize
+	}
+	if cfg.MaxStreamCalls == 0 {
+		cfg.MaxStreamCalls = def.MaxStreamCalls
 	}
 	if cfg.KeepaliveTime == 0 {
 		cfg.KeepaliveTime = def.KeepaliveTime
@@ -146,7 +159,8 @@ func NewServer(h Handler, cfg ServerConfig) (*Server, error) {
 	if cfg.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
 	}
-	return &Server{opts: opts, svc: &peerService{h: h, log: cfg.Logger}}, nil
+	return &Server{opts: opts, svc: &peerService{h: h, log: cfg.Logger,
+		maxMessage: cfg.MaxMessageSize, maxStreamCalls: cfg.MaxStreamCalls, quit: make(chan struct{})}}, nil
 }
 
 // grpcServer returns the gRPC server, making it on first use, or nil after
@@ -195,6 +209,8 @@ func (s *Server) Stop(ctx context.Context) {
 		if gs == nil {
 			return
 		}
+		close(s.svc.quit)
+		defer s.svc.loops.Wait()
 		done := make(chan struct{})
 		go func() {
 			gs.GracefulStop()
@@ -215,8 +231,17 @@ func (s *Server) Stop(ctx context.Context) {
 // errors to status codes, recovers panics and checks message structure.
 type peerService struct {
 	peerpb.UnimplementedPeerServer
-	h   Handler
-	log *slog.Logger
+	h              Handler
+	log            *slog.Logger
+	maxMessage     int // ServerConfig.MaxMessageSize
+	maxStreamCalls int // ServerConfig.MaxStreamCalls
+
+	// quit is closed by Stop: GetStreams finish their calls and end, which GracefulStop
+	// waits for (a stream has no end of its own).
+	quit chan struct{}
+	// loops counts the GetStreams' receive loops, which end just after their streams:
+	// Stop waits for them.
+	loops sync.WaitGroup
 }
 
 var _ peerpb.PeerServer = (*peerService)(nil)

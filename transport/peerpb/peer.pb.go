@@ -90,6 +90,7 @@ const (
 	Reason_REASON_FILL_FAILED   Reason = 3 // with code Unknown; the message is the loader's
 	Reason_REASON_LEAVING       Reason = 4 // with code FailedPrecondition: the receiver is leaving: it takes no hand-off and routes nothing; ask the key's next owner
 	Reason_REASON_NOT_MEMBER    Reason = 5 // with code PermissionDenied: the receiver does not know the sender as a member
+	Reason_REASON_STREAM_FULL   Reason = 6 // with code ResourceExhausted: more Gets in flight on one GetStream than the receiver allows
 )
 
 // Enum value maps for Reason.
@@ -101,6 +102,7 @@ var (
 		3: "REASON_FILL_FAILED",
 		4: "REASON_LEAVING",
 		5: "REASON_NOT_MEMBER",
+		6: "REASON_STREAM_FULL",
 	}
 	Reason_value = map[string]int32{
 		"REASON_UNSPECIFIED":   0,
@@ -109,6 +111,7 @@ var (
 		"REASON_FILL_FAILED":   3,
 		"REASON_LEAVING":       4,
 		"REASON_NOT_MEMBER":    5,
+		"REASON_STREAM_FULL":   6,
 	}
 )
 
@@ -517,6 +520,223 @@ func (x *GetResponse) GetFound() bool {
 	return false
 }
 
+// GetCall is one frame of GetStream from the sender: a Get, or the
+// cancellation of one the sender no longer waits for.
+type GetCall struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// id tags the Get: its reply carries it. The sender never reuses an id on
+	// a stream.
+	Id uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// request is the Get; unset in a cancellation.
+	Request *GetRequest `protobuf:"bytes,2,opt,name=request,proto3" json:"request,omitempty"`
+	// timeout_nanos is how long the sender waits for the answer, from when it
+	// sent the call: the receiver's work for it ends then, as a unary call's
+	// would at its deadline. 0 = the sender sets no bound (the stream's life
+	// is the bound).
+	TimeoutNanos int64 `protobuf:"varint,3,opt,name=timeout_nanos,json=timeoutNanos,proto3" json:"timeout_nanos,omitempty"`
+	// cancel says the sender has stopped waiting for id: the receiver ends its
+	// work for that call (a fill other callers wait on goes on) and sends no
+	// reply.
+	Cancel bool `protobuf:"varint,4,opt,name=cancel,proto3" json:"cancel,omitempty"`
+	// max_reply_size is the largest reply, in bytes, the sender reads: a reply
+	// over it would end the stream for every call on it, so the receiver
+	// answers the call with a ResourceExhausted failure instead. 0 = the
+	// receiver's own limit.
+	MaxReplySize  uint32 `protobuf:"varint,5,opt,name=max_reply_size,json=maxReplySize,proto3" json:"max_reply_size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetCall) Reset() {
+	*x = GetCall{}
+	mi := &file_peer_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetCall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetCall) ProtoMessage() {}
+
+func (x *GetCall) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetCall.ProtoReflect.Descriptor instead.
+func (*GetCall) Descriptor() ([]byte, []int) {
+	return file_peer_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *GetCall) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *GetCall) GetRequest() *GetRequest {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
+func (x *GetCall) GetTimeoutNanos() int64 {
+	if x != nil {
+		return x.TimeoutNanos
+	}
+	return 0
+}
+
+func (x *GetCall) GetCancel() bool {
+	if x != nil {
+		return x.Cancel
+	}
+	return false
+}
+
+func (x *GetCall) GetMaxReplySize() uint32 {
+	if x != nil {
+		return x.MaxReplySize
+	}
+	return 0
+}
+
+// GetReply answers the GetCall with the same id: response, or failure.
+type GetReply struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Id       uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Response *GetResponse           `protobuf:"bytes,2,opt,name=response,proto3" json:"response,omitempty"`
+	// failure is the error a unary Get would have ended with.
+	Failure       *Failure `protobuf:"bytes,3,opt,name=failure,proto3" json:"failure,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetReply) Reset() {
+	*x = GetReply{}
+	mi := &file_peer_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetReply) ProtoMessage() {}
+
+func (x *GetReply) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetReply.ProtoReflect.Descriptor instead.
+func (*GetReply) Descriptor() ([]byte, []int) {
+	return file_peer_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *GetReply) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *GetReply) GetResponse() *GetResponse {
+	if x != nil {
+		return x.Response
+	}
+	return nil
+}
+
+func (x *GetReply) GetFailure() *Failure {
+	if x != nil {
+		return x.Failure
+	}
+	return nil
+}
+
+// Failure is an error inside a stream frame: what a unary call's status
+// carries (its code, message and ErrorDetail reason).
+type Failure struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// code is a gRPC status code (google.golang.org/grpc/codes).
+	Code          uint32 `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
+	Message       string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	Reason        Reason `protobuf:"varint,3,opt,name=reason,proto3,enum=corral.peer.v1.Reason" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Failure) Reset() {
+	*x = Failure{}
+	mi := &file_peer_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Failure) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Failure) ProtoMessage() {}
+
+func (x *Failure) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Failure.ProtoReflect.Descriptor instead.
+func (*Failure) Descriptor() ([]byte, []int) {
+	return file_peer_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Failure) GetCode() uint32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *Failure) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *Failure) GetReason() Reason {
+	if x != nil {
+		return x.Reason
+	}
+	return Reason_REASON_UNSPECIFIED
+}
+
 type SetRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Header *Header                `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
@@ -530,7 +750,7 @@ type SetRequest struct {
 
 func (x *SetRequest) Reset() {
 	*x = SetRequest{}
-	mi := &file_peer_proto_msgTypes[4]
+	mi := &file_peer_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -542,7 +762,7 @@ func (x *SetRequest) String() string {
 func (*SetRequest) ProtoMessage() {}
 
 func (x *SetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[4]
+	mi := &file_peer_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -555,7 +775,7 @@ func (x *SetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRequest.ProtoReflect.Descriptor instead.
 func (*SetRequest) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{4}
+	return file_peer_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SetRequest) GetHeader() *Header {
@@ -582,7 +802,7 @@ type SetResponse struct {
 
 func (x *SetResponse) Reset() {
 	*x = SetResponse{}
-	mi := &file_peer_proto_msgTypes[5]
+	mi := &file_peer_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -594,7 +814,7 @@ func (x *SetResponse) String() string {
 func (*SetResponse) ProtoMessage() {}
 
 func (x *SetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[5]
+	mi := &file_peer_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -607,7 +827,7 @@ func (x *SetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetResponse.ProtoReflect.Descriptor instead.
 func (*SetResponse) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{5}
+	return file_peer_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SetResponse) GetVersion() uint64 {
@@ -630,7 +850,7 @@ type RemoveRequest struct {
 
 func (x *RemoveRequest) Reset() {
 	*x = RemoveRequest{}
-	mi := &file_peer_proto_msgTypes[6]
+	mi := &file_peer_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -642,7 +862,7 @@ func (x *RemoveRequest) String() string {
 func (*RemoveRequest) ProtoMessage() {}
 
 func (x *RemoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[6]
+	mi := &file_peer_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -655,7 +875,7 @@ func (x *RemoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveRequest.ProtoReflect.Descriptor instead.
 func (*RemoveRequest) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{6}
+	return file_peer_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RemoveRequest) GetHeader() *Header {
@@ -696,7 +916,7 @@ type RemoveResponse struct {
 
 func (x *RemoveResponse) Reset() {
 	*x = RemoveResponse{}
-	mi := &file_peer_proto_msgTypes[7]
+	mi := &file_peer_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -708,7 +928,7 @@ func (x *RemoveResponse) String() string {
 func (*RemoveResponse) ProtoMessage() {}
 
 func (x *RemoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[7]
+	mi := &file_peer_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -721,7 +941,7 @@ func (x *RemoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveResponse.ProtoReflect.Descriptor instead.
 func (*RemoveResponse) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{7}
+	return file_peer_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RemoveResponse) GetVersion() uint64 {
@@ -749,7 +969,7 @@ type InvalidateRequest struct {
 
 func (x *InvalidateRequest) Reset() {
 	*x = InvalidateRequest{}
-	mi := &file_peer_proto_msgTypes[8]
+	mi := &file_peer_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -761,7 +981,7 @@ func (x *InvalidateRequest) String() string {
 func (*InvalidateRequest) ProtoMessage() {}
 
 func (x *InvalidateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[8]
+	mi := &file_peer_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -774,7 +994,7 @@ func (x *InvalidateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvalidateRequest.ProtoReflect.Descriptor instead.
 func (*InvalidateRequest) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{8}
+	return file_peer_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *InvalidateRequest) GetHeader() *Header {
@@ -822,7 +1042,7 @@ type InvalidateResponse struct {
 
 func (x *InvalidateResponse) Reset() {
 	*x = InvalidateResponse{}
-	mi := &file_peer_proto_msgTypes[9]
+	mi := &file_peer_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -834,7 +1054,7 @@ func (x *InvalidateResponse) String() string {
 func (*InvalidateResponse) ProtoMessage() {}
 
 func (x *InvalidateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[9]
+	mi := &file_peer_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -847,7 +1067,7 @@ func (x *InvalidateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvalidateResponse.ProtoReflect.Descriptor instead.
 func (*InvalidateResponse) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{9}
+	return file_peer_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *InvalidateResponse) GetUnreached() []string {
@@ -868,7 +1088,7 @@ type WaitsForRequest struct {
 
 func (x *WaitsForRequest) Reset() {
 	*x = WaitsForRequest{}
-	mi := &file_peer_proto_msgTypes[10]
+	mi := &file_peer_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -880,7 +1100,7 @@ func (x *WaitsForRequest) String() string {
 func (*WaitsForRequest) ProtoMessage() {}
 
 func (x *WaitsForRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[10]
+	mi := &file_peer_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -893,7 +1113,7 @@ func (x *WaitsForRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitsForRequest.ProtoReflect.Descriptor instead.
 func (*WaitsForRequest) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{10}
+	return file_peer_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *WaitsForRequest) GetHeader() *Header {
@@ -930,7 +1150,7 @@ type Wait struct {
 
 func (x *Wait) Reset() {
 	*x = Wait{}
-	mi := &file_peer_proto_msgTypes[11]
+	mi := &file_peer_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -942,7 +1162,7 @@ func (x *Wait) String() string {
 func (*Wait) ProtoMessage() {}
 
 func (x *Wait) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[11]
+	mi := &file_peer_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -955,7 +1175,7 @@ func (x *Wait) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Wait.ProtoReflect.Descriptor instead.
 func (*Wait) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{11}
+	return file_peer_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Wait) GetGroup() string {
@@ -988,7 +1208,7 @@ type WaitsForResponse struct {
 
 func (x *WaitsForResponse) Reset() {
 	*x = WaitsForResponse{}
-	mi := &file_peer_proto_msgTypes[12]
+	mi := &file_peer_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1000,7 +1220,7 @@ func (x *WaitsForResponse) String() string {
 func (*WaitsForResponse) ProtoMessage() {}
 
 func (x *WaitsForResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[12]
+	mi := &file_peer_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1013,7 +1233,7 @@ func (x *WaitsForResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitsForResponse.ProtoReflect.Descriptor instead.
 func (*WaitsForResponse) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{12}
+	return file_peer_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *WaitsForResponse) GetWaits() []*Wait {
@@ -1036,7 +1256,7 @@ type HandoffResponse struct {
 
 func (x *HandoffResponse) Reset() {
 	*x = HandoffResponse{}
-	mi := &file_peer_proto_msgTypes[13]
+	mi := &file_peer_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1048,7 +1268,7 @@ func (x *HandoffResponse) String() string {
 func (*HandoffResponse) ProtoMessage() {}
 
 func (x *HandoffResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[13]
+	mi := &file_peer_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1061,7 +1281,7 @@ func (x *HandoffResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandoffResponse.ProtoReflect.Descriptor instead.
 func (*HandoffResponse) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{13}
+	return file_peer_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *HandoffResponse) GetAccepted() uint32 {
@@ -1090,7 +1310,7 @@ type ErrorDetail struct {
 
 func (x *ErrorDetail) Reset() {
 	*x = ErrorDetail{}
-	mi := &file_peer_proto_msgTypes[14]
+	mi := &file_peer_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1102,7 +1322,7 @@ func (x *ErrorDetail) String() string {
 func (*ErrorDetail) ProtoMessage() {}
 
 func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[14]
+	mi := &file_peer_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1115,7 +1335,7 @@ func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorDetail.ProtoReflect.Descriptor instead.
 func (*ErrorDetail) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{14}
+	return file_peer_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ErrorDetail) GetReason() Reason {
@@ -1136,7 +1356,7 @@ type Write struct {
 
 func (x *Write) Reset() {
 	*x = Write{}
-	mi := &file_peer_proto_msgTypes[15]
+	mi := &file_peer_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1148,7 +1368,7 @@ func (x *Write) String() string {
 func (*Write) ProtoMessage() {}
 
 func (x *Write) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[15]
+	mi := &file_peer_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1161,7 +1381,7 @@ func (x *Write) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Write.ProtoReflect.Descriptor instead.
 func (*Write) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{15}
+	return file_peer_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Write) GetKey() []byte {
@@ -1190,7 +1410,7 @@ type ReconcileRequest struct {
 
 func (x *ReconcileRequest) Reset() {
 	*x = ReconcileRequest{}
-	mi := &file_peer_proto_msgTypes[16]
+	mi := &file_peer_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1202,7 +1422,7 @@ func (x *ReconcileRequest) String() string {
 func (*ReconcileRequest) ProtoMessage() {}
 
 func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[16]
+	mi := &file_peer_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1215,7 +1435,7 @@ func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileRequest.ProtoReflect.Descriptor instead.
 func (*ReconcileRequest) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{16}
+	return file_peer_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ReconcileRequest) GetHeader() *Header {
@@ -1249,7 +1469,7 @@ type ReconcileResponse struct {
 
 func (x *ReconcileResponse) Reset() {
 	*x = ReconcileResponse{}
-	mi := &file_peer_proto_msgTypes[17]
+	mi := &file_peer_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1261,7 +1481,7 @@ func (x *ReconcileResponse) String() string {
 func (*ReconcileResponse) ProtoMessage() {}
 
 func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[17]
+	mi := &file_peer_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1274,7 +1494,7 @@ func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileResponse.ProtoReflect.Descriptor instead.
 func (*ReconcileResponse) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{17}
+	return file_peer_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ReconcileResponse) GetWrites() []*Write {
@@ -1301,7 +1521,7 @@ type LeaseRequest struct {
 
 func (x *LeaseRequest) Reset() {
 	*x = LeaseRequest{}
-	mi := &file_peer_proto_msgTypes[18]
+	mi := &file_peer_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1313,7 +1533,7 @@ func (x *LeaseRequest) String() string {
 func (*LeaseRequest) ProtoMessage() {}
 
 func (x *LeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[18]
+	mi := &file_peer_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1326,7 +1546,7 @@ func (x *LeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseRequest.ProtoReflect.Descriptor instead.
 func (*LeaseRequest) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{18}
+	return file_peer_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *LeaseRequest) GetHeader() *Header {
@@ -1378,7 +1598,7 @@ type LeaseResponse struct {
 
 func (x *LeaseResponse) Reset() {
 	*x = LeaseResponse{}
-	mi := &file_peer_proto_msgTypes[19]
+	mi := &file_peer_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1390,7 +1610,7 @@ func (x *LeaseResponse) String() string {
 func (*LeaseResponse) ProtoMessage() {}
 
 func (x *LeaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[19]
+	mi := &file_peer_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1403,7 +1623,7 @@ func (x *LeaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseResponse.ProtoReflect.Descriptor instead.
 func (*LeaseResponse) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{19}
+	return file_peer_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *LeaseResponse) GetState() LeaseState {
@@ -1443,7 +1663,7 @@ type FillSetRequest struct {
 
 func (x *FillSetRequest) Reset() {
 	*x = FillSetRequest{}
-	mi := &file_peer_proto_msgTypes[20]
+	mi := &file_peer_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1455,7 +1675,7 @@ func (x *FillSetRequest) String() string {
 func (*FillSetRequest) ProtoMessage() {}
 
 func (x *FillSetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[20]
+	mi := &file_peer_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1468,7 +1688,7 @@ func (x *FillSetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FillSetRequest.ProtoReflect.Descriptor instead.
 func (*FillSetRequest) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{20}
+	return file_peer_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *FillSetRequest) GetHeader() *Header {
@@ -1504,7 +1724,7 @@ type FillSetResponse struct {
 
 func (x *FillSetResponse) Reset() {
 	*x = FillSetResponse{}
-	mi := &file_peer_proto_msgTypes[21]
+	mi := &file_peer_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1516,7 +1736,7 @@ func (x *FillSetResponse) String() string {
 func (*FillSetResponse) ProtoMessage() {}
 
 func (x *FillSetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[21]
+	mi := &file_peer_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1529,7 +1749,7 @@ func (x *FillSetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FillSetResponse.ProtoReflect.Descriptor instead.
 func (*FillSetResponse) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{21}
+	return file_peer_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *FillSetResponse) GetStored() bool {
@@ -1577,7 +1797,21 @@ const file_peer_proto_rawDesc = "" +
 	"\vGetResponse\x12+\n" +
 	"\x05entry\x18\x01 \x01(\v2\x15.corral.peer.v1.EntryR\x05entry\x12.\n" +
 	"\x06source\x18\x02 \x01(\x0e2\x16.corral.peer.v1.SourceR\x06source\x12\x14\n" +
-	"\x05found\x18\x03 \x01(\bR\x05found\"i\n" +
+	"\x05found\x18\x03 \x01(\bR\x05found\"\xb2\x01\n" +
+	"\aGetCall\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x124\n" +
+	"\arequest\x18\x02 \x01(\v2\x1a.corral.peer.v1.GetRequestR\arequest\x12#\n" +
+	"\rtimeout_nanos\x18\x03 \x01(\x03R\ftimeoutNanos\x12\x16\n" +
+	"\x06cancel\x18\x04 \x01(\bR\x06cancel\x12$\n" +
+	"\x0emax_reply_size\x18\x05 \x01(\rR\fmaxReplySize\"\x86\x01\n" +
+	"\bGetReply\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x127\n" +
+	"\bresponse\x18\x02 \x01(\v2\x1b.corral.peer.v1.GetResponseR\bresponse\x121\n" +
+	"\afailure\x18\x03 \x01(\v2\x17.corral.peer.v1.FailureR\afailure\"g\n" +
+	"\aFailure\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\rR\x04code\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12.\n" +
+	"\x06reason\x18\x03 \x01(\x0e2\x16.corral.peer.v1.ReasonR\x06reason\"i\n" +
 	"\n" +
 	"SetRequest\x12.\n" +
 	"\x06header\x18\x01 \x01(\v2\x16.corral.peer.v1.HeaderR\x06header\x12+\n" +
@@ -1647,14 +1881,15 @@ const file_peer_proto_rawDesc = "" +
 	"\x03HIT\x10\x01\x12\b\n" +
 	"\x04FILL\x10\x02\x12\r\n" +
 	"\tCOALESCED\x10\x03\x12\t\n" +
-	"\x05STALE\x10\x04*\x94\x01\n" +
+	"\x05STALE\x10\x04*\xac\x01\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11REASON_FILL_CYCLE\x10\x01\x12\x18\n" +
 	"\x14REASON_UNKNOWN_GROUP\x10\x02\x12\x16\n" +
 	"\x12REASON_FILL_FAILED\x10\x03\x12\x12\n" +
 	"\x0eREASON_LEAVING\x10\x04\x12\x15\n" +
-	"\x11REASON_NOT_MEMBER\x10\x05*\x98\x01\n" +
+	"\x11REASON_NOT_MEMBER\x10\x05\x12\x16\n" +
+	"\x12REASON_STREAM_FULL\x10\x06*\x98\x01\n" +
 	"\n" +
 	"LeaseState\x12\x1b\n" +
 	"\x17LEASE_STATE_UNSPECIFIED\x10\x00\x12\x13\n" +
@@ -1662,9 +1897,10 @@ const file_peer_proto_rawDesc = "" +
 	"\x10LEASE_STATE_FILL\x10\x02\x12\x15\n" +
 	"\x11LEASE_STATE_STALE\x10\x03\x12\x14\n" +
 	"\x10LEASE_STATE_BUSY\x10\x04\x12\x15\n" +
-	"\x11LEASE_STATE_MOVED\x10\x052\x9c\x05\n" +
+	"\x11LEASE_STATE_MOVED\x10\x052\xe0\x05\n" +
 	"\x04Peer\x12>\n" +
-	"\x03Get\x12\x1a.corral.peer.v1.GetRequest\x1a\x1b.corral.peer.v1.GetResponse\x12>\n" +
+	"\x03Get\x12\x1a.corral.peer.v1.GetRequest\x1a\x1b.corral.peer.v1.GetResponse\x12B\n" +
+	"\tGetStream\x12\x17.corral.peer.v1.GetCall\x1a\x18.corral.peer.v1.GetReply(\x010\x01\x12>\n" +
 	"\x03Set\x12\x1a.corral.peer.v1.SetRequest\x1a\x1b.corral.peer.v1.SetResponse\x12G\n" +
 	"\x06Remove\x12\x1d.corral.peer.v1.RemoveRequest\x1a\x1e.corral.peer.v1.RemoveResponse\x12S\n" +
 	"\n" +
@@ -1688,7 +1924,7 @@ func file_peer_proto_rawDescGZIP() []byte {
 }
 
 var file_peer_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_peer_proto_goTypes = []any{
 	(Source)(0),                // 0: corral.peer.v1.Source
 	(Reason)(0),                // 1: corral.peer.v1.Reason
@@ -1697,67 +1933,76 @@ var file_peer_proto_goTypes = []any{
 	(*Entry)(nil),              // 4: corral.peer.v1.Entry
 	(*GetRequest)(nil),         // 5: corral.peer.v1.GetRequest
 	(*GetResponse)(nil),        // 6: corral.peer.v1.GetResponse
-	(*SetRequest)(nil),         // 7: corral.peer.v1.SetRequest
-	(*SetResponse)(nil),        // 8: corral.peer.v1.SetResponse
-	(*RemoveRequest)(nil),      // 9: corral.peer.v1.RemoveRequest
-	(*RemoveResponse)(nil),     // 10: corral.peer.v1.RemoveResponse
-	(*InvalidateRequest)(nil),  // 11: corral.peer.v1.InvalidateRequest
-	(*InvalidateResponse)(nil), // 12: corral.peer.v1.InvalidateResponse
-	(*WaitsForRequest)(nil),    // 13: corral.peer.v1.WaitsForRequest
-	(*Wait)(nil),               // 14: corral.peer.v1.Wait
-	(*WaitsForResponse)(nil),   // 15: corral.peer.v1.WaitsForResponse
-	(*HandoffResponse)(nil),    // 16: corral.peer.v1.HandoffResponse
-	(*ErrorDetail)(nil),        // 17: corral.peer.v1.ErrorDetail
-	(*Write)(nil),              // 18: corral.peer.v1.Write
-	(*ReconcileRequest)(nil),   // 19: corral.peer.v1.ReconcileRequest
-	(*ReconcileResponse)(nil),  // 20: corral.peer.v1.ReconcileResponse
-	(*LeaseRequest)(nil),       // 21: corral.peer.v1.LeaseRequest
-	(*LeaseResponse)(nil),      // 22: corral.peer.v1.LeaseResponse
-	(*FillSetRequest)(nil),     // 23: corral.peer.v1.FillSetRequest
-	(*FillSetResponse)(nil),    // 24: corral.peer.v1.FillSetResponse
+	(*GetCall)(nil),            // 7: corral.peer.v1.GetCall
+	(*GetReply)(nil),           // 8: corral.peer.v1.GetReply
+	(*Failure)(nil),            // 9: corral.peer.v1.Failure
+	(*SetRequest)(nil),         // 10: corral.peer.v1.SetRequest
+	(*SetResponse)(nil),        // 11: corral.peer.v1.SetResponse
+	(*RemoveRequest)(nil),      // 12: corral.peer.v1.RemoveRequest
+	(*RemoveResponse)(nil),     // 13: corral.peer.v1.RemoveResponse
+	(*InvalidateRequest)(nil),  // 14: corral.peer.v1.InvalidateRequest
+	(*InvalidateResponse)(nil), // 15: corral.peer.v1.InvalidateResponse
+	(*WaitsForRequest)(nil),    // 16: corral.peer.v1.WaitsForRequest
+	(*Wait)(nil),               // 17: corral.peer.v1.Wait
+	(*WaitsForResponse)(nil),   // 18: corral.peer.v1.WaitsForResponse
+	(*HandoffResponse)(nil),    // 19: corral.peer.v1.HandoffResponse
+	(*ErrorDetail)(nil),        // 20: corral.peer.v1.ErrorDetail
+	(*Write)(nil),              // 21: corral.peer.v1.Write
+	(*ReconcileRequest)(nil),   // 22: corral.peer.v1.ReconcileRequest
+	(*ReconcileResponse)(nil),  // 23: corral.peer.v1.ReconcileResponse
+	(*LeaseRequest)(nil),       // 24: corral.peer.v1.LeaseRequest
+	(*LeaseResponse)(nil),      // 25: corral.peer.v1.LeaseResponse
+	(*FillSetRequest)(nil),     // 26: corral.peer.v1.FillSetRequest
+	(*FillSetResponse)(nil),    // 27: corral.peer.v1.FillSetResponse
 }
 var file_peer_proto_depIdxs = []int32{
 	3,  // 0: corral.peer.v1.GetRequest.header:type_name -> corral.peer.v1.Header
 	4,  // 1: corral.peer.v1.GetResponse.entry:type_name -> corral.peer.v1.Entry
 	0,  // 2: corral.peer.v1.GetResponse.source:type_name -> corral.peer.v1.Source
-	3,  // 3: corral.peer.v1.SetRequest.header:type_name -> corral.peer.v1.Header
-	4,  // 4: corral.peer.v1.SetRequest.entry:type_name -> corral.peer.v1.Entry
-	3,  // 5: corral.peer.v1.RemoveRequest.header:type_name -> corral.peer.v1.Header
-	3,  // 6: corral.peer.v1.InvalidateRequest.header:type_name -> corral.peer.v1.Header
-	3,  // 7: corral.peer.v1.WaitsForRequest.header:type_name -> corral.peer.v1.Header
-	14, // 8: corral.peer.v1.WaitsForResponse.waits:type_name -> corral.peer.v1.Wait
-	1,  // 9: corral.peer.v1.ErrorDetail.reason:type_name -> corral.peer.v1.Reason
-	3,  // 10: corral.peer.v1.ReconcileRequest.header:type_name -> corral.peer.v1.Header
-	18, // 11: corral.peer.v1.ReconcileRequest.writes:type_name -> corral.peer.v1.Write
-	18, // 12: corral.peer.v1.ReconcileResponse.writes:type_name -> corral.peer.v1.Write
-	3,  // 13: corral.peer.v1.LeaseRequest.header:type_name -> corral.peer.v1.Header
-	2,  // 14: corral.peer.v1.LeaseResponse.state:type_name -> corral.peer.v1.LeaseState
-	4,  // 15: corral.peer.v1.LeaseResponse.entry:type_name -> corral.peer.v1.Entry
-	3,  // 16: corral.peer.v1.FillSetRequest.header:type_name -> corral.peer.v1.Header
-	4,  // 17: corral.peer.v1.FillSetRequest.entry:type_name -> corral.peer.v1.Entry
-	5,  // 18: corral.peer.v1.Peer.Get:input_type -> corral.peer.v1.GetRequest
-	7,  // 19: corral.peer.v1.Peer.Set:input_type -> corral.peer.v1.SetRequest
-	9,  // 20: corral.peer.v1.Peer.Remove:input_type -> corral.peer.v1.RemoveRequest
-	11, // 21: corral.peer.v1.Peer.Invalidate:input_type -> corral.peer.v1.InvalidateRequest
-	4,  // 22: corral.peer.v1.Peer.Handoff:input_type -> corral.peer.v1.Entry
-	13, // 23: corral.peer.v1.Peer.WaitsFor:input_type -> corral.peer.v1.WaitsForRequest
-	19, // 24: corral.peer.v1.Peer.Reconcile:input_type -> corral.peer.v1.ReconcileRequest
-	21, // 25: corral.peer.v1.Peer.Lease:input_type -> corral.peer.v1.LeaseRequest
-	23, // 26: corral.peer.v1.Peer.FillSet:input_type -> corral.peer.v1.FillSetRequest
-	6,  // 27: corral.peer.v1.Peer.Get:output_type -> corral.peer.v1.GetResponse
-	8,  // 28: corral.peer.v1.Peer.Set:output_type -> corral.peer.v1.SetResponse
-	10, // 29: corral.peer.v1.Peer.Remove:output_type -> corral.peer.v1.RemoveResponse
-	12, // 30: corral.peer.v1.Peer.Invalidate:output_type -> corral.peer.v1.InvalidateResponse
-	16, // 31: corral.peer.v1.Peer.Handoff:output_type -> corral.peer.v1.HandoffResponse
-	15, // 32: corral.peer.v1.Peer.WaitsFor:output_type -> corral.peer.v1.WaitsForResponse
-	20, // 33: corral.peer.v1.Peer.Reconcile:output_type -> corral.peer.v1.ReconcileResponse
-	22, // 34: corral.peer.v1.Peer.Lease:output_type -> corral.peer.v1.LeaseResponse
-	24, // 35: corral.peer.v1.Peer.FillSet:output_type -> corral.peer.v1.FillSetResponse
-	27, // [27:36] is the sub-list for method output_type
-	18, // [18:27] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	5,  // 3: corral.peer.v1.GetCall.request:type_name -> corral.peer.v1.GetRequest
+	6,  // 4: corral.peer.v1.GetReply.response:type_name -> corral.peer.v1.GetResponse
+	9,  // 5: corral.peer.v1.GetReply.failure:type_name -> corral.peer.v1.Failure
+	1,  // 6: corral.peer.v1.Failure.reason:type_name -> corral.peer.v1.Reason
+	3,  // 7: corral.peer.v1.SetRequest.header:type_name -> corral.peer.v1.Header
+	4,  // 8: corral.peer.v1.SetRequest.entry:type_name -> corral.peer.v1.Entry
+	3,  // 9: corral.peer.v1.RemoveRequest.header:type_name -> corral.peer.v1.Header
+	3,  // 10: corral.peer.v1.InvalidateRequest.header:type_name -> corral.peer.v1.Header
+	3,  // 11: corral.peer.v1.WaitsForRequest.header:type_name -> corral.peer.v1.Header
+	17, // 12: corral.peer.v1.WaitsForResponse.waits:type_name -> corral.peer.v1.Wait
+	1,  // 13: corral.peer.v1.ErrorDetail.reason:type_name -> corral.peer.v1.Reason
+	3,  // 14: corral.peer.v1.ReconcileRequest.header:type_name -> corral.peer.v1.Header
+	21, // 15: corral.peer.v1.ReconcileRequest.writes:type_name -> corral.peer.v1.Write
+	21, // 16: corral.peer.v1.ReconcileResponse.writes:type_name -> corral.peer.v1.Write
+	3,  // 17: corral.peer.v1.LeaseRequest.header:type_name -> corral.peer.v1.Header
+	2,  // 18: corral.peer.v1.LeaseResponse.state:type_name -> corral.peer.v1.LeaseState
+	4,  // 19: corral.peer.v1.LeaseResponse.entry:type_name -> corral.peer.v1.Entry
+	3,  // 20: corral.peer.v1.FillSetRequest.header:type_name -> corral.peer.v1.Header
+	4,  // 21: corral.peer.v1.FillSetRequest.entry:type_name -> corral.peer.v1.Entry
+	5,  // 22: corral.peer.v1.Peer.Get:input_type -> corral.peer.v1.GetRequest
+	7,  // 23: corral.peer.v1.Peer.GetStream:input_type -> corral.peer.v1.GetCall
+	10, // 24: corral.peer.v1.Peer.Set:input_type -> corral.peer.v1.SetRequest
+	12, // 25: corral.peer.v1.Peer.Remove:input_type -> corral.peer.v1.RemoveRequest
+	14, // 26: corral.peer.v1.Peer.Invalidate:input_type -> corral.peer.v1.InvalidateRequest
+	4,  // 27: corral.peer.v1.Peer.Handoff:input_type -> corral.peer.v1.Entry
+	16, // 28: corral.peer.v1.Peer.WaitsFor:input_type -> corral.peer.v1.WaitsForRequest
+	22, // 29: corral.peer.v1.Peer.Reconcile:input_type -> corral.peer.v1.ReconcileRequest
+	24, // 30: corral.peer.v1.Peer.Lease:input_type -> corral.peer.v1.LeaseRequest
+	26, // 31: corral.peer.v1.Peer.FillSet:input_type -> corral.peer.v1.FillSetRequest
+	6,  // 32: corral.peer.v1.Peer.Get:output_type -> corral.peer.v1.GetResponse
+	8,  // 33: corral.peer.v1.Peer.GetStream:output_type -> corral.peer.v1.GetReply
+	11, // 34: corral.peer.v1.Peer.Set:output_type -> corral.peer.v1.SetResponse
+	13, // 35: corral.peer.v1.Peer.Remove:output_type -> corral.peer.v1.RemoveResponse
+	15, // 36: corral.peer.v1.Peer.Invalidate:output_type -> corral.peer.v1.InvalidateResponse
+	19, // 37: corral.peer.v1.Peer.Handoff:output_type -> corral.peer.v1.HandoffResponse
+	18, // 38: corral.peer.v1.Peer.WaitsFor:output_type -> corral.peer.v1.WaitsForResponse
+	23, // 39: corral.peer.v1.Peer.Reconcile:output_type -> corral.peer.v1.ReconcileResponse
+	25, // 40: corral.peer.v1.Peer.Lease:output_type -> corral.peer.v1.LeaseResponse
+	27, // 41: corral.peer.v1.Peer.FillSet:output_type -> corral.peer.v1.FillSetResponse
+	32, // [32:42] is the sub-list for method output_type
+	22, // [22:32] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_peer_proto_init() }
@@ -1771,7 +2016,7 @@ func file_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_peer_proto_rawDesc), len(file_peer_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   22,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

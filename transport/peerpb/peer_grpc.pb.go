@@ -24,6 +24,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	Peer_Get_FullMethodName        = "/corral.peer.v1.Peer/Get"
+	Peer_GetStream_FullMethodName  = "/corral.peer.v1.Peer/GetStream"
 	Peer_Set_FullMethodName        = "/corral.peer.v1.Peer/Set"
 	Peer_Remove_FullMethodName     = "/corral.peer.v1.Peer/Remove"
 	Peer_Invalidate_FullMethodName = "/corral.peer.v1.Peer/Invalidate"
@@ -42,6 +43,12 @@ type PeerClient interface {
 	// needed (unless peek is set). The receiver serves as acting owner and never
 	// forwards the request again.
 	Get(ctx context.Context, in *GetRequest, opts ...grpc.CallOption) (*GetResponse, error)
+	// GetStream carries Gets over one long-lived stream per pair of members:
+	// the sender's Gets to the receiver, many at once, each tagged by an id and
+	// answered in any order, so that a remote hit costs a frame each way
+	// rather than a new HTTP/2 stream (see the transport package
+	// documentation). Every GetCall is served as a Get would be.
+	GetStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[GetCall, GetReply], error)
 	// Set writes an entry through the owner under the key's versioning.
 	Set(ctx context.Context, in *SetRequest, opts ...grpc.CallOption) (*SetResponse, error)
 	// Remove deletes a key on the owner, bumps its version and drops every near
@@ -95,6 +102,19 @@ func (c *peerClient) Get(ctx context.Context, in *GetRequest, opts ...grpc.CallO
 	return out, nil
 }
 
+func (c *peerClient) GetStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[GetCall, GetReply], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Peer_ServiceDesc.Streams[0], Peer_GetStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[GetCall, GetReply]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Peer_GetStreamClient = grpc.BidiStreamingClient[GetCall, GetReply]
+
 func (c *peerClient) Set(ctx context.Context, in *SetRequest, opts ...grpc.CallOption) (*SetResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(SetResponse)
@@ -127,7 +147,7 @@ func (c *peerClient) Invalidate(ctx context.Context, in *InvalidateRequest, opts
 
 func (c *peerClient) Handoff(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[Entry, HandoffResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &Peer_ServiceDesc.Streams[0], Peer_Handoff_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &Peer_ServiceDesc.Streams[1], Peer_Handoff_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -186,6 +206,12 @@ type PeerServer interface {
 	// needed (unless peek is set). The receiver serves as acting owner and never
 	// forwards the request again.
 	Get(context.Context, *GetRequest) (*GetResponse, error)
+	// GetStream carries Gets over one long-lived stream per pair of members:
+	// the sender's Gets to the receiver, many at once, each tagged by an id and
+	// answered in any order, so that a remote hit costs a frame each way
+	// rather than a new HTTP/2 stream (see the transport package
+	// documentation). Every GetCall is served as a Get would be.
+	GetStream(grpc.BidiStreamingServer[GetCall, GetReply]) error
 	// Set writes an entry through the owner under the key's versioning.
 	Set(context.Context, *SetRequest) (*SetResponse, error)
 	// Remove deletes a key on the owner, bumps its version and drops every near
@@ -231,6 +257,9 @@ type UnimplementedPeerServer struct{}
 
 func (UnimplementedPeerServer) Get(context.Context, *GetRequest) (*GetResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Get not implemented")
+}
+func (UnimplementedPeerServer) GetStream(grpc.BidiStreamingServer[GetCall, GetReply]) error {
+	return status.Error(codes.Unimplemented, "method GetStream not implemented")
 }
 func (UnimplementedPeerServer) Set(context.Context, *SetRequest) (*SetResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Set not implemented")
@@ -294,6 +323,13 @@ func _Peer_Get_Handler(srv interface{}, ctx context.Context, dec func(interface{
 	}
 	return interceptor(ctx, in, info, handler)
 }
+
+func _Peer_GetStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(PeerServer).GetStream(&grpc.GenericServerStream[GetCall, GetReply]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Peer_GetStreamServer = grpc.BidiStreamingServer[GetCall, GetReply]
 
 func _Peer_Set_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(SetRequest)
@@ -469,6 +505,12 @@ var Peer_ServiceDesc = grpc.ServiceDesc{
 		},
 	},
 	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "GetStream",
+			Handler:       _Peer_GetStream_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
 		{
 			StreamName:    "Handoff",
 			Handler:       _Peer_Handoff_Handler,

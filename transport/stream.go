@@ -1,0 +1,375 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/corralcache/corral/transport/peerpb"
+)
+
+// Gets travel on one long-lived GetStream per peer rather than as unary calls. A unary call
+// is a new HTTP/2 stream: headers, trailers, a handler goroutine and four goroutine hand-offs
+// for 100 bytes of answer, ≈ 120 µs of CPU here, and no grpc-go setting changes that. On one
+// stream, a Get is a frame each way: the caller queues its GetCall and waits for the reply
+// with its id; the stream's writer sends whatever is queued, the reader hands each reply to
+// its caller, and many callers' frames share each read and write (measurements:
+// shared/reference/peer-path-study.md, and the README's Performance table).
+//
+// A muxStream is one such stream, from its first call until it breaks. It never recovers:
+// when it breaks (the connection was lost, closed by Forget or Close, or the peer stopped),
+// every call waiting on it fails at once as unreachable — so failover starts at once, not at
+// each call's deadline — and the next Get opens a new one (peerConn.stream).
+
+// DefaultMaxStreamCalls bounds the Gets in flight on one stream, each way: a Client waits for
+// a free slot before it sends, and a Server answers a call past its bound with an error
+// wrapping ErrStreamFull. 1024 callers of one peer at once is far past any fan-in a node
+// sees; the bound is there so that one peer cannot make a node hold unbounded work.
+const DefaultMaxStreamCalls = 1024
+
+// streamCall is a caller waiting on a stream: the reader sends it exactly one reply, or the
+// stream's failure, and only while the call is in pending.
+type streamCall struct {
+	reply chan streamResult // buffered (1): the reader never waits for the caller
+}
+
+type streamResult struct {
+	resp *peerpb.GetResponse
+	err  error // a status error, as a unary call would return
+}
+
+// muxStream is one open GetStream to a peer, shared by every Get to it.
+type muxStream struct {
+	stream  peerpb.Peer_GetStreamClient
+	cancel  context.CancelFunc // ends the stream; called once it broke
+	maxSend int                // the Client's MaxMessageSize, both ways
+	slots   chan struct{}      // one per call in flight: bounds them (see DefaultMaxStreamCalls)
+	wake    chan struct{}      // (1) tells the writer something is queued
+	done    chan struct{}      // closed once the stream broke
+	// calls recycles the streamCalls of answered Gets. Per stream, not global: in a
+	// testing/synctest bubble a channel belongs to the bubble that made it, and a stream's
+	// callers all live in its node's bubble.
+	calls sync.Pool
+
+	nextID atomic.Uint64
+
+	mu sync.Mutex // guards pending, queue and err
+	// pending holds the calls sent and not yet answered, by id.
+	pending map[uint64]*streamCall
+	// queue holds the frames waiting for the writer, in order.
+	queue []*peerpb.GetCall
+	// err is why the stream broke; set once, with done closed.
+	err error
+}
+
+// newMuxStream starts the reader and writer of an open stream; wg counts them.
+func newMuxStream(stream peerpb.Peer_GetStreamClient, cancel context.CancelFunc, maxSend, maxCalls int, wg *sync.WaitGroup) *muxStream {
+	s := &muxStream{
+		stream:  stream,
+		cancel:  cancel,
+		maxSend: maxSend,
+		slots:   make(chan struct{}, maxCalls),
+		wake:    make(chan struct{}, 1),
+		done:    make(chan struct{}),
+		pending: make(map[uint64]*streamCall),
+	}
+	s.calls.New = func() any { return &streamCall{reply: make(chan streamResult, 1)} }
+	wg.Add(2)
+	go func() { defer wg.Done(); s.read() }()
+	go func() { defer wg.Done(); s.write() }()
+	return s
+}
+
+// broken reports whether the stream broke.
+func (s *muxStream) broken() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// get sends req and waits for its reply until ctx ends. Its errors are status errors, as a
+// unary call's are: fromStatus maps them.
+func (s *muxStream) get(ctx context.Context, req *peerpb.GetRequest) (*peerpb.GetResponse, error) {
+	select {
+	case s.slots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, status.FromContextError(ctx.Err()).Err()
+	case <-s.done:
+		return nil, s.failure()
+	}
+	call := &peerpb.GetCall{Id: s.nextID.Add(1), Request: req, MaxReplySize: uint32(min(s.maxSend, math.MaxUint32))}
+	if d, ok := ctx.Deadline(); ok {
+		call.TimeoutNanos = max(int64(time.Until(d)), 1)
+	}
+	if size := proto.Size(call); size > s.maxSend {
+		<-s.slots
+		// Sent, it would end the stream for every call on it.
+		return nil, status.Errorf(codes.ResourceExhausted, "transport: get request of %d bytes exceeds MaxMessageSize %d", size, s.maxSend)
+	}
+	c := s.calls.Get().(*streamCall)
+	s.mu.Lock()
+	if s.err != nil {
+		s.mu.Unlock()
+		<-s.slots
+		s.calls.Put(c)
+		return nil, s.failure()
+	}
+	s.pending[call.Id] = c
+	s.queue = append(s.queue, call)
+	s.mu.Unlock()
+	s.signal()
+
+	select {
+	case r := <-c.reply:
+		<-s.slots
+		s.calls.Put(c)
+		return r.resp, r.err
+	case <-ctx.Done():
+		s.mu.Lock()
+		_, waiting := s.pending[call.Id]
+		if waiting {
+			delete(s.pending, call.Id)
+			if s.err == nil {
+				s.queue = append(s.queue, &peerpb.GetCall{Id: call.Id, Cancel: true})
+			}
+		}
+		s.mu.Unlock()
+		<-s.slots
+		if waiting {
+			s.signal()
+			s.calls.Put(c)
+		} // else the reader has taken it and sends its reply: c cannot be reused
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
+}
+
+func (s *muxStream) signal() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// failure is the error of a call on a broken stream: unreachable, whatever broke it.
+func (s *muxStream) failure() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st, ok := status.FromError(s.err); ok && st.Code() == codes.Unimplemented {
+		return s.err // a peer without GetStream: the caller asks it with a unary call
+	}
+	return status.Errorf(codes.Unavailable, "transport: get stream broke: %v", s.err)
+}
+
+// write sends the queued frames, in order, until the stream breaks. Callers never send
+// themselves: a Send can block for as long as the peer does not read (it is paused, say),
+// and a caller must be free to leave at its deadline.
+func (s *muxStream) write() {
+	var batch []*peerpb.GetCall
+	for {
+		select {
+		case <-s.wake:
+		case <-s.done:
+			return
+		}
+		s.mu.Lock()
+		batch, s.queue = s.queue, batch[:0]
+		s.mu.Unlock()
+		for i, call := range batch {
+			if err := s.stream.Send(call); err != nil {
+				// The reader sees the stream's end too and fails the calls.
+				s.breakWith(err)
+				return
+			}
+			batch[i] = nil
+		}
+	}
+}
+
+// read hands each reply to its caller until the stream breaks, then fails every call still
+// waiting.
+func (s *muxStream) read() {
+	for {
+		r, err := s.stream.Recv()
+		if err != nil {
+			s.breakWith(err)
+			return
+		}
+		s.mu.Lock()
+		c, ok := s.pending[r.GetId()]
+		delete(s.pending, r.GetId())
+		s.mu.Unlock()
+		if !ok {
+			continue // its caller left (and sent a cancel the peer had not read yet)
+		}
+		res := streamResult{resp: r.GetResponse()}
+		if f := r.GetFailure(); f != nil {
+			res = streamResult{err: failureStatus(f)}
+		} else if res.resp == nil {
+			res.resp = &peerpb.GetResponse{}
+		}
+		c.reply <- res
+	}
+}
+
+// breakWith marks the stream broken by err (the first cause wins) and fails every call
+// waiting on it.
+func (s *muxStream) breakWith(err error) {
+	s.mu.Lock()
+	if s.err != nil {
+		s.mu.Unlock()
+		return
+	}
+	if err == nil {
+		err = errors.New("stream ended")
+	}
+	s.err = err
+	pending := s.pending
+	s.pending = nil
+	s.queue = nil
+	close(s.done)
+	s.mu.Unlock()
+	s.cancel()
+	fail := s.failure()
+	for _, c := range pending {
+		c.reply <- streamResult{err: fail}
+	}
+}
+
+// failureStatus is the status error a Failure frame stands for.
+func failureStatus(f *peerpb.Failure) error {
+	st := status.New(codes.Code(f.GetCode()), f.GetMessage())
+	if f.GetReason() != peerpb.Reason_REASON_UNSPECIFIED {
+		if withDetail, err := st.WithDetails(&peerpb.ErrorDetail{Reason: f.GetReason()}); err == nil {
+			st = withDetail
+		}
+	}
+	return st.Err()
+}
+
+// statusFailure is the Failure frame of a status error (what toStatus made).
+func statusFailure(err error) *peerpb.Failure {
+	st := status.Convert(err)
+	return &peerpb.Failure{Code: uint32(st.Code()), Message: st.Message(), Reason: reason(st)}
+}
+
+// stream returns the open stream to the peer, opening one when there is none or the last
+// broke. Concurrent first calls share one opening; a caller whose ctx ends stops waiting
+// for it, and the stream opens for the next. After an opening fails, calls fail at once
+// with its error until a backoff (100 ms, doubling to 2 s) has passed, so a peer that
+// refuses streams is not asked for one per call; the connection's own reconnect backoff
+// covers a peer that cannot be reached at all.
+func (p *peerConn) stream(ctx context.Context) (*muxStream, error) {
+	if s := p.mux.Load(); s != nil && !s.broken() {
+		return s, nil
+	}
+	p.mu.Lock()
+	if s := p.mux.Load(); s != nil && !s.broken() {
+		p.mu.Unlock()
+		return s, nil
+	}
+	if p.opening == nil {
+		if time.Now().Before(p.retryAt) {
+			err := p.openErr
+			p.mu.Unlock()
+			return nil, err
+		}
+		if !p.client.startWork() {
+			p.mu.Unlock()
+			return nil, status.Error(codes.Unavailable, "transport: client closed") // callError: ErrClosed
+		}
+		p.opening = make(chan struct{})
+		go func() { defer p.client.wg.Done(); p.open() }()
+	}
+	opening := p.opening
+	p.mu.Unlock()
+	select {
+	case <-opening:
+	case <-ctx.Done():
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
+	if s := p.mux.Load(); s != nil && !s.broken() {
+		return s, nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.openErr == nil {
+		// It opened and broke already: say so as unreachable.
+		return nil, status.Error(codes.Unavailable, "transport: get stream broke as it opened")
+	}
+	return nil, p.openErr
+}
+
+// open opens a stream; it is bounded by the connection's attempt (ConnectTimeout) and ends
+// when the connection is closed.
+func (p *peerConn) open() {
+	ctx, cancel := context.WithCancel(context.Background())
+	st, err := p.rpc.GetStream(ctx)
+	var s *muxStream
+	if err == nil {
+		s = newMuxStream(st, cancel, p.client.maxMessage, p.client.maxStreamCalls, &p.client.wg)
+	} else {
+		cancel()
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err != nil {
+		p.openErr = err
+		p.backoff = min(max(2*p.backoff, reconnectBaseBackoff), reconnectMaxBackoff)
+		p.retryAt = time.Now().Add(p.backoff)
+	} else {
+		p.openErr, p.backoff, p.retryAt = nil, 0, time.Time{}
+		p.mux.Store(s)
+	}
+	close(p.opening)
+	p.opening = nil
+}
+
+// getOnStream is Client.Get's call on p: on the stream, or as a unary call to a peer that
+// has no GetStream (one running an older corral during a rolling upgrade).
+func (p *peerConn) getOnStream(ctx context.Context, req *peerpb.GetRequest) (*peerpb.GetResponse, error) {
+	if !p.unaryGets.Load() {
+		s, err := p.stream(ctx)
+		if err == nil {
+			resp, err := s.get(ctx, req)
+			if status.Code(err) != codes.Unimplemented {
+				return resp, err
+			}
+		} else if status.Code(err) != codes.Unimplemented {
+			return nil, err
+		}
+		p.unaryGets.Store(true)
+	}
+	return p.rpc.Get(ctx, req)
+}
+
+// closeStream ends p's stream, if any; its calls fail as unreachable.
+func (p *peerConn) closeStream(why error) {
+	if s := p.mux.Load(); s != nil {
+		s.breakWith(why)
+	}
+}
+
+// startWork counts a goroutine of a stream in wg unless the Client is closed: Close waits
+// for wg, and an Add must not race with that Wait once the count is zero.
+func (c *Client) startWork() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed.Load() {
+		return false
+	}
+	c.wg.Add(1)
+	return true
+}
+
+var errForgotten = fmt.Errorf("transport: connection closed (the member left)")

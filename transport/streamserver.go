@@ -1,0 +1,253 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/corralcache/corral/transport/peerpb"
+)
+
+// HitHandler is a Handler that can answer some Gets at once. A Server asks it first for each
+// Get on a GetStream, on the stream's receive loop; what it does not answer runs on a
+// goroutine of its own, through Handler.Get, so that a slow fill never delays the hits
+// queued behind it on the stream.
+type HitHandler interface {
+	Handler
+	// GetHit answers req when that takes no waiting — a fresh value already held — and
+	// reports whether it did. It must not block, fill, or call peers; any error, and any
+	// Get it cannot answer at once, it leaves to Get (ok = false).
+	GetHit(ctx context.Context, req *peerpb.GetRequest) (resp *peerpb.GetResponse, ok bool)
+}
+
+// ErrStreamFull means a peer had more Gets in flight on its stream than the receiver's
+// ServerConfig.MaxStreamCalls: the receiver answered the excess with it and did nothing
+// else. A Client whose MaxStreamCalls is at most the Server's never sees it.
+var ErrStreamFull = errors.New("transport: too many gets in flight on one stream")
+
+// GetStream serves one peer's stream of Gets: each call is served as Handler.Get would
+// serve a unary Get (with its timeout, and until the peer cancels it), and answered on the
+// stream in whatever order the answers come. The stream ends when the peer ends it, or when
+// the Server stops: the calls running then finish (Stop's ctx bounds them), calls that
+// arrive after are answered as a stopped server's (unreachable), and then the stream ends.
+func (p *peerService) GetStream(stream peerpb.Peer_GetStreamServer) error {
+	ss := &serverStream{p: p, stream: stream, ctx: stream.Context(),
+		wake: make(chan struct{}, 1), calls: make(map[uint64]context.CancelFunc)}
+	writerDone := make(chan struct{})
+	go func() { defer close(writerDone); ss.write() }()
+	// The receive loop runs on a goroutine of its own so that Stop can end the stream while
+	// the loop waits in Recv: returning from here cancels the stream, which ends that wait.
+	// Server.Stop waits for the loop (p.loops).
+	recvDone := make(chan struct{})
+	p.loops.Add(1)
+	go func() { defer p.loops.Done(); defer close(recvDone); ss.receive() }()
+
+	select {
+	case <-recvDone: // the peer ended the stream or went away: nobody reads the answers
+		ss.mu.Lock()
+		for _, cancel := range ss.calls {
+			cancel()
+		}
+		ss.mu.Unlock()
+	case <-p.quit: // the Server stops: finish what runs, take nothing new
+	}
+	ss.mu.Lock()
+	ss.stopping = true
+	ss.mu.Unlock()
+	ss.running.Wait()
+	ss.mu.Lock()
+	ss.closed = true
+	ss.mu.Unlock()
+	ss.signal()
+	<-writerDone
+	return nil
+}
+
+// receive reads the peer's calls until the stream ends, answering hits at once and starting
+// a goroutine for every other call.
+func (ss *serverStream) receive() {
+	p := ss.p
+	hits, _ := p.h.(HitHandler)
+	for {
+		call, err := ss.stream.Recv()
+		if err != nil {
+			return // the peer closed its side, went away, or the stream ended
+		}
+		id := call.GetId()
+		if call.GetCancel() {
+			ss.mu.Lock()
+			if cancel, ok := ss.calls[id]; ok {
+				cancel()
+				delete(ss.calls, id) // its slot is free at once; its answer is not sent
+			}
+			ss.mu.Unlock()
+			continue
+		}
+		req := call.GetRequest()
+		if req == nil {
+			ss.fail(id, status.Error(codes.InvalidArgument, ErrInvalidArgument.Error()+": get call without a request"))
+			continue
+		}
+		if hits != nil {
+			if resp, ok := p.hit(hits, ss.ctx, req); ok {
+				ss.answer(id, resp, call.GetMaxReplySize())
+				continue
+			}
+		}
+		ctx, cancel := context.WithCancel(ss.ctx)
+		if t := call.GetTimeoutNanos(); t > 0 {
+			ctx, cancel = context.WithTimeout(ss.ctx, time.Duration(t))
+		}
+		ss.mu.Lock()
+		var refuse error
+		switch {
+		case ss.stopping:
+			refuse = status.Error(codes.Unavailable, "transport: server stopping")
+		case len(ss.calls) >= p.maxStreamCalls:
+			refuse = withReason(codes.ResourceExhausted,
+				fmt.Sprintf("%v: more than %d (ServerConfig.MaxStreamCalls)", ErrStreamFull, p.maxStreamCalls),
+				peerpb.Reason_REASON_STREAM_FULL)
+		default:
+			ss.calls[id] = cancel
+			ss.running.Add(1) // under mu, with stopping unset: never after GetStream's Wait began
+		}
+		ss.mu.Unlock()
+		if refuse != nil {
+			cancel()
+			ss.fail(id, refuse)
+			continue
+		}
+		go func() {
+			defer ss.running.Done()
+			resp, err := p.Get(ctx, req)
+			ss.mu.Lock()
+			_, live := ss.calls[id]
+			delete(ss.calls, id)
+			ss.mu.Unlock()
+			cancel()
+			if !live {
+				return // cancelled by the peer: it reads no answer
+			}
+			if err != nil {
+				ss.fail(id, err)
+				return
+			}
+			ss.answer(id, resp, call.GetMaxReplySize())
+		}()
+	}
+}
+
+// hit asks h for an answer at once, recovering a panic as peerService.Get does (the Get
+// that follows reports it).
+func (p *peerService) hit(h HitHandler, ctx context.Context, req *peerpb.GetRequest) (resp *peerpb.GetResponse, ok bool) {
+	defer func() {
+		if recover() != nil {
+			resp, ok = nil, false
+		}
+	}()
+	return h.GetHit(ctx, req)
+}
+
+// serverStream is the sending side of one GetStream: answers are queued by the calls'
+// goroutines and the receive loop, and sent in order by one writer.
+type serverStream struct {
+	p      *peerService
+	stream peerpb.Peer_GetStreamServer
+	ctx    context.Context
+	wake   chan struct{} // (1) tells the writer something is queued
+
+	// running counts the calls running on goroutines of their own.
+	running sync.WaitGroup
+
+	mu sync.Mutex // guards calls, queue, stopping and closed
+	// calls holds a cancel func per call running on its own goroutine, by id.
+	calls    map[uint64]context.CancelFunc
+	queue    []*peerpb.GetReply
+	stopping bool // no call starts any more
+	closed   bool // the stream is over: the writer sends what is queued and ends
+}
+
+// answer sends resp to call id, unless it is larger than this Server or the caller reads
+// (callerMax, 0 = no limit of its own): sent, it would end the stream for every call on it,
+// so the call gets a ResourceExhausted failure instead, as a unary call would.
+func (ss *serverStream) answer(id uint64, resp *peerpb.GetResponse, callerMax uint32) {
+	r := &peerpb.GetReply{Id: id, Response: resp}
+	limit, side := ss.p.maxMessage, "the server's"
+	if callerMax > 0 && int64(callerMax) < int64(limit) {
+		limit, side = int(callerMax), "the caller's"
+	}
+	if size := proto.Size(r); size > limit {
+		ss.fail(id, status.Errorf(codes.ResourceExhausted, "transport: get answer of %d bytes exceeds %s MaxMessageSize %d", size, side, limit))
+		return
+	}
+	ss.push(r)
+}
+
+// fail answers id with err, a status error (peerService.Get's) or any Handler error.
+func (ss *serverStream) fail(id uint64, err error) {
+	if _, ok := status.FromError(err); !ok {
+		err = toStatus(ss.ctx, err)
+	}
+	ss.push(&peerpb.GetReply{Id: id, Failure: statusFailure(err)})
+}
+
+func (ss *serverStream) push(r *peerpb.GetReply) {
+	ss.mu.Lock()
+	if ss.closed {
+		ss.mu.Unlock()
+		return // the writer has ended
+	}
+	ss.queue = append(ss.queue, r)
+	ss.mu.Unlock()
+	ss.signal()
+}
+
+func (ss *serverStream) signal() {
+	select {
+	case ss.wake <- struct{}{}:
+	default:
+	}
+}
+
+// write sends the queued answers until the stream is over. A Send that fails (the peer went
+// away) ends the stream; the answers after it are dropped, as their peer is gone.
+func (ss *serverStream) write() {
+	var batch []*peerpb.GetReply
+	for {
+		<-ss.wake
+		ss.mu.Lock()
+		batch, ss.queue = ss.queue, batch[:0]
+		closed := ss.closed
+		ss.mu.Unlock()
+		for i, r := range batch {
+			if ss.stream.Send(r) != nil {
+				ss.drain()
+				return
+			}
+			batch[i] = nil
+		}
+		if closed {
+			return
+		}
+	}
+}
+
+// drain drops answers queued after a failed Send until the stream is over.
+func (ss *serverStream) drain() {
+	for {
+		ss.mu.Lock()
+		ss.queue = nil
+		closed := ss.closed
+		ss.mu.Unlock()
+		if closed {
+			return
+		}
+		<-ss.wake
+	}
+}

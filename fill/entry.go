@@ -32,14 +32,33 @@ type entry[V any] struct {
 	// flags holds flagNotFound, set before the entry is stored, and flagRefreshing, set by the
 	// one read that starts a background refresh of this entry — so that a hot stale key does
 	// not send every read through Cache.mu — and cleared when the refresh ends without
-	// replacing the entry, so a later read may try again.
+	// replacing the entry, so a later read may try again. Its bits from stampShift up hold
+	// the entry's stamp (see Cache.GetStamped); 0 = none.
 	flags atomic.Uint32
 }
 
 const (
 	flagNotFound   = 1 << iota // a remembered ErrNotFound (negative caching)
 	flagRefreshing             // a background refresh of this entry runs
+
+	stampShift = 2
+	// StampMask bounds the stamps GetStamped and GetStamping take: a stamp is kept in the
+	// entry's flag word, above the flags.
+	StampMask = 1<<(32-stampShift) - 1
 )
+
+// stamped reports whether the entry carries stamp (which is not 0).
+func (e *entry[V]) stamped(stamp uint32) bool { return e.flags.Load()>>stampShift == stamp }
+
+// stamp sets the entry's stamp, keeping its flags.
+func (e *entry[V]) stamp(stamp uint32) {
+	for {
+		f := e.flags.Load()
+		if f>>stampShift == stamp || e.flags.CompareAndSwap(f, f&(1<<stampShift-1)|stamp<<stampShift) {
+			return
+		}
+	}
+}
 
 func (e *entry[V]) notFound() bool { return e.flags.Load()&flagNotFound != 0 }
 

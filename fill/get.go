@@ -33,6 +33,50 @@ func (c *Cache[V]) Get(ctx context.Context, key string) (V, error) {
 	return en.Value, err
 }
 
+// GetStamped is Get's hit path for an entry that carries stamp: it returns the value and
+// true when key is stored, fresh and stamped so (by GetStamping); otherwise it does nothing
+// and returns false. A stamp is the caller's word that something it checked before stamping
+// still holds — corral stamps a key's entry with the ring it found the key owned here under,
+// so that while that ring stands a hit skips the owner lookup. stamp must be in
+// [1, StampMask].
+func (c *Cache[V]) GetStamped(ctx context.Context, key string, stamp uint32) (V, bool) {
+	if e, ok := c.store.GetIfPresent(key); ok && e.stamped(stamp) {
+		var now int64
+		if c.coarse != nil {
+			now = c.coarse.NowNano()
+		} else {
+			now = c.clock.NowNano()
+		}
+		if now < e.fresh && e.flags.Load()&flagNotFound == 0 {
+			c.stats.gets.Add()
+			if c.cfg.RefreshAhead > 0 && c.refreshEarly(e, now) {
+				c.refresh(ctx, key, e)
+			}
+			return e.value, true
+		}
+	}
+	var zero V
+	return zero, false
+}
+
+// GetStamping is Get that stamps the entry it answers a fresh hit from with stamp, for
+// GetStamped (a value a fill stores is stamped by the next hit). stamp must be in
+// [1, StampMask].
+func (c *Cache[V]) GetStamping(ctx context.Context, key string, stamp uint32) (V, error) {
+	if e, ok := c.store.GetIfPresent(key); ok {
+		now := c.clock.NowNano()
+		if now < e.fresh && !e.notFound() {
+			e.stamp(stamp)
+			c.stats.gets.Add()
+			if c.cfg.RefreshAhead > 0 && c.refreshEarly(e, now) {
+				c.refresh(ctx, key, e)
+			}
+			return e.value, nil
+		}
+	}
+	return c.Get(ctx, key)
+}
+
 // GetEntry is Get that also returns the entry's remaining lifetime and version, and how the
 // call was answered.
 func (c *Cache[V]) GetEntry(ctx context.Context, key string) (Entry[V], Source, error) {
@@ -47,26 +91,52 @@ func (c *Cache[V]) Lookup(ctx context.Context, key string) (Entry[V], Source, er
 	return c.getEntry(ctx, key)
 }
 
+// LookupHeld is Lookup for a key held here: it answers as Lookup would when the key is
+// stored fresh, or stale within grace (starting its refresh), and reports false otherwise,
+// having done nothing. It never waits: a node answers peers' hits with it on the goroutine
+// that reads their requests. A remembered ErrNotFound is left to Lookup.
+func (c *Cache[V]) LookupHeld(ctx context.Context, key string) (Entry[V], Source, bool) {
+	if CheckKey(key) != nil {
+		return Entry[V]{}, 0, false
+	}
+	e, src, _, ok := c.held(ctx, key, false)
+	return e, src, ok
+}
+
 func (c *Cache[V]) getEntry(ctx context.Context, key string) (Entry[V], Source, error) {
 	if err := CheckKey(key); err != nil {
 		return Entry[V]{}, 0, err
 	}
-	if e, ok := c.store.GetIfPresent(key); ok {
-		now := c.clock.NowNano()
-		switch {
-		case e.notFound() && now < e.fresh:
-			c.stats.negativeHits.Add()
-			return Entry[V]{}, SourceHit, ErrNotFound
-		case now < e.fresh:
-			if c.cfg.RefreshAhead > 0 && c.refreshEarly(e, now) {
-				c.refresh(ctx, key, e)
-			}
-			return e.export(now), SourceHit, nil
-		case now < e.stale && !e.notFound():
-			c.stats.staleServed.Add()
-			c.refresh(ctx, key, e)
-			return e.export(now), SourceStale, nil
-		}
+	if e, src, err, ok := c.held(ctx, key, true); ok {
+		return e, src, err
 	}
 	return c.miss(ctx, key)
+}
+
+// held answers from the store when key is there, fresh or within grace (or, with negatives,
+// remembered as not found); ok is false when a fill is needed. It does not count the get.
+func (c *Cache[V]) held(ctx context.Context, key string, negatives bool) (Entry[V], Source, error, bool) {
+	e, ok := c.store.GetIfPresent(key)
+	if !ok {
+		return Entry[V]{}, 0, nil, false
+	}
+	now := c.clock.NowNano()
+	switch {
+	case e.notFound() && now < e.fresh:
+		if !negatives {
+			return Entry[V]{}, 0, nil, false
+		}
+		c.stats.negativeHits.Add()
+		return Entry[V]{}, SourceHit, ErrNotFound, true
+	case now < e.fresh:
+		if c.cfg.RefreshAhead > 0 && c.refreshEarly(e, now) {
+			c.refresh(ctx, key, e)
+		}
+		return e.export(now), SourceHit, nil, true
+	case now < e.stale && !e.notFound():
+		c.stats.staleServed.Add()
+		c.refresh(ctx, key, e)
+		return e.export(now), SourceStale, nil, true
+	}
+	return Entry[V]{}, 0, nil, false
 }

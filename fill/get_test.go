@@ -291,3 +291,80 @@ func mustGetEntry(t *testing.T, c *Cache[string], key string) (string, Source) {
 	}
 	return e.Value, src
 }
+
+// A stamp marks the entry a hit was answered from: GetStamped answers only while the entry
+// carries that stamp and is fresh, and a new entry (a write, a refill) carries none.
+func TestStamps(t *testing.T) {
+	l := &counting{}
+	c, clk := newTest(t, l.load, Config[string]{TTL: time.Minute})
+	ctx := context.Background()
+	if _, ok := c.GetStamped(ctx, "a", 1); ok {
+		t.Fatal("GetStamped answered a key never stored")
+	}
+	if v, err := c.GetStamping(ctx, "a", 1); err != nil || v != "v:a" { // fills; stamps nothing yet
+		t.Fatalf("GetStamping = %q, %v", v, err)
+	}
+	if _, ok := c.GetStamped(ctx, "a", 1); ok {
+		t.Fatal("GetStamped answered from an entry a fill stored, which no hit has stamped")
+	}
+	c.GetStamping(ctx, "a", 1) // a hit: stamps
+	if v, ok := c.GetStamped(ctx, "a", 1); !ok || v != "v:a" {
+		t.Fatalf("GetStamped(1) = %q, %v after a stamping hit", v, ok)
+	}
+	if _, ok := c.GetStamped(ctx, "a", 2); ok {
+		t.Fatal("GetStamped answered for another stamp")
+	}
+	c.GetStamping(ctx, "a", 2)
+	if _, ok := c.GetStamped(ctx, "a", 1); ok {
+		t.Fatal("the old stamp still answers after a restamp")
+	}
+	if _, err := c.Set("a", "new"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := c.GetStamped(ctx, "a", 2); ok {
+		t.Fatal("GetStamped answered from the entry a Set replaced")
+	}
+	c.GetStamping(ctx, "a", 2)
+	clk.Advance(2 * time.Minute)
+	if _, ok := c.GetStamped(ctx, "a", 2); ok {
+		t.Fatal("GetStamped answered an expired entry")
+	}
+	if s := c.Stats(); s.Gets != 5 || s.Fills != 1 {
+		t.Fatalf("stats = %+v: want every answered call counted once (5 Gets) and 1 fill", s)
+	}
+}
+
+// LookupHeld answers what Lookup would from the store, and nothing else: no fill, no wait,
+// no count of a remembered not-found.
+func TestLookupHeld(t *testing.T) {
+	l := &counting{value: func(key string, _ int64) (string, error) {
+		if key == "gone" {
+			return "", ErrNotFound
+		}
+		return "v:" + key, nil
+	}}
+	c, clk := newTest(t, l.load, Config[string]{TTL: time.Minute, Grace: time.Minute, NegativeTTL: time.Minute})
+	ctx := context.Background()
+	if _, _, ok := c.LookupHeld(ctx, "a"); ok || l.runs.Load() != 0 {
+		t.Fatalf("LookupHeld of a missing key: ok=%v, %d fills", ok, l.runs.Load())
+	}
+	c.Get(ctx, "a")
+	if e, src, ok := c.LookupHeld(ctx, "a"); !ok || e.Value != "v:a" || src != SourceHit {
+		t.Fatalf("LookupHeld = %+v, %v, %v; want the fresh value as a hit", e, src, ok)
+	}
+	clk.Advance(90 * time.Second)
+	if e, src, ok := c.LookupHeld(ctx, "a"); !ok || e.Value != "v:a" || src != SourceStale {
+		t.Fatalf("LookupHeld within grace = %+v, %v, %v; want the stale value", e, src, ok)
+	}
+	if _, _, ok := c.LookupHeld(ctx, string(make([]byte, 5000))); ok {
+		t.Fatal("LookupHeld answered a bad key")
+	}
+	c.Get(ctx, "gone")
+	before := c.Stats()
+	if _, _, ok := c.LookupHeld(ctx, "gone"); ok {
+		t.Fatal("LookupHeld answered a remembered not-found (Lookup's to answer)")
+	}
+	if after := c.Stats(); after != before {
+		t.Fatalf("LookupHeld of a not-found changed the stats: %+v -> %+v", before, after)
+	}
+}

@@ -17,17 +17,29 @@ import (
 	"github.com/corralcache/corral/transport/peerpb"
 )
 
-// BenchmarkLocalHit compares a local hit through Group.Get (the key is owned here) with a raw
-// otter GetIfPresent of the same value, in parallel on all cores, in one run.
-// Goal: ≤ 1.5× otter and no allocation for string values.
+// BenchmarkLocalHit compares a local hit through Group.Get (the keys are owned here) with a
+// raw otter GetIfPresent of the same values, in parallel on all cores, in one run, the way a
+// hot loop reads: each goroutine cycles over 1024 keys. Goal: ≤ 1.25× otter, and no
+// allocation for string values.
 func BenchmarkLocalHit(b *testing.B) {
+	const nkeys = 1024
+	keys := make([]string, nkeys)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("key-%04d", i)
+	}
 	b.Run("otter", func(b *testing.B) {
 		o := otter.Must(&otter.Options[string, string]{MaximumSize: 10_000})
-		o.Set("hot", "value")
+		for _, k := range keys {
+			o.Set(k, "value")
+		}
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
+			i := 0
 			for pb.Next() {
-				o.GetIfPresent("hot")
+				if _, ok := o.GetIfPresent(keys[i%nkeys]); !ok {
+					b.Fatal("miss")
+				}
+				i++
 			}
 		})
 	})
@@ -38,14 +50,18 @@ func BenchmarkLocalHit(b *testing.B) {
 			b.Fatal(err)
 		}
 		ctx := context.Background()
-		g.Get(ctx, "hot")
+		for _, k := range keys {
+			g.Get(ctx, k)
+		}
 		b.ReportAllocs()
 		b.ResetTimer()
 		b.RunParallel(func(pb *testing.PB) {
+			i := 0
 			for pb.Next() {
-				if _, err := g.Get(ctx, "hot"); err != nil {
+				if _, err := g.Get(ctx, keys[i%nkeys]); err != nil {
 					b.Fatal(err)
 				}
+				i++
 			}
 		})
 	})

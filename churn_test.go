@@ -398,3 +398,30 @@ func TestJoinBeforeTheGroupIsRegistered(t *testing.T) {
 		t.Fatalf("loaded %d times, want 1", got)
 	}
 }
+
+// A local hit skips the owner lookup only while the view it was found owned under stands
+// (entries are stamped with the view): once a join moves a key away, Gets on its old owner
+// ask the new one, even for keys it still holds and has hit many times.
+func TestStampedHitsFollowOwnership(t *testing.T) {
+	nodes := newCluster(t, 2)
+	src := newSource(0)
+	gs := groups(t, nodes, "g", src.load, WithTTL(time.Hour))
+	keys := keysMoving(t, names(2), names(3), "n0", "n2", "m", 5)
+	for _, k := range keys {
+		for range 3 { // fill, then hits that stamp and hits that use the stamp
+			if _, err := gs[0].Get(context.Background(), k); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	nodes, g2 := join(t, nodes, "n2", src.load, WithTTL(time.Hour))
+	before := g2.Stats().PeerGets
+	for _, k := range keys {
+		if _, err := gs[0].Get(context.Background(), k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if served := g2.Stats().PeerGets - before; served < uint64(len(keys)) {
+		t.Fatalf("the new owner served %d of n0's %d Gets of its keys: n0 answered the rest from its own store", served, len(keys))
+	}
+}

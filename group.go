@@ -139,8 +139,14 @@ func (g *Group[V]) HotKeys(n int) []string { return g.local.Hottest(n) }
 // owner); ErrClosed after Close.
 func (g *Group[V]) Get(ctx context.Context, key string) (V, error) {
 	v := g.node.view.Load()
+	// A key found owned here under this view is stamped with it: its hits skip the owner
+	// lookup (xxhash and a search of the ring, a third of a hit's time) until the view
+	// changes.
+	if val, ok := g.local.GetStamped(ctx, key, v.stamp); ok {
+		return val, nil
+	}
 	if v.owner(key) == v.self {
-		val, err := g.local.Get(ctx, key)
+		val, err := g.local.GetStamping(ctx, key, v.stamp)
 		if err != nil {
 			return val, g.wrapErr(key, err)
 		}

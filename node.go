@@ -164,7 +164,7 @@ func New(cfg Config) (*Node, error) {
 	self := &memberState{Member: Member{Name: cfg.Name, PeerAddr: peerAddr}}
 	self.gone, self.cancel = context.WithCancel(context.Background())
 	r, _ := ring.New([]string{cfg.Name}, n.ringCfg)
-	n.view.Store(&view{self: cfg.Name, ring: r, members: map[string]*memberState{cfg.Name: self},
+	n.view.Store(&view{self: cfg.Name, ring: r, stamp: 1, members: map[string]*memberState{cfg.Name: self},
 		list: []Member{self.Member}})
 
 	var seeds []string

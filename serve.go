@@ -19,6 +19,7 @@ type groupHandle interface {
 	writes() []*peerpb.Write
 	applyWrites(ws []*peerpb.Write, clock *versionClock)
 	serveGet(ctx context.Context, req *peerpb.GetRequest) (*peerpb.GetResponse, error)
+	serveHeld(ctx context.Context, req *peerpb.GetRequest) (*peerpb.GetResponse, bool)
 	serveSet(ctx context.Context, req *peerpb.SetRequest) (*peerpb.SetResponse, error)
 	serveRemove(ctx context.Context, req *peerpb.RemoveRequest) (*peerpb.RemoveResponse, error)
 	invalidate(key string, version uint64)
@@ -38,7 +39,7 @@ var _ groupHandle = (*Group[string])(nil)
 // ring says: views that disagree for a moment cost at most one extra fill, never a loop.
 type server struct{ n *Node }
 
-var _ transport.Handler = server{}
+var _ transport.HitHandler = server{}
 
 // Get serves a peer's Get (or warm pull) of a key. Once this node has left, it answers only
 // warm pulls; Gets go to the key's next owner (ErrLeaving tells the sender so).
@@ -55,6 +56,24 @@ func (s server) Get(ctx context.Context, req *peerpb.GetRequest) (*peerpb.GetRes
 		return nil, err
 	}
 	return g.serveGet(ctx, req)
+}
+
+// GetHit answers a peer's Get of a key this node holds (fresh, or stale within grace) at
+// once, on the goroutine that reads the peer's stream; anything else — a miss, a warm pull,
+// a refusal — is left to Get.
+func (s server) GetHit(ctx context.Context, req *peerpb.GetRequest) (*peerpb.GetResponse, bool) {
+	n := s.n
+	if req.GetPeek() || n.draining.Load() {
+		return nil, false
+	}
+	g, ok := n.group(req.GetGroup())
+	if !ok || !n.isMemberAddr(transport.CallerIP(ctx)) {
+		return nil, false // Get says why, and counts the refusal once
+	}
+	if n.admit(ctx, req.GetHeader()) != nil {
+		return nil, false
+	}
+	return g.serveHeld(ctx, req)
 }
 
 // Set serves a peer's write-through.
@@ -200,6 +219,22 @@ func (g *Group[V]) serveGet(ctx context.Context, req *peerpb.GetRequest) (*peerp
 		return nil, toWire(err)
 	}
 	return &peerpb.GetResponse{Entry: pe, Found: true, Source: wireSource(src)}, nil
+}
+
+// serveHeld is serveGet for a key held here, which it answers without waiting (see
+// server.GetHit); false leaves the request to serveGet.
+func (g *Group[V]) serveHeld(ctx context.Context, req *peerpb.GetRequest) (*peerpb.GetResponse, bool) {
+	key := string(req.GetKey())
+	e, src, ok := g.local.LookupHeld(ctx, key)
+	if !ok {
+		return nil, false
+	}
+	pe, err := g.encodeEntry(key, e)
+	if err != nil {
+		return nil, false // serveGet reports it
+	}
+	g.peerGets.Add(1)
+	return &peerpb.GetResponse{Entry: pe, Found: true, Source: wireSource(src)}, true
 }
 
 func wireSource(s fill.Source) peerpb.Source {

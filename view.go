@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/peer"
 	"github.com/corralcache/corral/ring"
 )
@@ -31,10 +32,25 @@ type view struct {
 	// departed holds the members that left the view within PeekWindow, with the time they
 	// left: a member that left gracefully answers warm pulls while it drains.
 	departed map[string]departedMember
+	// stamp marks the entries of the local store this view was found to own (fill's
+	// GetStamping): while this view stands, a Get of a stamped key skips the owner lookup.
+	// Every view has a stamp of its own, so a new view unstamps every entry at once.
+	stamp uint32
+
 	// joined is when this node first saw a cluster that was there before it (a member that
 	// started no later than this one): for PeekWindow after it, keys this node owns may be
 	// held by their owner on the ring without it. Zero for the founding member.
 	joined time.Time
+}
+
+// nextStamp is the stamp of the view after one stamped s: the next in [1, fill.StampMask].
+// A stamp recurs only after 2^30 views, and an entry stamped then and never read since would
+// have to outlive them all to be mistaken.
+func nextStamp(s uint32) uint32 {
+	if s >= fill.StampMask {
+		return 1
+	}
+	return s + 1
 }
 
 // pastRing is a ring this node routed by until a membership change.
@@ -145,7 +161,8 @@ func (v *view) handoffRing(excluded map[string]bool) *ring.Ring {
 // reconciled; a peer port this node cannot speak to).
 func nextView(cur *view, ms []peer.Member, rc ring.Config, now time.Time, window time.Duration, exclude map[string]string) (*view, []*memberState, error) {
 	names := make([]string, 0, len(ms))
-	nv := &view{self: cur.self, members: make(map[string]*memberState, len(ms)), excluded: exclude}
+	nv := &view{self: cur.self, members: make(map[string]*memberState, len(ms)), excluded: exclude,
+		stamp: nextStamp(cur.stamp)}
 	for _, m := range ms {
 		if exclude[m.Name] == "" {
 			names = append(names, m.Name)

@@ -3,7 +3,10 @@ package transport
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
+	"runtime"
+	"sync"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -160,5 +163,128 @@ func BenchmarkBareEchoDeadline(b *testing.B) {
 			b.Fatal(err)
 		}
 		cancel()
+	}
+}
+
+// sizedHandler answers every Get with a value of its size, as a hit (HitHandler).
+type sizedHandler struct {
+	fakeHandler
+	resp *peerpb.GetResponse
+}
+
+func (h *sizedHandler) Get(context.Context, *peerpb.GetRequest) (*peerpb.GetResponse, error) {
+	return h.resp, nil
+}
+
+func (h *sizedHandler) GetHit(context.Context, *peerpb.GetRequest) (*peerpb.GetResponse, bool) {
+	return h.resp, true
+}
+
+// BenchmarkGetValueSize compares a Get on the stream with a unary Get on the same connection,
+// by value size, at GOMAXPROCS and 8×GOMAXPROCS callers: where a value is large enough that the unary call is no
+// dearer (its per-call cost is small beside the copy) is where keeping large values off the
+// shared stream could pay.
+func BenchmarkGetValueSize(b *testing.B) {
+	for _, size := range []int{100, 4 << 10, 64 << 10, 1 << 20} {
+		h := &sizedHandler{resp: &peerpb.GetResponse{Found: true, Source: peerpb.Source_HIT,
+			Entry: &peerpb.Entry{Group: "g", Key: []byte("k"), Value: bytes.Repeat([]byte("v"), size), FreshForNanos: 60e9}}}
+		addr, _ := serve(b, h, ServerConfig{})
+		c := newClient(b, ClientConfig{})
+		ctx := context.Background()
+		p, err := c.conn(addr)
+		if err != nil {
+			b.Fatal(err)
+		}
+		calls := []struct {
+			name string
+			get  func() error
+		}{
+			{"stream", func() error { _, err := c.Get(ctx, addr, benchRequest()); return err }},
+			{"unary", func() error { _, err := p.rpc.Get(ctx, benchRequest()); return err }},
+		}
+		for _, call := range calls {
+			if err := call.get(); err != nil {
+				b.Fatal(err)
+			}
+			for _, callers := range []int{1, 8} {
+				b.Run(fmt.Sprintf("%s/size=%d/goroutines=%d", call.name, size, callers*runtime.GOMAXPROCS(0)), func(b *testing.B) {
+					b.SetBytes(int64(size))
+					b.SetParallelism(callers)
+					b.RunParallel(func(pb *testing.PB) {
+						for pb.Next() {
+							if err := call.get(); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					})
+				})
+			}
+		}
+	}
+}
+
+// keyedHandler answers "big" with big and anything else with small, as hits.
+type keyedHandler struct {
+	fakeHandler
+	small, big *peerpb.GetResponse
+}
+
+func (h *keyedHandler) Get(_ context.Context, req *peerpb.GetRequest) (*peerpb.GetResponse, error) {
+	if string(req.GetKey()) == "big" {
+		return h.big, nil
+	}
+	return h.small, nil
+}
+
+func (h *keyedHandler) GetHit(ctx context.Context, req *peerpb.GetRequest) (*peerpb.GetResponse, bool) {
+	resp, _ := h.Get(ctx, req)
+	return resp, true
+}
+
+// BenchmarkSmallBehindLarge prices head-of-line blocking: serial 100-byte Gets on the stream
+// while another goroutine keeps fetching 1 MiB values from the same peer, on the stream
+// (whose frames the small answers queue behind), as unary calls (HTTP/2 streams of their
+// own, whose frames interleave with the stream's), or through Client.Get of values held by
+// the peer, which it answers past MaxStreamAnswer by asking for a unary call ("redirected").
+func BenchmarkSmallBehindLarge(b *testing.B) {
+	entry := func(n int, src peerpb.Source) *peerpb.GetResponse {
+		return &peerpb.GetResponse{Found: true, Source: src, Entry: &peerpb.Entry{Group: "g", Key: []byte("k"), Value: bytes.Repeat([]byte("v"), n)}}
+	}
+	for _, bigOn := range []string{"none", "stream", "unary", "redirected"} {
+		b.Run("large-on-"+bigOn, func(b *testing.B) {
+			big, via := entry(1<<20, peerpb.Source_FILL), bigOn // a fill's answer stays on the stream
+			if bigOn == "redirected" {
+				big, via = entry(1<<20, peerpb.Source_HIT), "stream"
+			}
+			addr, _ := serve(b, &keyedHandler{small: entry(100, peerpb.Source_HIT), big: big}, ServerConfig{})
+			c := newClient(b, ClientConfig{})
+			ctx, cancel := context.WithCancel(context.Background())
+			p, err := c.conn(addr)
+			if err != nil {
+				b.Fatal(err)
+			}
+			bigReq := &peerpb.GetRequest{Group: "g", Key: []byte("big")}
+			var wg sync.WaitGroup
+			if via != "none" {
+				wg.Go(func() {
+					for ctx.Err() == nil {
+						if via == "stream" {
+							c.Get(ctx, addr, bigReq)
+						} else {
+							p.rpc.Get(ctx, bigReq)
+						}
+					}
+				})
+			}
+			req := benchRequest()
+			for b.Loop() {
+				if _, err := c.Get(context.Background(), addr, req); err != nil {
+					b.Fatal(err)
+				}
+			}
+			cancel()
+			wg.Wait()
+		})
 	}
 }

@@ -60,7 +60,10 @@
 // doubling to 2 s). Each side bounds the Gets in flight on one stream
 // (ClientConfig.MaxStreamCalls: a caller waits for a slot;
 // ServerConfig.MaxStreamCalls: a call past it is answered with ErrStreamFull).
-// A message is checked against MaxMessageSize before it is sent, and an answer
+// A value the Server holds that is larger than ServerConfig.MaxStreamAnswer
+// (64 KiB) is not sent on the stream, where every answer behind it would wait
+// for its transfer: the caller is told to ask again with a unary call, whose
+// frames interleave with the stream's. A message is checked against MaxMessageSize before it is sent, and an answer
 // against the caller's limit too (each call carries it), because an oversized
 // message would end the stream for every call on it: the one call fails, as a
 // unary call would. A peer that answers GetStream with Unimplemented (a corral

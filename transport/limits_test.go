@@ -53,8 +53,22 @@ func TestMaxMessageSize(t *testing.T) {
 	})
 
 	t.Run("answer refused by the client", func(t *testing.T) {
+		// A value held by the server, larger than it sends on a stream (MaxStreamAnswer):
+		// the caller asks with a unary call, whose answer gRPC refuses.
 		h := newFakeHandler()
 		addr, _ := serve(t, h, ServerConfig{})
+		writer := newClient(t, ClientConfig{})
+		if _, err := writer.Set(ctx, addr, big); err != nil {
+			t.Fatalf("Set under the default limit: %v", err)
+		}
+		reader := newClient(t, ClientConfig{MaxMessageSize: limit})
+		_, err := reader.Get(ctx, addr, &peerpb.GetRequest{Group: "g", Key: []byte("big")})
+		check(t, err, "received")
+	})
+
+	t.Run("answer on the stream refused by the client", func(t *testing.T) {
+		h := newFakeHandler()
+		addr, _ := serve(t, h, ServerConfig{MaxStreamAnswer: -1})
 		writer := newClient(t, ClientConfig{})
 		if _, err := writer.Set(ctx, addr, big); err != nil {
 			t.Fatalf("Set under the default limit: %v", err)

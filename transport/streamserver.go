@@ -182,7 +182,17 @@ func (ss *serverStream) answer(id uint64, resp *peerpb.GetResponse, callerMax ui
 	if callerMax > 0 && int64(callerMax) < int64(limit) {
 		limit, side = int(callerMax), "the caller's"
 	}
-	if size := proto.Size(r); size > limit {
+	size := proto.Size(r)
+	if size > ss.p.maxStreamAnswer && (resp.GetSource() == peerpb.Source_HIT || resp.GetSource() == peerpb.Source_STALE) {
+		// A large value held here: sent on the stream, it would hold back every answer
+		// queued behind it for its whole transfer. The caller asks again with a unary
+		// call, an HTTP/2 stream of its own whose frames interleave with the others'.
+		// (A value a fill just made goes on the stream: it may not be held, and asking
+		// again could fill again.)
+		ss.push(&peerpb.GetReply{Id: id, Unary: true})
+		return
+	}
+	if size > limit {
 		ss.fail(id, status.Errorf(codes.ResourceExhausted, "transport: get answer of %d bytes exceeds %s MaxMessageSize %d", size, side, limit))
 		return
 	}

@@ -618,7 +618,11 @@ type GetReply struct {
 	Id       uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
 	Response *GetResponse           `protobuf:"bytes,2,opt,name=response,proto3" json:"response,omitempty"`
 	// failure is the error a unary Get would have ended with.
-	Failure       *Failure `protobuf:"bytes,3,opt,name=failure,proto3" json:"failure,omitempty"`
+	Failure *Failure `protobuf:"bytes,3,opt,name=failure,proto3" json:"failure,omitempty"`
+	// unary says the answer is a value the receiver holds that is larger than
+	// it sends on the stream (whose later answers would wait behind it): the
+	// sender asks again with a unary Get, which finds the value held.
+	Unary         bool `protobuf:"varint,4,opt,name=unary,proto3" json:"unary,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -672,6 +676,13 @@ func (x *GetReply) GetFailure() *Failure {
 		return x.Failure
 	}
 	return nil
+}
+
+func (x *GetReply) GetUnary() bool {
+	if x != nil {
+		return x.Unary
+	}
+	return false
 }
 
 // Failure is an error inside a stream frame: what a unary call's status
@@ -1803,11 +1814,12 @@ const file_peer_proto_rawDesc = "" +
 	"\arequest\x18\x02 \x01(\v2\x1a.corral.peer.v1.GetRequestR\arequest\x12#\n" +
 	"\rtimeout_nanos\x18\x03 \x01(\x03R\ftimeoutNanos\x12\x16\n" +
 	"\x06cancel\x18\x04 \x01(\bR\x06cancel\x12$\n" +
-	"\x0emax_reply_size\x18\x05 \x01(\rR\fmaxReplySize\"\x86\x01\n" +
+	"\x0emax_reply_size\x18\x05 \x01(\rR\fmaxReplySize\"\x9c\x01\n" +
 	"\bGetReply\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x127\n" +
 	"\bresponse\x18\x02 \x01(\v2\x1b.corral.peer.v1.GetResponseR\bresponse\x121\n" +
-	"\afailure\x18\x03 \x01(\v2\x17.corral.peer.v1.FailureR\afailure\"g\n" +
+	"\afailure\x18\x03 \x01(\v2\x17.corral.peer.v1.FailureR\afailure\x12\x14\n" +
+	"\x05unary\x18\x04 \x01(\bR\x05unary\"g\n" +
 	"\aFailure\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\rR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12.\n" +

@@ -44,6 +44,12 @@
 // leaving, the Get goes to the key's owner on the ring without it — the successor every
 // replica computes alike — rather than filling locally (Config.LocalFallback changes that).
 //
+// A key this node owns is a local hit: one store lookup, with no owner lookup while the
+// membership this node found it owned under stands, and no allocation. A remote Get travels
+// on the one gRPC stream this node keeps to the owner, with the Gets of every other caller
+// (package transport): the owner answers a value it holds on the stream's receive loop at
+// once, and runs fills off it, so a slow fill never delays the hits behind it.
+//
 // # Failures: crashes, pauses, partitions
 //
 // A refused or reset connection fails over at once. A silent owner — paused, cut off, its

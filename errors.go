@@ -84,6 +84,15 @@ func (e *UnreachedError) Error() string {
 
 func (e *UnreachedError) Unwrap() error { return e.Err }
 
+// checkKey is checkKey for a request to n: a bad key counts in corral_limit_hits_total.
+func (n *Node) checkKey(key string) error {
+	err := checkKey(key)
+	if err != nil {
+		n.metrics.limits.hit(limitKey)
+	}
+	return err
+}
+
 // checkKey turns fill's key check into a LimitError.
 func checkKey(key string) error {
 	if fill.CheckKey(key) != nil {

@@ -195,7 +195,7 @@ func localSource(s fill.Source) Source {
 
 func (g *Group[V]) getRemote(ctx context.Context, key string) (V, Source, error) {
 	var zero V
-	if err := checkKey(key); err != nil {
+	if err := g.node.checkKey(key); err != nil {
 		return zero, "", err
 	}
 	g.remoteGets.Add()
@@ -244,7 +244,7 @@ func (g *Group[V]) wrapErr(key string, err error) error {
 		var ke *fill.KeyError
 		switch {
 		case errors.As(err, &ke):
-			return checkKey(key)
+			return g.node.checkKey(key)
 		case errors.Is(err, fill.ErrClosed):
 			return ErrClosed
 		}
@@ -288,7 +288,7 @@ func (g *Group[V]) fillLocal(ctx context.Context, key string) (V, error) {
 // If some member could not be told to drop its copy, Set returns an *UnreachedError naming
 // them (the write itself stands).
 func (g *Group[V]) Set(ctx context.Context, key string, v V) error {
-	if err := checkKey(key); err != nil {
+	if err := g.node.checkKey(key); err != nil {
 		return err
 	}
 	b, err := g.codec.Encode(v)
@@ -311,7 +311,7 @@ func (g *Group[V]) Set(ctx context.Context, key string, v V) error {
 // could not be told, Remove returns an *UnreachedError naming them (the owner's delete
 // stands).
 func (g *Group[V]) Remove(ctx context.Context, key string) error {
-	if err := checkKey(key); err != nil {
+	if err := g.node.checkKey(key); err != nil {
 		return err
 	}
 	return g.write(ctx, key, func(version uint64) (uint64, error) { return version, g.local.RemoveAt(key, version) },

@@ -131,7 +131,7 @@ func (e Expiry) fresh() time.Duration {
 // Errors: *LimitError for a bad key; an error wrapping ErrLeaseArgument for options out of
 // range; ctx.Err() when ctx ends first; ErrClosed after Close.
 func (g *Group[V]) Lease(ctx context.Context, key string, o LeaseOptions) (Lease[V], error) {
-	if err := checkKey(key); err != nil {
+	if err := g.node.checkKey(key); err != nil {
 		return Lease[V]{}, err
 	}
 	if err := o.validate(); err != nil {
@@ -202,7 +202,7 @@ func (g *Group[V]) SetWithExpiry(ctx context.Context, key string, v V, e Expiry)
 // store writes v for key with lifetime e through the owner: under token's lease, or
 // unconditionally when token is "".
 func (g *Group[V]) store(ctx context.Context, key string, v V, token string, e Expiry) (bool, error) {
-	if err := checkKey(key); err != nil {
+	if err := g.node.checkKey(key); err != nil {
 		return false, err
 	}
 	if err := e.validate(); err != nil {
@@ -562,7 +562,7 @@ func (g *Group[V]) leasesMoved(v *view) { g.leases.moved(v) }
 
 func (g *Group[V]) serveLease(ctx context.Context, req *peerpb.LeaseRequest) (*peerpb.LeaseResponse, error) {
 	key := string(req.GetKey())
-	if err := checkKey(key); err != nil {
+	if err := g.node.checkKey(key); err != nil {
 		return nil, toWire(err)
 	}
 	o := LeaseOptions{Fill: time.Duration(req.GetFillNanos()), Wait: time.Duration(req.GetWaitNanos())}
@@ -590,7 +590,7 @@ func (g *Group[V]) serveLease(ctx context.Context, req *peerpb.LeaseRequest) (*p
 func (g *Group[V]) serveFillSet(ctx context.Context, req *peerpb.FillSetRequest) (*peerpb.FillSetResponse, error) {
 	pe := req.GetEntry()
 	key := string(pe.GetKey())
-	if err := checkKey(key); err != nil {
+	if err := g.node.checkKey(key); err != nil {
 		return nil, toWire(err)
 	}
 	e := Expiry{TTL: time.Duration(pe.GetFreshForNanos()), SWR: time.Duration(pe.GetStaleForNanos())}

@@ -2,6 +2,8 @@ package corral
 
 import (
 	"errors"
+	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -71,6 +73,50 @@ type metrics struct {
 	peerRequests *prometheus.CounterVec
 	handoff      *prometheus.CounterVec
 	refused      *prometheus.CounterVec
+	limits       limitCounts
+}
+
+// Limits that count in corral_limit_hits_total, by label: input over a limit (a LimitError,
+// to a caller here or to a peer), and peers turned away by the transport. fills and
+// refreshes are read from the node's limiters at scrape time.
+const (
+	limitKey             = "key"
+	limitValue           = "value"
+	limitGroupName       = "group_name"
+	limitPeerStreamCalls = "peer_stream_calls"
+	limitPeerHandshake   = "peer_handshake"
+)
+
+var countedLimits = []string{limitKey, limitValue, limitGroupName, limitPeerStreamCalls, limitPeerHandshake}
+
+// limitCounts holds a counter per limit of countedLimits.
+type limitCounts struct{ hits [5]atomic.Uint64 }
+
+// hit counts a hit of limit (one of countedLimits; others are ignored).
+func (l *limitCounts) hit(limit string) {
+	if i := slices.Index(countedLimits, limit); i >= 0 {
+		l.hits[i].Add(1)
+	}
+}
+
+// limitCollector emits corral_limit_hits_total.
+type limitCollector struct {
+	n    *Node
+	desc *prometheus.Desc
+}
+
+func (c *limitCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *limitCollector) Collect(ch chan<- prometheus.Metric) {
+	for i, limit := range countedLimits {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(c.n.metrics.limits.hits[i].Load()), limit)
+	}
+	var fills uint64
+	if c.n.fills != nil {
+		fills = c.n.fills.Full()
+	}
+	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(fills), "fills")
+	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(c.n.refreshes.Full()), "refreshes")
 }
 
 var groupCounters = []struct {
@@ -166,7 +212,10 @@ func newMetrics(n *Node, reg prometheus.Registerer) (*metrics, error) {
 	excluded := &excludedCollector{n: n, desc: prometheus.NewDesc("corral_members_excluded",
 		"Live members this node keeps out of its ring, by reason (reconciling: back from the dead, exchanging the writes it missed; peer TLS differs: one of the two runs without TLS; peer TLS failed: no mutual TLS handshake completes with it; peer TLS not checked yet: a new member, checked at once).",
 		[]string{"reason"}, nil)}
-	m.collectors = []prometheus.Collector{gc, m.fillDuration, m.peerRequests, m.handoff, m.refused, members, excluded}
+	limits := &limitCollector{n: n, desc: prometheus.NewDesc("corral_limit_hits_total",
+		"Requests a limit turned away or held back, by limit: key (over 4 KiB, or empty), value (over Config.MaxValueBytes), group_name (a peer named an invalid group), peer_stream_calls (a peer's Gets in flight past the transport's bound), peer_handshake (a peer connection that did not complete its handshake in time), fills (a fill that waited for one of Config.MaxFills slots), refreshes (a background refresh skipped at Config.MaxRefreshes).",
+		[]string{"limit"}, nil)}
+	m.collectors = []prometheus.Collector{gc, m.fillDuration, m.peerRequests, m.handoff, m.refused, members, excluded, limits}
 	if reg == nil {
 		return m, nil
 	}

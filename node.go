@@ -131,7 +131,8 @@ func New(cfg Config) (*Node, error) {
 	if cfg.PeerTLS != nil {
 		serverTLS, clientTLS = n.peerTLSConfigs(cfg.PeerTLS)
 	}
-	n.server, err = transport.NewServer(server{n}, transport.ServerConfig{TLS: serverTLS, MaxMessageSize: msgSize, Logger: n.log})
+	n.server, err = transport.NewServer(server{n}, transport.ServerConfig{TLS: serverTLS, MaxMessageSize: msgSize, Logger: n.log,
+		OnLimit: n.metrics.limits.hit})
 	if err == nil {
 		cc := transport.ClientConfig{
 			TLS: clientTLS, MaxMessageSize: msgSize, CallTimeout: cfg.PeerTimeout,

@@ -416,6 +416,7 @@ func toWire(err error) error {
 
 func (n *Node) checkValue(size int) error {
 	if size > n.cfg.MaxValueBytes {
+		n.metrics.limits.hit(limitValue)
 		return &LimitError{Limit: "value", Size: size, Max: n.cfg.MaxValueBytes}
 	}
 	return nil

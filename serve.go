@@ -117,7 +117,7 @@ func (s server) Invalidate(ctx context.Context, req *peerpb.InvalidateRequest) (
 		return nil, err
 	}
 	key := string(req.GetKey())
-	if err := checkKey(key); err != nil {
+	if err := n.checkKey(key); err != nil {
 		return nil, toWire(err)
 	}
 	n.version.Observe(req.GetVersion())
@@ -176,6 +176,9 @@ func (s server) WaitsFor(ctx context.Context, req *peerpb.WaitsForRequest) (*pee
 
 func (n *Node) handle(group string) (groupHandle, error) {
 	g, ok := n.group(group)
+	if !ok && fill.CheckName(group) != nil {
+		n.metrics.limits.hit(limitGroupName)
+	}
 	if !ok && n.cfg.AutoGroup != nil && fill.CheckName(group) == nil && !n.leaving.Load() {
 		if err := n.cfg.AutoGroup(n, group); err != nil {
 			n.log.Warn("corral: AutoGroup failed", "group", group, "err", err)
@@ -190,7 +193,7 @@ func (n *Node) handle(group string) (groupHandle, error) {
 
 func (g *Group[V]) serveGet(ctx context.Context, req *peerpb.GetRequest) (*peerpb.GetResponse, error) {
 	key := string(req.GetKey())
-	if err := checkKey(key); err != nil {
+	if err := g.node.checkKey(key); err != nil {
 		return nil, toWire(err)
 	}
 	if req.GetPeek() {
@@ -252,7 +255,7 @@ func wireSource(s fill.Source) peerpb.Source {
 func (g *Group[V]) serveSet(ctx context.Context, req *peerpb.SetRequest) (*peerpb.SetResponse, error) {
 	e := req.GetEntry()
 	key := string(e.GetKey())
-	if err := checkKey(key); err != nil {
+	if err := g.node.checkKey(key); err != nil {
 		return nil, toWire(err)
 	}
 	v, err := g.codec.Decode(e.GetValue())
@@ -271,7 +274,7 @@ func (g *Group[V]) serveSet(ctx context.Context, req *peerpb.SetRequest) (*peerp
 
 func (g *Group[V]) serveRemove(ctx context.Context, req *peerpb.RemoveRequest) (*peerpb.RemoveResponse, error) {
 	key := string(req.GetKey())
-	if err := checkKey(key); err != nil {
+	if err := g.node.checkKey(key); err != nil {
 		return nil, toWire(err)
 	}
 	version := g.writeVersion(req.GetVersion())
@@ -307,7 +310,7 @@ func (g *Group[V]) invalidate(key string, version uint64) {
 
 func (g *Group[V]) accept(pe *peerpb.Entry) (bool, error) {
 	key := string(pe.GetKey())
-	if err := checkKey(key); err != nil {
+	if err := g.node.checkKey(key); err != nil {
 		return false, toWire(err)
 	}
 	e, err := g.decodeEntry(pe)

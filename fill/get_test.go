@@ -255,6 +255,9 @@ func TestAdmissionControlWaitsForASlot(t *testing.T) {
 	if got := l.runs.Load(); got != 1 {
 		t.Fatalf("loader ran %d times while the slot was taken", got)
 	}
+	if got := slots.Full(); got != 1 {
+		t.Fatalf("Limiter.Full = %d, want the one fill that waited", got)
+	}
 	close(l.release)
 	if err := <-first; err != nil {
 		t.Fatal(err)

@@ -1,11 +1,15 @@
 package fill
 
-import "context"
+import (
+	"context"
+	"sync/atomic"
+)
 
 // Limiter bounds how many operations run at once. One Limiter can be shared by several
 // caches, which makes the bound per process (per node) rather than per cache.
 type Limiter struct {
 	slots chan struct{} // buffered: its capacity is the bound, its length the slots in use
+	full  atomic.Uint64 // operations that found every slot taken (see Full)
 }
 
 // NewLimiter returns a Limiter that admits n operations at once. n < 1 is treated as 1.
@@ -22,6 +26,7 @@ func (l *Limiter) TryAcquire() bool {
 	case l.slots <- struct{}{}:
 		return true
 	default:
+		l.full.Add(1)
 		return false
 	}
 }
@@ -31,10 +36,20 @@ func (l *Limiter) Acquire(ctx context.Context) error {
 	select {
 	case l.slots <- struct{}{}:
 		return nil
+	default:
+	}
+	l.full.Add(1)
+	select {
+	case l.slots <- struct{}{}:
+		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 }
+
+// Full counts the operations that found every slot taken: a TryAcquire that failed, or an
+// Acquire that had to wait. It only grows (a limit-hit metric).
+func (l *Limiter) Full() uint64 { return l.full.Load() }
 
 // Release frees a slot taken by TryAcquire or Acquire.
 func (l *Limiter) Release() { <-l.slots }

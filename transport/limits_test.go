@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/corralcache/corral/transport/peerpb"
 )
@@ -88,7 +89,8 @@ func TestMaxMessageSize(t *testing.T) {
 
 	t.Run("default limit takes an 8 MiB value", func(t *testing.T) {
 		addr, _ := serve(t, newFakeHandler(), ServerConfig{})
-		c := newClient(t, ClientConfig{})
+		// 8 MiB through -race on a busy machine takes seconds: this is about the limit.
+		c := newClient(t, ClientConfig{CallTimeout: time.Minute})
 		v := bytes.Repeat([]byte("y"), 8<<20)
 		if _, err := c.Set(ctx, addr, &peerpb.SetRequest{Entry: &peerpb.Entry{Group: "g", Key: []byte(strings.Repeat("k", 4096)), Value: v}}); err != nil {
 			t.Fatalf("Set of 8 MiB value with a 4 KiB key: %v", err)

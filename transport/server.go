@@ -67,6 +67,22 @@ type ServerConfig struct {
 	// DefaultMaxStreamAnswer; negative = no limit.
 	MaxStreamAnswer int
 
+	// HandshakeTimeout bounds a new connection's handshake (TLS and HTTP/2 preface); a
+	// connection that has not completed it by then is closed. 0 = DefaultHandshakeTimeout;
+	// negative is an error.
+	HandshakeTimeout time.Duration
+
+	// MaxConcurrentStreams bounds the calls one peer connection has open at once (its Gets
+	// share one of them); its calls past it wait for one to end. 0 =
+	// DefaultMaxConcurrentStreams; negative is an error.
+	MaxConcurrentStreams int
+
+	// OnLimit, if set, is called each time a limit turns a peer away: "peer_stream_calls"
+	// (a Get past MaxStreamCalls), "peer_handshake" (a connection closed at
+	// HandshakeTimeout). It must be quick and safe for concurrent use. (MaxMessageSize is
+	// gRPC's to enforce, and the sender sees it.)
+	OnLimit func(limit string)
+
 	// Logger receives recovered Handler panics (Error, with stack). nil =
 	// discard.
 	Logger *slog.Logger
@@ -76,12 +92,14 @@ type ServerConfig struct {
 // ServerConfig means, spelled out.
 func DefaultServerConfig() ServerConfig {
 	return ServerConfig{
-		MaxMessageSize:   DefaultMaxMessageSize,
-		MaxStreamCalls:   DefaultMaxStreamCalls,
-		MaxStreamAnswer:  DefaultMaxStreamAnswer,
-		KeepaliveTime:    DefaultKeepaliveTime,
-		KeepaliveTimeout: DefaultKeepaliveTimeout,
-		MinPingInterval:  DefaultMinPingInterval,
+		MaxMessageSize:       DefaultMaxMessageSize,
+		MaxStreamCalls:       DefaultMaxStreamCalls,
+		MaxStreamAnswer:      DefaultMaxStreamAnswer,
+		HandshakeTimeout:     DefaultHandshakeTimeout,
+		MaxConcurrentStreams: DefaultMaxConcurrentStreams,
+		KeepaliveTime:        DefaultKeepaliveTime,
+		KeepaliveTimeout:     DefaultKeepaliveTimeout,
+		MinPingInterval:      DefaultMinPingInterval,
 	}
 }
 
@@ -93,6 +111,9 @@ func (cfg ServerConfig) validate() (ServerConfig, error) {
 	if cfg.MaxStreamCalls < 0 {
 		return cfg, fmt.Errorf("transport: ServerConfig.MaxStreamCalls is negative (%d)", cfg.MaxStreamCalls)
 	}
+	if cfg.MaxConcurrentStreams < 0 {
+		return cfg, fmt.Errorf("transport: ServerConfig.MaxConcurrentStreams is negative (%d)", cfg.MaxConcurrentStreams)
+	}
 	for _, d := range []struct {
 		name string
 		v    time.Duration
@@ -100,6 +121,7 @@ func (cfg ServerConfig) validate() (ServerConfig, error) {
 		{"KeepaliveTime", cfg.KeepaliveTime},
 		{"KeepaliveTimeout", cfg.KeepaliveTimeout},
 		{"MinPingInterval", cfg.MinPingInterval},
+		{"HandshakeTimeout", cfg.HandshakeTimeout},
 	} {
 		if d.v < 0 {
 			return cfg, fmt.Errorf("transport: ServerConfig.%s is negative (%v)", d.name, d.v)
@@ -114,6 +136,11 @@ func (cfg ServerConfig) validate() (ServerConfig, error) {
 	}
 	if cfg.MaxStreamAnswer == 0 {
 		cfg.MaxStreamAnswer = def.MaxStreamAnswer
+	}
+	setDefault(&cfg.HandshakeTimeout, def.HandshakeTimeout)
+	setDefault(&cfg.MaxConcurrentStreams, def.MaxConcurrentStreams)
+	if cfg.OnLimit == nil {
+		cfg.OnLimit = func(string) {}
 	}
 	if cfg.KeepaliveTime == 0 {
 		cfg.KeepaliveTime = def.KeepaliveTime
@@ -132,8 +159,9 @@ func (cfg ServerConfig) validate() (ServerConfig, error) {
 
 // Server serves the peer protocol for a Handler.
 type Server struct {
-	opts []grpc.ServerOption // fixed in NewServer
-	svc  *peerService
+	opts    []grpc.ServerOption // fixed in NewServer
+	svc     *peerService
+	onLimit func(limit string)
 
 	stopOnce sync.Once
 
@@ -160,6 +188,8 @@ func NewServer(h Handler, cfg ServerConfig) (*Server, error) {
 		grpc.MaxSendMsgSize(cfg.MaxMessageSize),
 		grpc.KeepaliveParams(serverKeepalive(cfg.KeepaliveTime, cfg.KeepaliveTimeout)),
 		grpc.KeepaliveEnforcementPolicy(serverEnforcement(cfg.MinPingInterval)),
+		grpc.ConnectionTimeout(cfg.HandshakeTimeout),
+		grpc.MaxConcurrentStreams(uint32(cfg.MaxConcurrentStreams)),
 		// Stop waits for running handlers, so that no Handler method runs
 		// after Stop returns and every goroutine the Server started is gone.
 		grpc.WaitForHandlers(true),
@@ -177,8 +207,8 @@ func NewServer(h Handler, cfg ServerConfig) (*Server, error) {
 	if maxAnswer < 0 {
 		maxAnswer = math.MaxInt
 	}
-	return &Server{opts: opts, svc: &peerService{h: h, log: cfg.Logger, maxMessage: cfg.MaxMessageSize,
-		maxStreamCalls: cfg.MaxStreamCalls, maxStreamAnswer: maxAnswer, quit: make(chan struct{})}}, nil
+	return &Server{opts: opts, onLimit: cfg.OnLimit, svc: &peerService{h: h, log: cfg.Logger, maxMessage: cfg.MaxMessageSize,
+		maxStreamCalls: cfg.MaxStreamCalls, maxStreamAnswer: maxAnswer, onLimit: cfg.OnLimit, quit: make(chan struct{})}}, nil
 }
 
 // grpcServer returns the gRPC server, making it on first use, or nil after
@@ -204,7 +234,7 @@ func (s *Server) Serve(lis net.Listener) error {
 	if gs == nil {
 		return lis.Close()
 	}
-	err := gs.Serve(lis)
+	err := gs.Serve(handshakeListener{Listener: lis, onTimeout: func() { s.onLimit("peer_handshake") }})
 	if errors.Is(err, grpc.ErrServerStopped) {
 		return nil
 	}
@@ -255,6 +285,7 @@ type peerService struct {
 	maxStreamCalls int // ServerConfig.MaxStreamCalls
 	// maxStreamAnswer is ServerConfig.MaxStreamAnswer, with "no limit" as MaxInt.
 	maxStreamAnswer int
+	onLimit         func(limit string) // ServerConfig.OnLimit
 
 	// quit is closed by Stop: GetStreams finish their calls and end, which GracefulStop
 	// waits for (a stream has no end of its own).
@@ -377,4 +408,11 @@ func (p *peerService) recoverPanic(method string, errp *error) {
 	}
 	p.log.Error("transport: handler panicked", "method", method, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
 	*errp = status.Errorf(codes.Internal, "transport: handler %s panicked: %v", method, r)
+}
+
+func setDefault[T comparable](p *T, def T) {
+	var zero T
+	if *p == zero {
+		*p = def
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -196,8 +197,12 @@ func (s *muxStream) write() {
 		s.mu.Unlock()
 		for i, call := range batch {
 			if err := s.stream.Send(call); err != nil {
-				// The reader sees the stream's end too and fails the calls.
-				s.breakWith(err)
+				if !errors.Is(err, io.EOF) {
+					s.breakWith(err)
+				}
+				// io.EOF: the peer ended the stream, and its status is what the reader's
+				// Recv returns (Unimplemented from a peer without GetStream, say); the
+				// reader fails the calls with it.
 				return
 			}
 			batch[i] = nil
@@ -307,16 +312,19 @@ func (p *peerConn) stream(ctx context.Context) (*muxStream, error) {
 	case <-ctx.Done():
 		return nil, status.FromContextError(ctx.Err()).Err()
 	}
-	if s := p.mux.Load(); s != nil && !s.broken() {
-		return s, nil
-	}
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.openErr == nil {
-		// It opened and broke already: say so as unreachable.
-		return nil, status.Error(codes.Unavailable, "transport: get stream broke as it opened")
+	openErr := p.openErr
+	p.mu.Unlock()
+	if openErr != nil {
+		return nil, openErr
 	}
-	return nil, p.openErr
+	s := p.mux.Load()
+	if s.broken() {
+		// It opened and broke already (a peer without GetStream ends it at once): its
+		// failure says why.
+		return nil, s.failure()
+	}
+	return s, nil
 }
 
 // open opens a stream; it is bounded by the connection's attempt (ConnectTimeout) and ends

@@ -120,6 +120,9 @@ func (ss *serverStream) receive() {
 		ss.mu.Unlock()
 		if refuse != nil {
 			cancel()
+			if status.Code(refuse) == codes.ResourceExhausted {
+				p.onLimit("peer_stream_calls")
+			}
 			ss.fail(id, refuse)
 			continue
 		}

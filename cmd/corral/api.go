@@ -38,6 +38,7 @@ func (d *daemon) keyGroup(w http.ResponseWriter, r *http.Request) (*corral.Group
 		status := http.StatusBadRequest
 		if errors.Is(err, errTooManyGroups) {
 			status = http.StatusTooManyRequests
+			d.limits.hit("groups")
 		}
 		httpError(w, status, err.Error())
 		return nil, "", false
@@ -77,6 +78,7 @@ func (d *daemon) putKey(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
+			d.limits.hit("body")
 			httpError(w, http.StatusRequestEntityTooLarge,
 				fmt.Sprintf("body exceeds the value limit of %d bytes", d.cfg.maxValueBytes))
 			return

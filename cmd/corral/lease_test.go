@@ -417,6 +417,9 @@ func TestRESPCommandTooLarge(t *testing.T) {
 	if !strings.HasPrefix(reply, "-ERR Protocol error: command exceeds") {
 		t.Fatalf("reply = %q", reply)
 	}
+	if got := td.limitHits("resp_command"); got != 1 {
+		t.Fatalf("resp_command hits = %v, want 1", got)
+	}
 	if got := dialRESP(t, td.resp).do(t, "PING"); got != "+PONG\r\n" {
 		t.Fatalf("PING after = %q", got)
 	}

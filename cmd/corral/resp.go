@@ -65,7 +65,8 @@ func (d *daemon) startRESP(ln net.Listener) error {
 	}
 	// A command is a key, a value and a little more.
 	s := &respServer{d: d, group: g, served: make(chan struct{})}
-	s.ln = &boundedListener{Listener: ln, limit: d.cfg.maxValueBytes + 2*fill.MaxKeyBytes + 64<<10}
+	s.ln = &boundedListener{Listener: ln, limit: d.cfg.maxValueBytes + 2*fill.MaxKeyBytes + 64<<10,
+		onLimit: func() { d.limits.hit("resp_command") }}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.srv = redcon.NewServer(ln.Addr().String(), s.serveCommand, s.accept, s.closed)
 	d.mu.Lock()
@@ -564,7 +565,8 @@ func nonNegative(b []byte, unit time.Duration) (time.Duration, bool) {
 // boundedListener hands out boundedConns.
 type boundedListener struct {
 	net.Listener
-	limit int // bytes a connection may send without completing a command
+	limit   int    // bytes a connection may send without completing a command
+	onLimit func() // counts a connection cut off for it
 }
 
 func (l *boundedListener) Accept() (net.Conn, error) {
@@ -572,7 +574,7 @@ func (l *boundedListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &boundedConn{Conn: c, limit: l.limit}, nil
+	return &boundedConn{Conn: c, limit: l.limit, onLimit: l.onLimit}, nil
 }
 
 // boundedConn bounds what a client may send without completing a command: redcon buffers
@@ -582,7 +584,10 @@ func (l *boundedListener) Accept() (net.Conn, error) {
 type boundedConn struct {
 	net.Conn
 	limit   int
+	onLimit func()
 	pending atomic.Int64 // bytes read since the last whole command
+	// limitHit is set when the connection first goes over the limit: it counts once.
+	limitHit atomic.Bool
 
 	mu    sync.Mutex // guards early
 	early []byte     // bytes a watch read ahead, which Read returns first
@@ -601,6 +606,9 @@ func (c *boundedConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if c.pending.Add(int64(n)) > int64(c.limit) {
 		c.Conn.Write([]byte("-ERR Protocol error: command exceeds the " + strconv.Itoa(c.limit) + "-byte limit\r\n"))
+		if c.limitHit.CompareAndSwap(false, true) {
+			c.onLimit()
+		}
 		return 0, errCommandTooLarge
 	}
 	return n, err

@@ -40,6 +40,7 @@ type serveConfig struct {
 	secretKeyFile, label           string
 	logFormat, logLevel            string
 	leaseConfig
+	limitConfig
 }
 
 func serveFlags(out io.Writer) (*flag.FlagSet, *serveConfig) {
@@ -71,6 +72,7 @@ func serveFlags(out io.Writer) (*flag.FlagSet, *serveConfig) {
 	fs.StringVar(&c.logFormat, "log-format", "auto", "auto (text on a terminal, JSON otherwise), json or text")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	addLeaseFlags(fs, &c.leaseConfig)
+	addLimitFlags(fs, &c.limitConfig)
 	fs.Usage = func() {
 		fmt.Fprintf(out, `Usage: corral serve [flags]
 
@@ -132,6 +134,9 @@ func (c *serveConfig) validate() error {
 	case c.shutdownTimeout <= 0:
 		return errors.New("--shutdown-timeout must be positive")
 	}
+	if err := c.limitConfig.validate(); err != nil {
+		return err
+	}
 	return c.leaseConfig.validate()
 }
 
@@ -150,8 +155,9 @@ type daemon struct {
 
 	stopping atomic.Bool // SIGTERM arrived: not ready
 
-	token *apiToken   // nil = no API token (--api-token-file)
-	resp  *respServer // nil = no Redis protocol front (--resp-port 0); set before serving
+	limits *httpLimits
+	token  *apiToken   // nil = no API token (--api-token-file)
+	resp   *respServer // nil = no Redis protocol front (--resp-port 0); set before serving
 }
 
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -193,6 +199,11 @@ func startDaemon(c *serveConfig, log *slog.Logger) (*daemon, error) {
 	d := &daemon{cfg: c, log: log, reg: prometheus.NewRegistry(), started: time.Now(),
 		groups: map[string]*corral.Group[object]{}}
 	d.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	limits, err := newHTTPLimits(c.limitConfig, d.reg)
+	if err != nil {
+		return nil, err
+	}
+	d.limits = limits
 	if c.origin != "" {
 		o, err := newOrigin(c.origin, c.fillTimeout, c.swr, c.maxValueBytes)
 		if err != nil {
@@ -297,11 +308,11 @@ func (d *daemon) run(ctx context.Context) error {
 // serveOn is run on a listener of the caller's.
 func (d *daemon) serveOn(ctx context.Context, lis net.Listener) error {
 	srv := &http.Server{
-		Handler:           d.authorize(d.routes()),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
+		Handler:     d.limits.middleware(d.authorize(d.routes())),
+		IdleTimeout: 2 * time.Minute,
+		ErrorLog:    slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
 	}
+	d.limits.server(srv)
 	d.mu.Lock()
 	d.srv = srv
 	d.mu.Unlock()

@@ -1,0 +1,219 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// The HTTP front's limits. Each turns a request away with a clear status and counts in
+// corral_http_limit_hits_total{limit}, and none stops the node serving anyone else:
+//
+//	limit                 status  what
+//	header                431     request line and headers over --max-header-bytes
+//	body                  413     a PUT body over --max-value-bytes
+//	client_requests       429     a client (by IP) with --max-client-requests requests in flight
+//	groups                429     a new group past --max-groups
+//	read_header_timeout   -       a connection closed for not sending a whole request header
+//	                              within --read-header-timeout (a slowloris)
+//	resp_command          -       a Redis-protocol connection cut off for a command over its bound
+//
+// The library's own limits (keys, values, peers, fills) count in corral_limit_hits_total.
+
+// limitConfig is what `corral serve` is told about the HTTP front's limits.
+type limitConfig struct {
+	maxHeaderBytes    int
+	maxClientRequests int
+	readHeaderTimeout time.Duration
+}
+
+// The defaults: a header of 64 KiB is far past any real client's (browsers send a few KiB);
+// 256 requests in flight from one client is past what one client process needs, and a proxy
+// in front of corral should get a bound of its own; 10 s to send a header is generous for
+// any client on a pod network and keeps a slowloris from holding sockets for long.
+const (
+	defaultMaxHeaderBytes    = 64 << 10
+	defaultMaxClientRequests = 256
+	defaultReadHeaderTimeout = 10 * time.Second
+)
+
+func addLimitFlags(fs *flag.FlagSet, c *limitConfig) {
+	fs.IntVar(&c.maxHeaderBytes, "max-header-bytes", defaultMaxHeaderBytes, "largest request line and headers accepted, bytes (larger get 431)")
+	fs.IntVar(&c.maxClientRequests, "max-client-requests", defaultMaxClientRequests, "HTTP requests one client IP may have in flight at once (more get 429); 0 = no bound")
+	fs.DurationVar(&c.readHeaderTimeout, "read-header-timeout", defaultReadHeaderTimeout, "a connection that has not sent a whole request header in this time is closed (slowloris)")
+}
+
+// withDefaults fills the fields a config made in code (the demo's) left at zero.
+func (c limitConfig) withDefaults() limitConfig {
+	if c.maxHeaderBytes == 0 {
+		c.maxHeaderBytes = defaultMaxHeaderBytes
+	}
+	if c.readHeaderTimeout == 0 {
+		c.readHeaderTimeout = defaultReadHeaderTimeout
+	}
+	return c
+}
+
+func (c *limitConfig) validate() error {
+	switch {
+	case c.maxHeaderBytes < 1024:
+		return fmt.Errorf("--max-header-bytes %d: want at least 1024", c.maxHeaderBytes)
+	case c.maxClientRequests < 0:
+		return fmt.Errorf("--max-client-requests %d is negative", c.maxClientRequests)
+	case c.readHeaderTimeout <= 0:
+		return errors.New("--read-header-timeout must be positive")
+	}
+	return nil
+}
+
+// httpLimits enforces the HTTP front's limits and counts their hits.
+type httpLimits struct {
+	cfg  limitConfig
+	hits *prometheus.CounterVec
+
+	mu sync.Mutex // guards inFlight and born
+	// inFlight counts each client IP's requests being served.
+	inFlight map[string]int
+	// born holds when each connection that has not yet sent a whole request arrived.
+	born map[net.Conn]time.Time
+}
+
+func newHTTPLimits(cfg limitConfig, reg prometheus.Registerer) (*httpLimits, error) {
+	l := &httpLimits{cfg: cfg.withDefaults(), inFlight: map[string]int{}, born: map[net.Conn]time.Time{},
+		hits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "corral_http_limit_hits_total",
+			Help: "Requests and connections the HTTP and Redis-protocol fronts turned away, by limit (header, body, client_requests, groups, read_header_timeout, resp_command).",
+		}, []string{"limit"})}
+	for _, limit := range []string{"header", "body", "client_requests", "groups", "read_header_timeout", "resp_command"} {
+		l.hits.WithLabelValues(limit) // every series exists from the start, at 0
+	}
+	if err := reg.Register(l.hits); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+func (l *httpLimits) hit(limit string) { l.hits.WithLabelValues(limit).Inc() }
+
+// server applies the limits that live on the http.Server: its own header bound, twice ours
+// and a page over, is the hard cap behind the middleware's check (a header between the two
+// is answered by the middleware, and counted; past it net/http answers 431 itself, uncounted).
+func (l *httpLimits) server(srv *http.Server) {
+	srv.ReadHeaderTimeout = l.cfg.readHeaderTimeout
+	srv.MaxHeaderBytes = 2*l.cfg.maxHeaderBytes + 4096
+	srv.ConnState = l.connState
+	srv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+		return context.WithValue(ctx, connKey{}, c)
+	}
+}
+
+// connKey keys a request's connection in its context.
+type connKey struct{}
+
+// connState keeps, for each connection that is waiting for a request header, when it began
+// to: a new connection, or an idle one that began to send a request. The middleware drops it
+// when a whole request arrives. A connection closed while still waiting for the read-header
+// timeout was closed by net/http for it: a slowloris, counted.
+func (l *httpLimits) connState(c net.Conn, st http.ConnState) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch st {
+	case http.StateNew:
+		l.born[c] = time.Now()
+	case http.StateActive:
+		if _, ok := l.born[c]; !ok {
+			l.born[c] = time.Now()
+		}
+	case http.StateIdle, http.StateHijacked:
+		delete(l.born, c)
+	case http.StateClosed:
+		if at, ok := l.born[c]; ok {
+			delete(l.born, c)
+			// The server's timer started a moment after ours: allow it a little.
+			if time.Since(at) >= l.cfg.readHeaderTimeout*9/10 {
+				l.hits.WithLabelValues("read_header_timeout").Inc()
+			}
+		}
+	}
+}
+
+// headerArrived records that c sent a whole request header.
+func (l *httpLimits) headerArrived(r *http.Request) {
+	if c, ok := r.Context().Value(connKey{}).(net.Conn); ok {
+		l.mu.Lock()
+		delete(l.born, c)
+		l.mu.Unlock()
+	}
+}
+
+// middleware answers a request over the header bound with 431 and one from a client with
+// too many requests in flight with 429, before next sees it.
+func (l *httpLimits) middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		l.headerArrived(r)
+		if size := headerSize(r); size > l.cfg.maxHeaderBytes {
+			l.hit("header")
+			httpError(w, http.StatusRequestHeaderFieldsTooLarge,
+				fmt.Sprintf("request line and headers of %d bytes exceed the limit of %d bytes (--max-header-bytes)", size, l.cfg.maxHeaderBytes))
+			return
+		}
+		if l.cfg.maxClientRequests > 0 {
+			ip := clientIP(r)
+			if !l.enter(ip) {
+				l.hit("client_requests")
+				w.Header().Set("Retry-After", "1")
+				httpError(w, http.StatusTooManyRequests,
+					fmt.Sprintf("this client has %d requests in flight, the limit (--max-client-requests)", l.cfg.maxClientRequests))
+				return
+			}
+			defer l.leave(ip)
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (l *httpLimits) enter(ip string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.inFlight[ip] >= l.cfg.maxClientRequests {
+		return false
+	}
+	l.inFlight[ip]++
+	return true
+}
+
+func (l *httpLimits) leave(ip string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.inFlight[ip]--; l.inFlight[ip] <= 0 {
+		delete(l.inFlight, ip)
+	}
+}
+
+// headerSize approximates the bytes of the request line and headers as sent.
+func headerSize(r *http.Request) int {
+	n := len(r.Method) + len(r.RequestURI) + len(r.Proto) + 4
+	for k, vs := range r.Header {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4
+		}
+	}
+	return n + len(r.Host) + 8
+}
+
+// clientIP is the IP of the request's connection: what a client cannot choose. (Behind a
+// proxy every request has the proxy's: give the proxy its own bound.)
+func clientIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}

@@ -39,13 +39,14 @@ func toResult(r testing.BenchmarkResult) benchResult {
 	}
 }
 
-// parallel benchmarks f in parallel on GOMAXPROCS goroutines.
-func parallel(f func()) benchResult {
+// parallel benchmarks f in parallel on GOMAXPROCS goroutines; each goroutine passes 0, 1,
+// 2, … to its calls.
+func parallel(f func(i int)) benchResult {
 	return toResult(testing.Benchmark(func(b *testing.B) {
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				f()
+			for i := 0; pb.Next(); i++ {
+				f(i)
 			}
 		})
 	}))
@@ -61,10 +62,10 @@ func serial(f func(i int)) benchResult {
 }
 
 type localHitArgs struct {
-	System string // "otter", "otter-get", "corral", "groupcache"
-	Node   string // corral node
-	Group  string // corral or groupcache group
-	Key    string
+	System string   // "otter", "otter-get", "corral", "groupcache"
+	Node   string   // corral node
+	Group  string   // corral or groupcache group
+	Keys   []string // each goroutine cycles over them, as a hot loop over a working set does
 }
 
 var errMiss = errors.New("local hit benchmark: the key is not held")
@@ -88,7 +89,11 @@ func init() {
 				failed = err
 			}
 		}
-		var f func()
+		if len(a.Keys) == 0 {
+			return nil, errors.New("local hit benchmark: no keys")
+		}
+		key := func(i int) string { return a.Keys[i%len(a.Keys)] }
+		var f func(i int)
 		switch a.System {
 		case "otter", "otter-get":
 			o, err := state[*otter.Cache[string, []byte]](w, "otter.local")
@@ -96,18 +101,20 @@ func init() {
 				o = otter.Must(&otter.Options[string, []byte]{MaximumSize: 10_000})
 				w.put("otter.local", o, func() { o.StopAllGoroutines() })
 			}
-			o.Set(a.Key, payload(100))
+			for _, k := range a.Keys {
+				o.Set(k, payload(100))
+			}
 			if a.System == "otter" {
-				f = func() {
-					if _, ok := o.GetIfPresent(a.Key); !ok {
+				f = func(i int) {
+					if _, ok := o.GetIfPresent(key(i)); !ok {
 						fail(errMiss)
 					}
 				}
 				break
 			}
 			loader := otter.LoaderFunc[string, []byte](func(context.Context, string) ([]byte, error) { return payload(100), nil })
-			f = func() {
-				if _, err := o.Get(ctx, a.Key, loader); err != nil {
+			f = func(i int) {
+				if _, err := o.Get(ctx, key(i), loader); err != nil {
 					fail(err)
 				}
 			}
@@ -116,8 +123,8 @@ func init() {
 			if err != nil {
 				return nil, err
 			}
-			f = func() {
-				if _, err := g.Get(ctx, a.Key); err != nil {
+			f = func(i int) {
+				if _, err := g.Get(ctx, key(i)); err != nil {
 					fail(err)
 				}
 			}
@@ -126,16 +133,18 @@ func init() {
 			if g == nil {
 				return nil, errors.New("no groupcache group " + a.Group)
 			}
-			f = func() {
+			f = func(i int) {
 				var v groupcache.ByteView
-				if err := g.Get(ctx, a.Key, groupcache.ByteViewSink(&v)); err != nil {
+				if err := g.Get(ctx, key(i), groupcache.ByteViewSink(&v)); err != nil {
 					fail(err)
 				}
 			}
 		default:
 			return nil, fmt.Errorf("unknown system %q", a.System)
 		}
-		f() // warm: the first Get may fill
+		for i := range a.Keys { // warm: the first Get of each key may fill
+			f(i)
+		}
 		mu.Lock()
 		failed = nil
 		mu.Unlock()

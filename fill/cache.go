@@ -59,6 +59,11 @@ type Config[V any] struct {
 	// path (21 % of a caller's CPU for a peer request through gRPC). A Get whose ctx can end
 	// keeps the usual semantics: it leaves alone when its ctx ends. Off by default.
 	InlineFill bool
+	// SweepInterval is how often the cache drops the entries that can no longer be served
+	// (past their grace, or a not-found past NegativeTTL): a goroutine, stopped by Close.
+	// Between sweeps such entries hold memory (within MaxBytes) and nothing else: no read
+	// serves them. 0 = 1 min; negative = never (call Sweep).
+	SweepInterval time.Duration
 	// Clock is the time source. nil = a coarse clock of 1 ms resolution, stopped by Close.
 	Clock Clock
 	// Rand returns numbers uniform in [0, 1), for jitter and XFetch; it must be safe for
@@ -86,6 +91,11 @@ type Config[V any] struct {
 
 // DefaultMaxRefreshes is the default bound on concurrent background refreshes.
 const DefaultMaxRefreshes = 64
+
+// DefaultSweepInterval is how often a Cache drops its dead entries by default: a walk of the
+// store a minute (≈ 50 ms for a million entries) keeps dead entries' memory to a minute's
+// worth while costing well under a tenth of a percent of a core.
+const DefaultSweepInterval = time.Minute
 
 var nameRE = regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,64}$`)
 
@@ -122,6 +132,9 @@ func (c *Config[V]) validate() error {
 	}
 	if c.FillTimeout == 0 {
 		c.FillTimeout = 30 * time.Second
+	}
+	if c.SweepInterval == 0 {
+		c.SweepInterval = DefaultSweepInterval
 	}
 	if c.MaxBytes == 0 {
 		c.MaxBytes = 64 << 20
@@ -170,6 +183,9 @@ type Cache[V any] struct {
 
 	wg       sync.WaitGroup // fill goroutines
 	versions atomic.Uint64  // last version handed out, without Config.NextVersion
+
+	// sweepStop ends the sweeper goroutine, which closes sweepDone; nil without one.
+	sweepStop, sweepDone chan struct{}
 	tombs    *Tombstones
 	stats    counters
 }
@@ -181,16 +197,19 @@ func New[V any](load LoadFunc[V], cfg Config[V]) (*Cache[V], error) {
 		return nil, err
 	}
 	c := &Cache[V]{cfg: cfg, load: load, calls: make(map[string]*call[V])}
-	var oc otter.Clock
 	switch clk := cfg.Clock.(type) {
 	case nil:
 		cc := NewCoarseClock(time.Millisecond)
-		c.clock, c.coarse, c.stop, oc = cc, cc, cc.Stop, cc
+		c.clock, c.coarse, c.stop = cc, cc, cc.Stop
 	case *otter.CoarseClock:
-		c.clock, c.coarse, oc = clk, clk, clk
+		c.clock, c.coarse = clk, clk
 	default:
-		c.clock, oc = clk, otterClock{clk}
+		c.clock = clk
 	}
+	// The store bounds weight only: every read checks freshness itself, against c.clock, so
+	// otter's own expiry would only add a clock read and an expiry check to every hit (a
+	// fifth of a hit, measured) and a goroutine per store. Entries that can no longer be
+	// served are dropped by Sweep, by a write of the key, or by eviction.
 	store, err := otter.New(&otter.Options[string, *entry[V]]{
 		MaximumWeight: uint64(cfg.MaxBytes),
 		Weigher: func(key string, e *entry[V]) uint32 {
@@ -199,16 +218,6 @@ func New[V any](load LoadFunc[V], cfg Config[V]) (*Cache[V], error) {
 			}
 			return uint32(min(c.weigh(key, e.value), math.MaxUint32))
 		},
-		// The store drops an entry once it can no longer be served, even stale; freshness
-		// itself is checked by Get, against the same clock.
-		ExpiryCalculator: otter.ExpiryWritingFunc(func(oe otter.Entry[string, *entry[V]]) time.Duration {
-			e := oe.Value
-			if e.stale == math.MaxInt64 {
-				return time.Duration(math.MaxInt64) // otter saturates
-			}
-			return max(time.Duration(e.stale-c.clock.NowNano()), 1)
-		}),
-		Clock: oc,
 	})
 	if err != nil {
 		if c.stop != nil {
@@ -217,6 +226,10 @@ func New[V any](load LoadFunc[V], cfg Config[V]) (*Cache[V], error) {
 		return nil, fmt.Errorf("corral: store: %w", err)
 	}
 	c.store = store
+	if cfg.SweepInterval > 0 {
+		c.sweepStop, c.sweepDone = make(chan struct{}), make(chan struct{})
+		go c.sweepEvery(cfg.SweepInterval)
+	}
 	c.tombs = cfg.Tombstones
 	if c.tombs == nil {
 		c.tombs = NewTombstones(TombstoneConfig{Clock: c.clock})
@@ -251,6 +264,10 @@ func (c *Cache[V]) Close(ctx context.Context) error {
 	case <-done:
 	case <-ctx.Done():
 		err = fmt.Errorf("corral: close %s: fills still running: %w", c.cfg.Name, ctx.Err())
+	}
+	if c.sweepStop != nil {
+		close(c.sweepStop)
+		<-c.sweepDone
 	}
 	c.store.StopAllGoroutines()
 	if c.stop != nil {

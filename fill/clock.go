@@ -48,9 +48,3 @@ func (c *FakeClock) NowNano() int64 { return c.now.Load() }
 
 // Advance moves the fake time forward by d.
 func (c *FakeClock) Advance(d time.Duration) { c.now.Add(int64(d)) }
-
-// otterClock adapts a Clock for the store, with no ticks: no proactive clean-up goroutine.
-// Expired entries are then dropped when touched or evicted by size.
-type otterClock struct{ Clock }
-
-func (otterClock) Tick(time.Duration) <-chan time.Time { return nil }

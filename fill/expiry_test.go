@@ -195,3 +195,39 @@ func TestZeroLifetimeIsReturnedNotStored(t *testing.T) {
 		t.Fatalf("loader ran %d times, want 2: a zero-lifetime value was stored", l.runs.Load())
 	}
 }
+
+// Sweep drops what can no longer be served, and only that; the Cache sweeps itself every
+// SweepInterval.
+func TestSweep(t *testing.T) {
+	l := &counting{value: func(key string, _ int64) (string, error) {
+		if key == "gone" {
+			return "", ErrNotFound
+		}
+		return "v:" + key, nil
+	}}
+	c, clk := newTest(t, l.load, Config[string]{TTL: time.Minute, Grace: time.Minute, NegativeTTL: time.Second, SweepInterval: -1})
+	ctx := context.Background()
+	c.Get(ctx, "old")
+	c.Get(ctx, "gone")
+	clk.Advance(90 * time.Second) // old is within grace; gone's not-found has lapsed
+	c.Get(ctx, "new")
+	if n := c.Sweep(); n != 1 {
+		t.Fatalf("Sweep dropped %d, want 1 (the lapsed not-found)", n)
+	}
+	if _, ok := c.Peek("old"); !ok {
+		t.Fatal("Sweep dropped an entry within grace")
+	}
+	clk.Advance(time.Minute) // old is past its grace now; new is stale
+	if n := c.Sweep(); n != 1 {
+		t.Fatalf("Sweep dropped %d, want 1 (old)", n)
+	}
+	if s := c.Stats(); s.Entries != 1 {
+		t.Fatalf("%d entries after the sweeps, want 1 (new)", s.Entries)
+	}
+
+	// The sweeper does the same on its own.
+	auto, clk2 := newTest(t, l.load, Config[string]{TTL: time.Second, SweepInterval: 10 * time.Millisecond})
+	auto.Get(ctx, "a")
+	clk2.Advance(2 * time.Second)
+	eventually(t, "the sweeper dropped a", func() bool { return auto.Stats().Entries == 0 })
+}

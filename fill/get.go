@@ -40,6 +40,8 @@ func (c *Cache[V]) Get(ctx context.Context, key string) (V, error) {
 // so that while that ring stands a hit skips the owner lookup. stamp must be in
 // [1, StampMask].
 func (c *Cache[V]) GetStamped(ctx context.Context, key string, stamp uint32) (V, bool) {
+	// A stamped entry is never a remembered not-found (GetStamping stamps only values), so
+	// the stamp is the one flag word to read.
 	if e, ok := c.store.GetIfPresent(key); ok && e.stamped(stamp) {
 		var now int64
 		if c.coarse != nil {
@@ -47,7 +49,7 @@ func (c *Cache[V]) GetStamped(ctx context.Context, key string, stamp uint32) (V,
 		} else {
 			now = c.clock.NowNano()
 		}
-		if now < e.fresh && e.flags.Load()&flagNotFound == 0 {
+		if now < e.fresh {
 			c.stats.gets.Add()
 			if c.cfg.RefreshAhead > 0 && c.refreshEarly(e, now) {
 				c.refresh(ctx, key, e)

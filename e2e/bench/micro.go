@@ -209,17 +209,17 @@ func measureMemory(ctx context.Context, w *workerState, a memoryArgs) (memoryRes
 		}
 		held, keep = func() int { return o.EstimatedSize() }, o
 	case "otter-as-corral":
-		// otter with the features corral's store uses: a weight bound, per-entry expiry, and a
-		// pointer to an entry struct around the value (here only the value and an expiry).
+		// otter with the features corral's store uses: a weight bound and a pointer to an entry
+		// struct around the value (here only the value and an expiry instant; corral checks
+		// expiry itself, so otter keeps none).
 		type entry struct {
 			value string
 			fresh int64
 		}
 		before = heapAlloc()
 		o := otter.Must(&otter.Options[string, *entry]{
-			MaximumWeight:    1 << 30,
-			Weigher:          func(k string, e *entry) uint32 { return uint32(len(k) + len(e.value) + 128) },
-			ExpiryCalculator: otter.ExpiryWriting[string, *entry](time.Hour),
+			MaximumWeight: 1 << 30,
+			Weigher:       func(k string, e *entry) uint32 { return uint32(len(k) + len(e.value) + 128) },
 		})
 		for i := range n {
 			o.Set(memKey(i), &entry{value: memValue(i), fresh: int64(i)})

@@ -287,7 +287,7 @@ func (r *report) memoryRows() []row {
 		what: fmt.Sprintf("5 · memory: live heap per entry at %d entries of 32-byte keys and values, after runtime.GC()", p.MemEntries),
 		corral: fmt.Sprintf("`Group` %.0f B = otter + %.0f B; `fill.Cache` alone %.0f B",
 			m["corral"].BytesPerEntry, m["corral"].BytesPerEntry-m["otter"].BytesPerEntry, m["fill"].BytesPerEntry),
-		baseline:   fmt.Sprintf("otter %.0f B; otter with corral's store options (weight, expiry, entry struct) %.0f B", m["otter"].BytesPerEntry, m["otter-as-corral"].BytesPerEntry),
+		baseline:   fmt.Sprintf("otter %.0f B; otter with corral's store options (weight, entry struct) %.0f B", m["otter"].BytesPerEntry, m["otter-as-corral"].BytesPerEntry),
 		groupcache: fmt.Sprintf("%.0f B", m["groupcache"].BytesPerEntry),
 		redis:      fmt.Sprintf("%.0f B (`used_memory`)", m["redis"].BytesPerEntry),
 		goal:       "≤ otter + 64 B",

@@ -186,6 +186,9 @@ func (c *Config) validate() error {
 	default:
 		return fmt.Errorf("corral: SecretKey of %d bytes: want 16, 24 or 32", len(c.SecretKey))
 	}
+	if err := checkPeerTLS(c.PeerTLS); err != nil {
+		return err
+	}
 	for _, f := range []struct {
 		name string
 		v    time.Duration

@@ -147,8 +147,13 @@ func newMetrics(n *Node, reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"direction"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "corral_peer_requests_refused_total",
-			Help: "Peer requests this node refused, by reason (\"not a member\": from an address that is not a member's).",
+			Help: "Peer requests and connections this node refused, by reason (\"not a member\": from an address that is not a member's, without TLS; \"tls: …\": a peer's certificate failed the check of either side of a handshake — no certificate, expired (or not valid yet), unknown authority (does not chain to the CA), bad certificate, names no member).",
 		}, []string{"reason"}),
+	}
+	// Every reason is exported from the start, at 0, so that an alert on a rise needs no
+	// first occurrence to see.
+	for _, r := range []string{refusedNonMember, refusedNoCertificate, refusedExpired, refusedAuthority, refusedBadCert, refusedNotAMember} {
+		m.refused.WithLabelValues(r)
 	}
 	gc := &groupCollector{n: n}
 	for _, c := range groupCounters {

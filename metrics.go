@@ -168,10 +168,22 @@ func newMetrics(n *Node, reg prometheus.Registerer) (*metrics, error) {
 		}
 		return 0
 	})
+	gossipKeys := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "corral_gossip_keys",
+		Help: "Gossip encryption keys this node holds (0: plaintext gossip); above 1 while a key rotation is under way.",
+	}, func() float64 {
+		n.viewMu.Lock()
+		members := n.members
+		n.viewMu.Unlock()
+		if members == nil {
+			return 0
+		}
+		return float64(members.KeyCount())
+	})
 	excluded := &excludedCollector{n: n, desc: prometheus.NewDesc("corral_members_excluded",
 		"Live members this node keeps out of its ring, by reason (reconciling: back from the dead, exchanging the writes it missed; peer TLS differs: one of the two runs without TLS; peer TLS failed: no mutual TLS handshake completes with it; peer TLS not checked yet: a new member, checked at once).",
 		[]string{"reason"}, nil)}
-	m.collectors = []prometheus.Collector{gc, m.fillDuration, m.peerRequests, m.handoff, m.refused, members, excluded}
+	m.collectors = []prometheus.Collector{gc, m.fillDuration, m.peerRequests, m.handoff, m.refused, members, gossipKeys, excluded}
 	if reg == nil {
 		return m, nil
 	}

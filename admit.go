@@ -23,7 +23,7 @@ import (
 // yet, to be told of writes (see strangers).
 func (n *Node) admit(ctx context.Context, h *peerpb.Header) error {
 	if !n.isMemberAddr(transport.CallerIP(ctx)) {
-		n.metrics.refused.WithLabelValues("not a member").Inc()
+		n.metrics.refused.WithLabelValues(refusedNonMember).Inc()
 		return fmt.Errorf("%w: %s does not know %s as a member", transport.ErrNotMember, n.cfg.Name, transport.CallerIP(ctx))
 	}
 	n.version.Observe(h.GetClock())
@@ -36,6 +36,10 @@ func (n *Node) admit(ctx context.Context, h *peerpb.Header) error {
 	}
 	return nil
 }
+
+// refusedNonMember is the reason, in corral_peer_requests_refused_total, of a request refused
+// for the address it came from.
+const refusedNonMember = "not a member"
 
 // isMemberAddr reports whether a request from ip may be served (see above).
 func (n *Node) isMemberAddr(ip string) bool {

@@ -30,7 +30,20 @@ type Config struct {
 	Logger        *slog.Logger          // nil = discard
 	SecretKey     []byte                // gossip encryption key, 16/24/32 bytes (AES-GCM); nil = plaintext gossip
 	Label         string                // cluster label; members with another label are never admitted
-	PeerTLS       *tls.Config           // mutual TLS for peer gRPC, both directions; nil = plaintext
+	PeerTLS       *tls.Config           // mutual TLS for peer gRPC, both directions; nil = plaintext (see tls.go for what is checked, PeerTLSFromFiles for files that rotate)
+
+	// SecondaryKeys are more gossip keys, each 16, 24 or 32 bytes, that decrypt incoming
+	// gossip beside SecretKey, which alone encrypts what this node sends: the keyring of a key
+	// rotation (SetSecretKeys changes it while running; SECURITY.md gives the sequence). nil =
+	// SecretKey only. They need SecretKey; at most 8 keys in all.
+	SecondaryKeys [][]byte
+	// AcceptPlaintextGossip accepts gossip that is not encrypted although SecretKey is set
+	// (memberlist's GossipVerifyIncoming = false), and SendPlaintextGossip sends it
+	// unencrypted while still reading encrypted gossip (GossipVerifyOutgoing = false): the
+	// steps by which a running plaintext cluster turns encryption on, one member at a time
+	// (SECURITY.md). false (both) = with SecretKey every packet is encrypted and a plaintext
+	// one is dropped. Both need SecretKey; SendPlaintextGossip needs AcceptPlaintextGossip.
+	AcceptPlaintextGossip, SendPlaintextGossip bool
 
 	// Membership timing; 0 = memberlist's LAN defaults (see package peer).
 	ProbeInterval    time.Duration // failure-detection probe period; 0 = 1 s
@@ -185,6 +198,9 @@ func (c *Config) validate() error {
 	case 0, 16, 24, 32:
 	default:
 		return fmt.Errorf("corral: SecretKey of %d bytes: want 16, 24 or 32", len(c.SecretKey))
+	}
+	if err := checkPeerTLS(c.PeerTLS); err != nil {
+		return err
 	}
 	for _, f := range []struct {
 		name string

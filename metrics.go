@@ -193,8 +193,13 @@ func newMetrics(n *Node, reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"direction"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "corral_peer_requests_refused_total",
-			Help: "Peer requests this node refused, by reason (\"not a member\": from an address that is not a member's).",
+			Help: "Peer requests and connections this node refused, by reason (\"not a member\": from an address that is not a member's, without TLS; \"tls: …\": a peer's certificate failed the check of either side of a handshake — no certificate, expired (or not valid yet), unknown authority (does not chain to the CA), bad certificate, names no member).",
 		}, []string{"reason"}),
+	}
+	// Every reason is exported from the start, at 0, so that an alert on a rise needs no
+	// first occurrence to see.
+	for _, r := range []string{refusedNonMember, refusedNoCertificate, refusedExpired, refusedAuthority, refusedBadCert, refusedNotAMember} {
+		m.refused.WithLabelValues(r)
 	}
 	gc := &groupCollector{n: n}
 	for _, c := range groupCounters {
@@ -209,13 +214,25 @@ func newMetrics(n *Node, reg prometheus.Registerer) (*metrics, error) {
 		}
 		return 0
 	})
+	gossipKeys := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "corral_gossip_keys",
+		Help: "Gossip encryption keys this node holds (0: plaintext gossip); above 1 while a key rotation is under way.",
+	}, func() float64 {
+		n.viewMu.Lock()
+		members := n.members
+		n.viewMu.Unlock()
+		if members == nil {
+			return 0
+		}
+		return float64(members.KeyCount())
+	})
 	excluded := &excludedCollector{n: n, desc: prometheus.NewDesc("corral_members_excluded",
 		"Live members this node keeps out of its ring, by reason (reconciling: back from the dead, exchanging the writes it missed; peer TLS differs: one of the two runs without TLS; peer TLS failed: no mutual TLS handshake completes with it; peer TLS not checked yet: a new member, checked at once).",
 		[]string{"reason"}, nil)}
 	limits := &limitCollector{n: n, desc: prometheus.NewDesc("corral_limit_hits_total",
 		"Requests a limit turned away or held back, by limit: key (over 4 KiB, or empty), value (over Config.MaxValueBytes), group_name (a peer named an invalid group), peer_stream_calls (a peer's Gets in flight past the transport's bound), peer_handshake (a peer connection that did not complete its handshake in time), fills (a fill that waited for one of Config.MaxFills slots), refreshes (a background refresh skipped at Config.MaxRefreshes).",
 		[]string{"limit"}, nil)}
-	m.collectors = []prometheus.Collector{gc, m.fillDuration, m.peerRequests, m.handoff, m.refused, members, excluded, limits}
+	m.collectors = []prometheus.Collector{gc, m.fillDuration, m.peerRequests, m.handoff, m.refused, members, gossipKeys, excluded, limits}
 	if reg == nil {
 		return m, nil
 	}

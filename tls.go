@@ -27,81 +27,160 @@ import (
 // handshake with it and had an answer. The log says why, and corral_members_excluded counts
 // it.
 
-// peerTLSConfigs returns the server's and the client's TLS configs made from base: base with
-// the member check added (and, on the client, the chain checked by it rather than against the
-// dialed address, which is an IP the certificate need not carry). A base with
-// VerifyPeerCertificate checks the chain there itself (a config whose CA is re-read from a
-// file, say); corral then only adds the member check.
+// peerTLSConfigs returns the server's and the client's TLS configs made from base. Every check
+// of a peer's certificate is corral's, in VerifyConnection, so that each refusal is logged with
+// the peer's address and counted in corral_peer_requests_refused_total with its reason: the
+// server requests a certificate without having Go verify it (Go's RequireAndVerifyClientCert
+// would end the handshake before any callback could say why), and the client skips Go's
+// check of the dialed address, an IP the certificate need not carry. The chain is checked
+// against the CA (ClientCAs, else RootCAs, on the server; RootCAs on the client) or, when base
+// has VerifyPeerCertificate (a config whose CA is re-read from a file, see PeerTLSFromFiles),
+// by that callback instead; then the member check (see above).
+//
+// Neither side resumes TLS sessions: a resumed session skips the certificate checks, and
+// peer connections are long-lived, so resumption would save nothing worth that.
 func (n *Node) peerTLSConfigs(base *tls.Config) (server, client *tls.Config) {
 	server = base.Clone()
-	if server.ClientCAs == nil && server.VerifyPeerCertificate == nil {
-		server.ClientCAs = base.RootCAs
+	server.ClientAuth = tls.RequestClientCert // verified below
+	if server.ClientCAs == nil {
+		server.ClientCAs = base.RootCAs // also named in the certificate request
 	}
-	if server.ClientAuth < tls.RequireAnyClientCert {
-		server.ClientAuth = tls.RequireAndVerifyClientCert
-		if server.VerifyPeerCertificate != nil {
-			server.ClientAuth = tls.RequireAnyClientCert // its callback checks the chain
+	server.VerifyPeerCertificate = nil // called from verifyPeer, so its refusals are counted
+	server.SessionTicketsDisabled = true
+	server.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+		// A config per handshake, only so that a refusal can name the address it came from.
+		c := server.Clone()
+		c.GetConfigForClient = nil
+		from := ""
+		if hello.Conn != nil {
+			from = hello.Conn.RemoteAddr().String()
 		}
+		c.VerifyConnection = func(cs tls.ConnectionState) error {
+			return n.verifyPeer(cs, base, false, from)
+		}
+		return c, nil
 	}
-	prevServer := base.VerifyConnection
-	server.VerifyConnection = func(cs tls.ConnectionState) error {
-		if prevServer != nil {
-			if err := prevServer(cs); err != nil {
-				return err
-			}
-		}
-		if len(cs.PeerCertificates) == 0 || !n.certNamesMember(cs.PeerCertificates[0], "") {
-			n.metrics.refused.WithLabelValues("tls").Inc()
-			err := errors.New("corral: the client's certificate names no member of the cluster")
-			n.log.Warn("corral: refused a peer connection", "err", err, "subject", subject(cs))
-			return err
-		}
-		return nil
-	}
+	server.VerifyConnection = func(cs tls.ConnectionState) error { return n.verifyPeer(cs, base, false, "") }
 
 	client = base.Clone()
 	if base.InsecureSkipVerify {
 		return server, client // the caller's choice: no check at all
 	}
-	client.InsecureSkipVerify = true // checked below, by name rather than by the dialed IP
-	prevClient := base.VerifyConnection
+	client.InsecureSkipVerify = true // checked by verifyPeer, by name rather than by the dialed IP
+	client.VerifyPeerCertificate = nil
+	client.ClientSessionCache = nil
 	client.VerifyConnection = func(cs tls.ConnectionState) error {
-		if prevClient != nil {
-			if err := prevClient(cs); err != nil {
-				return err
-			}
-		}
-		if len(cs.PeerCertificates) == 0 {
-			return errors.New("corral: the peer presented no certificate")
-		}
-		if base.VerifyPeerCertificate == nil {
-			opts := x509.VerifyOptions{Roots: base.RootCAs, Intermediates: x509.NewCertPool(),
-				KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}
-			for _, c := range cs.PeerCertificates[1:] {
-				opts.Intermediates.AddCert(c)
-			}
-			if _, err := cs.PeerCertificates[0].Verify(opts); err != nil {
-				n.metrics.refused.WithLabelValues("tls").Inc()
-				n.log.Warn("corral: refused a peer's certificate", "err", err, "subject", subject(cs))
-				return fmt.Errorf("corral: the peer's certificate: %w", err)
-			}
-		}
-		if !n.certNamesMember(cs.PeerCertificates[0], cs.ServerName) {
-			n.metrics.refused.WithLabelValues("tls").Inc()
-			err := fmt.Errorf("corral: the certificate of %s names no member at that address", cs.ServerName)
-			n.log.Warn("corral: refused a peer's certificate", "err", err, "subject", subject(cs))
-			return err
-		}
-		return nil
+		return n.verifyPeer(cs, base, true, cs.ServerName)
 	}
 	return server, client
 }
 
-func subject(cs tls.ConnectionState) string {
-	if len(cs.PeerCertificates) == 0 {
-		return ""
+// checkPeerTLS refuses a Config.PeerTLS that could not check peers: one with no certificate of
+// its own, or nothing to check a peer's chain against (nil RootCAs would mean the system's
+// public CAs, and anyone can get a wildcard certificate from one of those), or a
+// GetConfigForClient, whose config would replace the one that carries the member check.
+func checkPeerTLS(c *tls.Config) error {
+	switch {
+	case c == nil:
+		return nil
+	case len(c.Certificates) == 0 && c.GetCertificate == nil && c.GetClientCertificate == nil:
+		return errors.New("corral: PeerTLS has no certificate (Certificates or GetCertificate)")
+	case c.RootCAs == nil && c.ClientCAs == nil && c.VerifyPeerCertificate == nil:
+		return errors.New("corral: PeerTLS has no CA to check peers against (RootCAs, or VerifyPeerCertificate)")
+	case c.GetConfigForClient != nil:
+		return errors.New("corral: PeerTLS.GetConfigForClient is not supported: its config would skip the member check")
 	}
-	return cs.PeerCertificates[0].Subject.String()
+	return nil
+}
+
+// The reasons, in corral_peer_requests_refused_total, that a peer's certificate was refused.
+const (
+	refusedNoCertificate = "tls: no certificate"
+	refusedExpired       = "tls: expired"           // or not valid yet
+	refusedAuthority     = "tls: unknown authority" // does not chain to the CA
+	refusedBadCert       = "tls: bad certificate"   // any other failure of the chain check
+	refusedNotAMember    = "tls: names no member"
+)
+
+// verifyPeer checks the certificate a peer presented in a handshake: base's own
+// VerifyConnection first, then the chain, then the member check (see peerTLSConfigs). asClient
+// says this node dialed; peer is the address dialed, or that the connection came from ("" when
+// unknown).
+func (n *Node) verifyPeer(cs tls.ConnectionState, base *tls.Config, asClient bool, peer string) error {
+	if len(cs.PeerCertificates) == 0 {
+		return n.refusePeer(cs, asClient, peer, refusedNoCertificate, errors.New("corral: the peer presented no certificate"))
+	}
+	if base.VerifyConnection != nil {
+		if err := base.VerifyConnection(cs); err != nil {
+			return n.refusePeer(cs, asClient, peer, refusalReason(err), err)
+		}
+	}
+	if base.VerifyPeerCertificate != nil {
+		raw := make([][]byte, len(cs.PeerCertificates))
+		for i, c := range cs.PeerCertificates {
+			raw[i] = c.Raw
+		}
+		if err := base.VerifyPeerCertificate(raw, nil); err != nil {
+			return n.refusePeer(cs, asClient, peer, refusalReason(err), err)
+		}
+	} else {
+		roots, usage := base.ClientCAs, x509.ExtKeyUsageClientAuth
+		if roots == nil || asClient {
+			roots = base.RootCAs
+		}
+		if asClient {
+			usage = x509.ExtKeyUsageServerAuth
+		}
+		opts := x509.VerifyOptions{Roots: roots, Intermediates: x509.NewCertPool(), KeyUsages: []x509.ExtKeyUsage{usage}}
+		for _, c := range cs.PeerCertificates[1:] {
+			opts.Intermediates.AddCert(c)
+		}
+		if _, err := cs.PeerCertificates[0].Verify(opts); err != nil {
+			return n.refusePeer(cs, asClient, peer, refusalReason(err), err)
+		}
+	}
+	ip := ""
+	if asClient {
+		ip = cs.ServerName
+	}
+	if !n.certNamesMember(cs.PeerCertificates[0], ip) {
+		err := errors.New("the certificate names no member of the cluster")
+		if asClient {
+			err = fmt.Errorf("the certificate names no member at %s", cs.ServerName)
+		}
+		return n.refusePeer(cs, asClient, peer, refusedNotAMember, err)
+	}
+	return nil
+}
+
+// refusePeer logs and counts a refused certificate and returns the handshake's error.
+func (n *Node) refusePeer(cs tls.ConnectionState, asClient bool, peer, reason string, err error) error {
+	n.metrics.refused.WithLabelValues(reason).Inc()
+	msg, attrs := "corral: refused a peer connection: its certificate failed the check",
+		[]any{"reason", reason, "err", err, "from", peer}
+	if asClient {
+		msg, attrs[4] = "corral: refused a peer's certificate", "peer"
+	}
+	if len(cs.PeerCertificates) > 0 {
+		leaf := cs.PeerCertificates[0]
+		attrs = append(attrs, "subject", leaf.Subject.String(), "dns_names", leaf.DNSNames,
+			"not_after", leaf.NotAfter.UTC().Format(time.RFC3339))
+	}
+	n.log.Warn(msg, attrs...)
+	return fmt.Errorf("corral: peer certificate refused (%s): %w", reason, err)
+}
+
+// refusalReason classifies a failed chain check.
+func refusalReason(err error) string {
+	var invalid x509.CertificateInvalidError
+	var unknown x509.UnknownAuthorityError
+	switch {
+	case errors.As(err, &invalid) && invalid.Reason == x509.Expired:
+		return refusedExpired
+	case errors.As(err, &unknown):
+		return refusedAuthority
+	}
+	return refusedBadCert
 }
 
 // certNamesMember reports whether leaf names a current member (see above): the member at ip

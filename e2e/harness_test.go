@@ -78,6 +78,7 @@ type proc struct {
 	Name   string
 	HTTP   string // "127.0.0.1:port"
 	Gossip string // "127.0.0.1:port", usable as --join
+	Peer   string // "127.0.0.1:port", the peer gRPC port
 	cmd    *exec.Cmd
 	log    *syncBuffer
 	done   chan struct{} // closed when the process exited
@@ -105,17 +106,24 @@ func (s *syncBuffer) String() string {
 // The process is killed at cleanup if still running, and its log printed if the test failed.
 func startNode(tb testing.TB, name string, join []string, extra ...string) *proc {
 	tb.Helper()
-	p := &proc{
+	return startNodeAt(tb, &proc{
 		Name:   name,
 		HTTP:   "127.0.0.1:" + strconv.Itoa(freePort(tb)),
 		Gossip: "127.0.0.1:" + strconv.Itoa(freePort(tb)),
-		log:    &syncBuffer{},
-		done:   make(chan struct{}),
-	}
+		Peer:   "127.0.0.1:" + strconv.Itoa(freePort(tb)),
+	}, join, extra...)
+}
+
+// startNodeAt starts `corral serve` named at.Name on at's ports (those of a node that has
+// exited, for a restart in place, as a pod keeps its ports).
+func startNodeAt(tb testing.TB, at *proc, join []string, extra ...string) *proc {
+	tb.Helper()
+	name := at.Name
+	p := &proc{Name: name, HTTP: at.HTTP, Gossip: at.Gossip, Peer: at.Peer, log: &syncBuffer{}, done: make(chan struct{})}
 	args := []string{"serve", "--name", name, "--bind", "127.0.0.1",
 		"--http-port", strings.Split(p.HTTP, ":")[1],
 		"--gossip-port", strings.Split(p.Gossip, ":")[1],
-		"--peer-port", strconv.Itoa(freePort(tb)),
+		"--peer-port", strings.Split(p.Peer, ":")[1],
 		"--log-format", "json", "--drain", "200ms"}
 	for _, j := range join {
 		args = append(args, "--join", j)

@@ -58,6 +58,19 @@ type Config struct {
 	// SecretKey enables gossip encryption (AES-GCM) with a key of 16, 24 or 32 bytes; every
 	// member must use the same key. nil or empty means plaintext gossip.
 	SecretKey []byte
+	// SecondaryKeys are more keys, each 16, 24 or 32 bytes, that decrypt incoming gossip
+	// beside SecretKey, which alone encrypts what this member sends: a keyring, for rotating
+	// the key without a split (SetKeys changes it while running). nil means SecretKey only;
+	// they need SecretKey.
+	SecondaryKeys [][]byte
+	// AcceptPlaintext accepts gossip that is not encrypted although SecretKey is set
+	// (memberlist's GossipVerifyIncoming false), and SendPlaintext sends gossip unencrypted
+	// (memberlist's GossipVerifyOutgoing false) while encrypted gossip is still read: the
+	// steps that let a running plaintext cluster turn encryption on, one member at a time.
+	// false (both) means with a key, every packet is encrypted and a plaintext one is
+	// dropped. Both need SecretKey, and SendPlaintext needs AcceptPlaintext (members that send
+	// plaintext but refuse it would not hear each other).
+	AcceptPlaintext, SendPlaintext bool
 
 	// Label is written on every gossip packet and stream; members with another label (or with
 	// none, when this one has one) are never admitted, so two clusters sharing a network and a
@@ -221,9 +234,21 @@ func (c Config) validate() (settings, error) {
 	}
 
 	switch len(c.SecretKey) {
-	case 0, 16, 24, 32:
+	case 0:
+	case 16, 24, 32:
+		if err := checkKeys(c.SecretKey, c.SecondaryKeys); err != nil {
+			errs = append(errs, err)
+		}
 	default:
 		bad("SecretKey is %d bytes; want 16, 24 or 32", len(c.SecretKey))
+	}
+	switch {
+	case len(c.SecretKey) == 0 && len(c.SecondaryKeys) > 0:
+		bad("SecondaryKeys without SecretKey")
+	case len(c.SecretKey) == 0 && (c.AcceptPlaintext || c.SendPlaintext):
+		bad("AcceptPlaintext or SendPlaintext without SecretKey: gossip is plaintext anyway")
+	case c.SendPlaintext && !c.AcceptPlaintext:
+		bad("SendPlaintext needs AcceptPlaintext: members that send plaintext and refuse it would not hear each other")
 	}
 	if len(c.Label) > memberlist.LabelMaxSize {
 		bad("Label is %d bytes, limit %d", len(c.Label), memberlist.LabelMaxSize)
@@ -271,6 +296,7 @@ func (c Config) validate() (settings, error) {
 	// Copies of what the caller could change after New returns.
 	c.Seeds = append([]string(nil), c.Seeds...)
 	c.SecretKey = append([]byte(nil), c.SecretKey...)
+	c.SecondaryKeys = cloneKeys(c.SecondaryKeys)
 
 	if err := errors.Join(errs...); err != nil {
 		return settings{}, err

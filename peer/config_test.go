@@ -27,6 +27,17 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"dns+ without a name", func(c *peer.Config) { c.Seeds = []string{"dns+:7946"} }, "empty host"},
 		{"short key", func(c *peer.Config) { c.SecretKey = []byte("0123456789") }, "SecretKey is 10 bytes"},
 		{"long key", func(c *peer.Config) { c.SecretKey = make([]byte, 33) }, "SecretKey is 33 bytes"},
+		{"short secondary key", func(c *peer.Config) {
+			c.SecretKey, c.SecondaryKeys = make([]byte, 16), [][]byte{make([]byte, 5)}
+		}, "gossip key 2 is 5 bytes"},
+		{"key twice", func(c *peer.Config) {
+			c.SecretKey, c.SecondaryKeys = make([]byte, 16), [][]byte{make([]byte, 16)}
+		}, "gossip key 2 is given twice"},
+		{"secondary keys without a key", func(c *peer.Config) { c.SecondaryKeys = [][]byte{make([]byte, 16)} }, "SecondaryKeys without SecretKey"},
+		{"plaintext switches without a key", func(c *peer.Config) { c.AcceptPlaintext = true }, "without SecretKey"},
+		{"send plaintext, refuse it", func(c *peer.Config) {
+			c.SecretKey, c.SendPlaintext = make([]byte, 16), true
+		}, "SendPlaintext needs AcceptPlaintext"},
 		{"long label", func(c *peer.Config) { c.Label = strings.Repeat("x", 256) }, "Label is 256 bytes"},
 		{"bad peer addr", func(c *peer.Config) { c.Meta.PeerAddr = "no-port" }, "Meta.PeerAddr"},
 		{"long peer addr", func(c *peer.Config) { c.Meta.PeerAddr = strings.Repeat("x", 300) + ":1" }, "Meta.PeerAddr is 302 bytes"},

@@ -52,6 +52,13 @@
 // refusal of a member for a reason is logged at Warn, the next at Debug. Members with another
 // Label, or another SecretKey, cannot even read each other's packets.
 //
+// Keys: SecretKey encrypts what this member sends, and it and SecondaryKeys decrypt what it
+// receives; SetKeys changes them while running, so a key is rotated by three rounds of SetKeys
+// over all members (new key accepted, new key primary, old key removed). AcceptPlaintext and
+// SendPlaintext are memberlist's GossipVerifyIncoming and GossipVerifyOutgoing, inverted so that
+// false is the strict default; they are fixed at New, so turning encryption on takes rolling
+// restarts (TestGossipEncryptionModesThatMeet shows which modes understand each other).
+//
 // Seeds: "host:port", "dns+name:port", or "scheme://target" of a registered scheme (see
 // "Discovery schemes"). A name is looked up on every attempt, and every address found is joined
 // except this member's own, so a headless Service works as the seed of every pod, including the

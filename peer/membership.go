@@ -30,6 +30,10 @@ type Membership struct {
 	del        *delegate
 	view       *view
 	gossipAddr string // advertised "ip:port", fixed at New
+	// keyring is memberlist's, nil for plaintext gossip; it locks itself. keysMu serializes
+	// SetKeys, whose add, use and remove must not interleave with another's.
+	keyring *memberlist.Keyring
+	keysMu  sync.Mutex
 
 	// ctx is cancelled by Close; it stops the owned goroutines and the join attempts.
 	ctx    context.Context
@@ -60,6 +64,10 @@ func New(cfg Config) (*Membership, error) {
 		return nil, err
 	}
 	log := s.Logger
+	keyring, err := newKeyring(s)
+	if err != nil {
+		return nil, fmt.Errorf("peer: %w", err)
+	}
 
 	tr, bound, err := openTransport(s, newMemberlistLogger(log))
 	if err != nil {
@@ -84,11 +92,12 @@ func New(cfg Config) (*Membership, error) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Membership{
-		s:      s,
-		log:    log,
-		view:   newView(s.Name, s.OnChange, s.OnEvent, log),
-		ctx:    ctx,
-		cancel: cancel,
+		s:       s,
+		log:     log,
+		keyring: keyring,
+		view:    newView(s.Name, s.OnChange, s.OnEvent, log),
+		ctx:     ctx,
+		cancel:  cancel,
 	}
 	m.del = newDelegate(s.Name, self.Meta, log, m.view)
 	m.del.localState, m.del.mergeState = s.LocalState, s.MergeState
@@ -102,9 +111,9 @@ func New(cfg Config) (*Membership, error) {
 	mc.AdvertisePort = advertisePort
 	mc.Label = s.Label
 	mc.EnableCompression = !s.NoCompression
-	if len(s.SecretKey) > 0 {
-		mc.SecretKey = s.SecretKey
-	}
+	mc.Keyring = keyring
+	mc.GossipVerifyIncoming = !s.AcceptPlaintext
+	mc.GossipVerifyOutgoing = !s.SendPlaintext
 	mc.ProbeInterval = s.ProbeInterval
 	mc.ProbeTimeout = s.ProbeTimeout
 	mc.GossipInterval = s.GossipInterval

@@ -207,7 +207,7 @@ func startReplicas(ctx context.Context, cfg demoConfig, originTemplate string) (
 		}
 		lis, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			d.node.Close(context.Background())
+			d.closeNode(context.Background())
 			return reps, err
 		}
 		rctx, stop := context.WithCancel(context.Background())

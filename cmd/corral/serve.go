@@ -37,10 +37,11 @@ type serveConfig struct {
 	minMembers                     int
 	shutdownTimeout, shutdownDelay time.Duration
 	drain                          time.Duration
-	secretKeyFile, label           string
+	label                          string
 	logFormat, logLevel            string
 	leaseConfig
 	limitConfig
+	secretsConfig
 }
 
 func serveFlags(out io.Writer) (*flag.FlagSet, *serveConfig) {
@@ -67,12 +68,12 @@ func serveFlags(out io.Writer) (*flag.FlagSet, *serveConfig) {
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 25*time.Second, "bound on a graceful stop after SIGTERM (keep it under the pod's terminationGracePeriodSeconds)")
 	fs.DurationVar(&c.shutdownDelay, "shutdown-delay", 0, "after SIGTERM, fail readiness and wait this long before leaving, so load balancers stop sending traffic")
 	fs.DurationVar(&c.drain, "drain", 2*time.Second, "after leaving, keep answering peers this long")
-	fs.StringVar(&c.secretKeyFile, "secret-key-file", "", "file holding the gossip encryption key (16, 24 or 32 bytes)")
 	fs.StringVar(&c.label, "label", "", "cluster label; members with another label are never admitted")
 	fs.StringVar(&c.logFormat, "log-format", "auto", "auto (text on a terminal, JSON otherwise), json or text")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	addLeaseFlags(fs, &c.leaseConfig)
 	addLimitFlags(fs, &c.limitConfig)
+	addSecretsFlags(fs, &c.secretsConfig)
 	fs.Usage = func() {
 		fmt.Fprintf(out, `Usage: corral serve [flags]
 
@@ -137,6 +138,9 @@ func (c *serveConfig) validate() error {
 	if err := c.limitConfig.validate(); err != nil {
 		return err
 	}
+	if err := c.secretsConfig.validate(); err != nil {
+		return err
+	}
 	return c.leaseConfig.validate()
 }
 
@@ -154,6 +158,9 @@ type daemon struct {
 	srv    *http.Server
 
 	stopping atomic.Bool // SIGTERM arrived: not ready
+
+	keys      *keyFile // nil = no --secret-key-file
+	stopWatch func()   // stops and waits for the key file's watch; set once the node runs
 
 	limits *httpLimits
 	token  *apiToken   // nil = no API token (--api-token-file)
@@ -216,34 +223,32 @@ func startDaemon(c *serveConfig, log *slog.Logger) (*daemon, error) {
 		return nil, err
 	}
 	d.token = tok
-	var key []byte
-	if c.secretKeyFile != "" {
-		b, err := os.ReadFile(c.secretKeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("--secret-key-file: %w", err)
-		}
-		key = trimKey(b)
-	}
-	node, err := corral.New(corral.Config{
+	cfg := corral.Config{
 		Name: c.name, BindAddr: c.bind, AdvertiseAddr: c.advertise,
 		GossipPort: c.gossipPort, PeerPort: c.peerPort, Join: c.join,
-		Registerer: d.reg, Logger: log, SecretKey: key, Label: c.label,
+		Registerer: d.reg, Logger: log, Label: c.label,
 		DrainTimeout: drainOrNone(c.drain), MaxValueBytes: c.maxValueBytes,
 		AutoGroup: func(n *corral.Node, name string) error { _, err := d.group(n, name); return err },
-	})
+	}
+	if d.keys, err = c.secretsConfig.apply(&cfg, log); err != nil {
+		return nil, err
+	}
+	node, err := corral.New(cfg)
 	if err != nil {
 		return nil, err
 	}
 	d.node = node
-	return d, nil
-}
-
-// trimKey drops one trailing newline, which editors and `echo` add to key files.
-func trimKey(b []byte) []byte {
-	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r') {
-		b = b[:len(b)-1]
+	d.stopWatch = func() {}
+	if d.keys != nil {
+		log.Info("corral: gossip encryption", "keys", 1+len(cfg.SecondaryKeys),
+			"primary_sha256", fingerprint(cfg.SecretKey), "verify_incoming", c.verifyIncoming, "verify_outgoing", c.verifyOutgoing)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); d.keys.watch(ctx, node) }()
+		var once sync.Once
+		d.stopWatch = func() { once.Do(func() { cancel(); <-done }) }
 	}
-	return b
+	return d, nil
 }
 
 func drainOrNone(d time.Duration) time.Duration {
@@ -286,19 +291,19 @@ func (d *daemon) group(n *corral.Node, name string) (*corral.Group[object], erro
 func (d *daemon) run(ctx context.Context) error {
 	lis, err := net.Listen("tcp", net.JoinHostPort(d.cfg.bind, strconv.Itoa(d.cfg.httpPort)))
 	if err != nil {
-		d.node.Close(context.Background())
+		d.closeNode(context.Background())
 		return fmt.Errorf("listen for HTTP: %w", err)
 	}
 	if d.cfg.respPort > 0 {
 		rl, err := net.Listen("tcp", net.JoinHostPort(d.cfg.bind, strconv.Itoa(d.cfg.respPort)))
 		if err != nil {
 			lis.Close()
-			d.node.Close(context.Background())
+			d.closeNode(context.Background())
 			return fmt.Errorf("listen for the Redis protocol: %w", err)
 		}
 		if err := d.startRESP(rl); err != nil {
 			lis.Close()
-			d.node.Close(context.Background())
+			d.closeNode(context.Background())
 			return err
 		}
 	}
@@ -324,7 +329,7 @@ func (d *daemon) serveOn(ctx context.Context, lis net.Listener) error {
 	select {
 	case err := <-served:
 		d.stopRESP(context.Background())
-		d.node.Close(context.Background())
+		d.closeNode(context.Background())
 		if errors.Is(err, http.ErrServerClosed) {
 			return nil // kill
 		}
@@ -349,16 +354,23 @@ func (d *daemon) serveOn(ctx context.Context, lis net.Listener) error {
 	if err := d.stopRESP(sctx); err != nil {
 		errs = append(errs, err)
 	}
-	if err := d.node.Close(sctx); err != nil {
+	if err := d.closeNode(sctx); err != nil {
 		errs = append(errs, err)
 	}
 	d.log.Info("corral stopped", "took", time.Since(start).Round(time.Millisecond).String(), "errors", len(errs))
 	return errors.Join(errs...)
 }
 
+// closeNode stops the watch of the key file and closes the node.
+func (d *daemon) closeNode(ctx context.Context) error {
+	d.stopWatch()
+	return d.node.Close(ctx)
+}
+
 // kill stops the daemon as SIGKILL would: no readiness change, no leave, no hand-off, open
 // connections cut (for the demo).
 func (d *daemon) kill() {
+	d.stopWatch()
 	crash.Node(d.node)
 	d.mu.Lock()
 	srv := d.srv

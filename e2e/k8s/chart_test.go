@@ -256,16 +256,31 @@ func checkObjects(t *testing.T, name, ns string, objs []*unstructured.Unstructur
 		t.Errorf("%d dashboards", dashboards)
 	}
 
-	if secrets := byKind["Secret"]; !strings.Contains(name, "plaintext") && !strings.Contains(name, "existing") {
-		if len(secrets) != 1 {
-			t.Fatalf("%d Secrets, want the generated gossip key", len(secrets))
+	// Generated Secrets: the gossip key unless encryption is off or the key is the operator's;
+	// the API token when it is on and not the operator's.
+	wantSecrets := map[string]int{} // name → bytes of its one value
+	if !strings.Contains(name, "plaintext") && !strings.Contains(name, "existing") {
+		wantSecrets["shop-corral-gossip"] = 32
+	}
+	if strings.Contains(name, "-token") && !strings.Contains(name, "own-token") {
+		wantSecrets["shop-corral-api-token"] = 48
+	}
+	for _, o := range byKind["Secret"] {
+		size, ok := wantSecrets[o.GetName()]
+		if !ok {
+			t.Errorf("Secret %s rendered", o.GetName())
+			continue
 		}
-		key, _ := base64.StdEncoding.DecodeString(secrets[0].Object["data"].(map[string]any)["key"].(string))
-		if len(key) != 32 {
-			t.Errorf("generated gossip key is %d bytes, want 32", len(key))
+		delete(wantSecrets, o.GetName())
+		for k, v := range o.Object["data"].(map[string]any) {
+			b, _ := base64.StdEncoding.DecodeString(v.(string))
+			if len(b) != size {
+				t.Errorf("Secret %s: %s is %d bytes, want %d", o.GetName(), k, len(b), size)
+			}
 		}
-	} else if len(secrets) != 0 {
-		t.Errorf("%d Secrets rendered with encryption off or an existing Secret", len(secrets))
+	}
+	if len(wantSecrets) > 0 {
+		t.Errorf("Secrets not rendered: %v", wantSecrets)
 	}
 	if !library {
 		checkServer(t, name, ns, byKind, k8sDiscovery)
@@ -365,6 +380,8 @@ func checkServer(t *testing.T, name, ns string, byKind map[string][]*unstructure
 			spec.TerminationGracePeriodSeconds, timeout, delay, drain)
 	}
 
+	checkSecurity(t, name, cm, c, spec)
+
 	wantJoin := "dns+shop-corral-headless." + ns + ".svc.cluster.local:7946"
 	if k8sDiscovery {
 		wantJoin = "k8s://" + ns + "/shop-corral-headless"
@@ -378,6 +395,100 @@ func checkServer(t *testing.T, name, ns string, byKind map[string][]*unstructure
 	}
 	if cm.Data["CORRAL_LABEL"] != wantLabel {
 		t.Errorf("CORRAL_LABEL %q, want %q", cm.Data["CORRAL_LABEL"], wantLabel)
+	}
+}
+
+// checkSecurity checks that every secret corral serve is told to read is a file of a volume
+// mounted whole from the right Secret or ConfigMap (never by subPath: the kubelet updates only
+// whole mounts, and corral serve reads rotated keys and certificates from them), and the
+// gossip verify switches.
+func checkSecurity(t *testing.T, name string, cm corev1.ConfigMap, c corev1.Container, spec corev1.PodSpec) {
+	t.Helper()
+	volumes := map[string]corev1.Volume{}
+	for _, v := range spec.Volumes {
+		volumes[v.Name] = v
+	}
+	// source returns "secret/<name>/<key>" or "configmap/<name>/<key>" for a file path.
+	source := func(path string) string {
+		for _, m := range c.VolumeMounts {
+			if m.SubPath != "" {
+				t.Errorf("volume %s is mounted by subPath: a rotation would never reach the pod", m.Name)
+			}
+			if !strings.HasPrefix(path, m.MountPath+"/") {
+				continue
+			}
+			if !m.ReadOnly {
+				t.Errorf("volume %s is mounted writable", m.Name)
+			}
+			file := strings.TrimPrefix(path, m.MountPath+"/")
+			v := volumes[m.Name]
+			switch {
+			case v.Secret != nil:
+				for _, it := range v.Secret.Items {
+					if it.Path == file {
+						return "secret/" + v.Secret.SecretName + "/" + it.Key
+					}
+				}
+			case v.ConfigMap != nil:
+				for _, it := range v.ConfigMap.Items {
+					if it.Path == file {
+						return "configmap/" + v.ConfigMap.Name + "/" + it.Key
+					}
+				}
+			}
+		}
+		return ""
+	}
+	want := map[string]string{}
+	if !strings.Contains(name, "plaintext") {
+		want["CORRAL_SECRET_KEY_FILE"] = "secret/shop-corral-gossip/key"
+		if strings.Contains(name, "existing") {
+			want["CORRAL_SECRET_KEY_FILE"] = "secret/corral-key/gossip.key"
+		}
+	}
+	if strings.Contains(name, "-tls") {
+		want["CORRAL_TLS_CERT"] = "secret/corral-peer-tls/tls.crt"
+		want["CORRAL_TLS_KEY"] = "secret/corral-peer-tls/tls.key"
+		want["CORRAL_TLS_CA"] = "secret/corral-peer-tls/ca.crt"
+		if strings.Contains(name, "-bundle") {
+			want["CORRAL_TLS_CA"] = "configmap/corral-ca-bundle/bundle.pem"
+		}
+	}
+	switch {
+	case strings.Contains(name, "own-token"):
+		want["CORRAL_API_TOKEN_FILE"] = "secret/shop-api/api.token"
+	case strings.Contains(name, "-token"):
+		want["CORRAL_API_TOKEN_FILE"] = "secret/shop-corral-api-token/token"
+	}
+	for _, env := range []string{"CORRAL_SECRET_KEY_FILE", "CORRAL_TLS_CERT", "CORRAL_TLS_KEY", "CORRAL_TLS_CA", "CORRAL_API_TOKEN_FILE"} {
+		path, set := cm.Data[env]
+		if !set {
+			if want[env] != "" {
+				t.Errorf("%s not set, want the file of %s", env, want[env])
+			}
+			continue
+		}
+		if got := source(path); got != want[env] {
+			t.Errorf("%s=%s is the file of %q, want %q", env, path, got, want[env])
+		}
+	}
+	wantReads := map[string]string{"server-tls-token": "true", "server-statefulset-tls-bundle-own-token": "false"}[name]
+	if got := cm.Data["CORRAL_API_TOKEN_READS"]; got != wantReads {
+		t.Errorf("CORRAL_API_TOKEN_READS %q, want %q", got, wantReads)
+	}
+	// The verify switches are set only when off, as each step of turning encryption on sets them.
+	wantIn, wantOut := "", ""
+	switch name {
+	case "server-tls-token":
+		wantIn, wantOut = "false", "false"
+	case "server-statefulset-tls-bundle-own-token":
+		wantIn = "false"
+	}
+	if got := cm.Data["CORRAL_GOSSIP_VERIFY_INCOMING"]; got != wantIn {
+		t.Errorf("CORRAL_GOSSIP_VERIFY_INCOMING %q, want %q", got, wantIn)
+	}
+	if got := cm.Data["CORRAL_GOSSIP_VERIFY_OUTGOING"]; got != wantOut {
+		t.Errorf("CORRAL_GOSSIP_VERIFY_OUTGOING %q, want %q", got, wantOut)
 	}
 }
 
@@ -403,6 +514,9 @@ func TestChartRejectsBadValues(t *testing.T) {
 		{"bad-duration.yaml", "ttl"},
 		{"library-no-selector.yaml", "selector"},
 		{"short-shutdown.yaml", "shutdownTimeoutSeconds"},
+		{"tls-without-secret.yaml", "tls.enabled needs tls.existingSecret"},
+		{"verify-outgoing-alone.yaml", "gossip.verifyOutgoing false needs gossip.verifyIncoming false"},
+		{"verify-without-encryption.yaml", "need gossip.encryption"},
 	}
 	for _, tt := range tests {
 		out, err := helmErr("template", "r", chartDir, "--values", filepath.Join("testdata", "invalid", tt.file))
@@ -452,6 +566,21 @@ func TestChartInstallUpgrade(t *testing.T) {
 	}
 	if sum2 == sum1 {
 		t.Error("changing server.ttl did not change the checksum: the pods would keep the old config")
+	}
+
+	// The generated API token survives upgrades too.
+	helm(t, "install", "tok", chartDir, "--namespace", ns, "--set", "apiToken.enabled=true")
+	token := func() []byte {
+		s, err := cp.client.CoreV1().Secrets(ns).Get(ctx, "tok-corral-api-token", getOpts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Data["token"]
+	}
+	tok0 := token()
+	helm(t, "upgrade", "tok", chartDir, "--namespace", ns, "--set", "apiToken.enabled=true,server.ttl=5m")
+	if tok1 := token(); len(tok0) != 48 || !bytes.Equal(tok0, tok1) {
+		t.Errorf("API token changed across an upgrade: %q, %q", tok0, tok1)
 	}
 
 	library := helm(t, "install", "lib", chartDir, "--namespace", ns, "--set", "mode=library,library.selector.app=shop,discovery.mode=k8s")

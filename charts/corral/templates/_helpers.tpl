@@ -102,3 +102,25 @@ job="{{ include "corral.headless" . }}", namespace="{{ .Release.Namespace }}"
 {{- add $s.shutdownTimeoutSeconds 10 -}}
 {{- end -}}
 {{- end -}}
+
+{{/* Fails on security values that cannot work together; prints nothing. */}}
+{{- define "corral.checkSecurity" -}}
+{{- $g := .Values.gossip -}}
+{{- if and (not $g.encryption) (or (not $g.verifyIncoming) (not $g.verifyOutgoing)) -}}
+{{- fail "gossip.verifyIncoming and gossip.verifyOutgoing need gossip.encryption: without a key gossip is plaintext anyway" -}}
+{{- end -}}
+{{- if and $g.verifyIncoming (not $g.verifyOutgoing) -}}
+{{- fail "gossip.verifyOutgoing false needs gossip.verifyIncoming false: pods that send plaintext and refuse it would not hear each other" -}}
+{{- end -}}
+{{- if and .Values.tls.enabled (not .Values.tls.existingSecret) -}}
+{{- fail "tls.enabled needs tls.existingSecret: the Secret with tls.crt, tls.key and ca.crt (cert-manager's)" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "corral.apiTokenSecretName" -}}
+{{- default (printf "%s-api-token" (include "corral.fullname" .)) .Values.apiToken.existingSecret -}}
+{{- end -}}
+
+{{- define "corral.apiTokenSecretKey" -}}
+{{- if .Values.apiToken.existingSecret -}}{{ .Values.apiToken.existingSecretKey }}{{- else -}}token{{- end -}}
+{{- end -}}

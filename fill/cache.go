@@ -186,8 +186,8 @@ type Cache[V any] struct {
 
 	// sweepStop ends the sweeper goroutine, which closes sweepDone; nil without one.
 	sweepStop, sweepDone chan struct{}
-	tombs    *Tombstones
-	stats    counters
+	tombs                *Tombstones
+	stats                counters
 }
 
 // New returns a Cache that fills missing keys with load. A nil load makes a cache without a

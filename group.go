@@ -37,7 +37,7 @@ type Group[V any] struct {
 	remoteGets fill.Counter  // Gets routed to another member (near hits included)
 	nearHits   fill.Counter  // Gets answered by a near copy
 	loads      atomic.Uint64 // runs of the application's loader
-	peerGets   atomic.Uint64 // Get requests served for peers (they count in local's Gets)
+	peerGets   atomic.Uint64 // Get requests served for peers (local serves them with Lookup, which counts no Get)
 }
 
 // NewGroup registers a group on n. name must be [a-zA-Z0-9_.-]{1,64} and not registered on n

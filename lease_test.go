@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // noLoader is the loader of a group whose values come only from writes (corral serve
@@ -335,5 +337,74 @@ func TestLeaseUnknownTokenAndCancelledWaiter(t *testing.T) {
 		if err := <-errc; !errors.Is(err, context.Canceled) {
 			t.Fatalf("cancelled waiter on %s: %v", g.node.Name(), err)
 		}
+	}
+}
+
+// A waiter on a node that does not own the key is held by one long-poll peer call, not by
+// polling: however long it waits, its node sends the owner one Lease request.
+func TestLeaseWaiterSendsOneRequest(t *testing.T) {
+	regs := []*prometheus.Registry{prometheus.NewRegistry(), prometheus.NewRegistry()}
+	var nodes []*Node
+	for i, reg := range regs {
+		cfg := testConfig(fmt.Sprint("w", i))
+		cfg.Registerer = reg
+		if i > 0 {
+			cfg.Join = []string{nodes[0].GossipAddr()}
+		}
+		nodes = append(nodes, newNode(t, cfg))
+	}
+	waitMembers(t, nodes, 2)
+	gs := groups(t, nodes, "g", noLoader)
+	key := keyOwnedBy(t, nodes[0], "lp")
+	filler, err := gs[0].Lease(context.Background(), key, LeaseOptions{Fill: 30 * time.Second})
+	if err != nil || filler.State != LeaseFill {
+		t.Fatalf("filler: %+v, %v", filler, err)
+	}
+	leaseCalls := func() float64 { // every code
+		mfs, err := regs[1].Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n float64
+		for _, mf := range mfs {
+			if mf.GetName() != "corral_peer_requests_total" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "method" && l.GetValue() == "Lease" {
+						n += m.GetCounter().GetValue()
+					}
+				}
+			}
+		}
+		return n
+	}
+	before := leaseCalls()
+	got := make(chan Lease[string], 1)
+	asking := make(chan struct{})
+	go func() {
+		close(asking)
+		l, err := gs[1].Lease(context.Background(), key, LeaseOptions{Fill: 30 * time.Second, Wait: 30 * time.Second})
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	<-asking
+	// The waiter is held meanwhile (the counter counts a call when it ends); a poller would
+	// have asked several times.
+	time.Sleep(500 * time.Millisecond)
+	if leaseCalls() != before {
+		t.Fatal("the waiter's call ended before the value landed")
+	}
+	if ok, err := gs[0].FillSet(context.Background(), key, "built", filler.Token, Expiry{TTL: time.Hour}); !ok || err != nil {
+		t.Fatalf("FillSet = %v, %v", ok, err)
+	}
+	if l := <-got; l.State != LeaseHit || l.Value != "built" {
+		t.Fatalf("waiter got %+v, want the filler's value", l)
+	}
+	if n := leaseCalls() - before; n != 1 {
+		t.Fatalf("the waiter's node sent %v Lease requests, want 1", n)
 	}
 }

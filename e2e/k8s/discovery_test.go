@@ -333,7 +333,7 @@ func (k *kubelet) run(name, image, serviceAccount string, key []byte, args ...st
 	if err := os.WriteFile(filepath.Join(dir, "key"), key, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	dargs := []string{"run", "-d", "--label", dockerLabel, "--name", fmt.Sprintf("%s-%s", dockerNet, name), "--network", dockerNet,
+	dargs := []string{"run", "-d", "--label", dockerLabel, "--label", ownerLabel, "--name", fmt.Sprintf("%s-%s", dockerNet, name), "--network", dockerNet,
 		"-v", dir + ":/kube:ro", "-e", "KUBECONFIG=/kube/config", "-e", "POD_NAMESPACE=" + k.ns, "-e", "POD_NAME=" + name,
 		image}
 	out, err := exec.Command("docker", append(dargs, args...)...).CombinedOutput()

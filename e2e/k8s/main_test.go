@@ -7,7 +7,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -70,7 +72,7 @@ func run(m *testing.M) (int, error) {
 	} else {
 		sweepDocker()
 		name := fmt.Sprintf("corral-k8s-%d", time.Now().UnixNano()%1e9)
-		if out, err := exec.Command("docker", "network", "create", "--label", dockerLabel, name).CombinedOutput(); err != nil {
+		if out, err := exec.Command("docker", "network", "create", "--label", dockerLabel, "--label", ownerLabel, name).CombinedOutput(); err != nil {
 			return 0, fmt.Errorf("docker network create: %v\n%s", err, out)
 		}
 		dockerNet = name
@@ -94,17 +96,45 @@ func run(m *testing.M) (int, error) {
 	return m.Run(), nil
 }
 
-// dockerLabel marks the containers and networks of these tests. Cleanups remove them, but a
-// test binary killed by its -timeout runs no cleanup: the next run sweeps what it left.
-const dockerLabel = "corral-e2e=k8s"
+// dockerLabel marks the containers and networks of these tests, and ownerLabel the test
+// process that made them. Cleanups remove them, but a test binary killed by its -timeout runs
+// no cleanup: the next run sweeps what a process that is gone left — and nothing of a run
+// still going (two runs on one Docker host, say).
+const (
+	dockerLabel = "corral-e2e=k8s"
+	ownerKey    = "corral-e2e.owner"
+)
+
+// ownerLabel is "corral-e2e.owner=<this process's pid>".
+var ownerLabel = fmt.Sprintf("%s=%d", ownerKey, os.Getpid())
 
 func sweepDocker() {
-	if ids, _ := exec.Command("docker", "ps", "-aq", "--filter", "label="+dockerLabel).Output(); len(strings.TrimSpace(string(ids))) > 0 {
-		exec.Command("docker", append([]string{"rm", "-f"}, strings.Fields(string(ids))...)...).Run()
+	for _, kind := range []struct{ list, rm []string }{
+		{[]string{"ps", "-aq"}, []string{"rm", "-f"}},
+		{[]string{"network", "ls", "-q"}, []string{"network", "rm"}},
+	} {
+		ids, _ := exec.Command("docker", append(kind.list, "--filter", "label="+dockerLabel)...).Output()
+		var dead []string
+		for _, id := range strings.Fields(string(ids)) {
+			owner, _ := exec.Command("docker", "inspect", "-f", `{{index .Config.Labels "`+ownerKey+`"}}{{index .Labels "`+ownerKey+`"}}`, id).Output()
+			if !processAlive(strings.TrimSpace(string(owner))) {
+				dead = append(dead, id)
+			}
+		}
+		if len(dead) > 0 {
+			exec.Command("docker", append(kind.rm, dead...)...).Run()
+		}
 	}
-	if ids, _ := exec.Command("docker", "network", "ls", "-q", "--filter", "label="+dockerLabel).Output(); len(strings.TrimSpace(string(ids))) > 0 {
-		exec.Command("docker", append([]string{"network", "rm"}, strings.Fields(string(ids))...)...).Run()
+}
+
+// processAlive reports whether pid names a live process on this host ("" or garbage: no).
+func processAlive(pid string) bool {
+	n, err := strconv.Atoi(pid)
+	if err != nil || n <= 0 {
+		return false
 	}
+	p, err := os.FindProcess(n)
+	return err == nil && p.Signal(syscall.Signal(0)) == nil
 }
 
 func dockerAvailable() error {

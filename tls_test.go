@@ -2,72 +2,14 @@ package corral
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"fmt"
-	"math/big"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/corralcache/corral/internal/testpki"
 )
-
-// testCA is a certificate authority made for one test.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pool *x509.CertPool
-}
-
-func newTestCA(tb testing.TB, name string) *testCA {
-	tb.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return &testCA{cert: cert, key: key, pool: pool}
-}
-
-// config returns a PeerTLS whose certificate carries dnsName only (no IP SAN): a pod's
-// certificate names it, not its address.
-func (ca *testCA) config(tb testing.TB, dnsName string) *tls.Config {
-	tb.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: "corral"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		DNSNames:    []string{dnsName},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return &tls.Config{
-		Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}},
-		RootCAs:      ca.pool, ClientCAs: ca.pool, MinVersion: tls.VersionTLS13,
-	}
-}
 
 var gossipKey = []byte("0123456789abcdef")
 
@@ -95,9 +37,9 @@ func waitRing(tb testing.TB, nodes []*Node, want int) {
 // With mutual TLS, members whose certificates name them by pod DNS name (no IP SAN) form one
 // cluster and serve each other.
 func TestPeerTLSNamesMembers(t *testing.T) {
-	ca := newTestCA(t, "ca")
-	a := tlsNode(t, "n0", ca.config(t, pod("n0")), nil)
-	b := tlsNode(t, "n1", ca.config(t, pod("n1")), nil, a.GossipAddr())
+	ca := testpki.NewCA(t, "ca")
+	a := tlsNode(t, "n0", ca.TLSConfig(t, pod("n0")), nil)
+	b := tlsNode(t, "n1", ca.TLSConfig(t, pod("n1")), nil, a.GossipAddr())
 	waitMembers(t, []*Node{a, b}, 2)
 	waitRing(t, []*Node{a, b}, 2)
 	gs := groups(t, []*Node{a, b}, "g", newSource(0).load)
@@ -116,18 +58,18 @@ func TestPeerTLSNamesMembers(t *testing.T) {
 func TestPeerTLSMixedConfigurationsFailSafe(t *testing.T) {
 	tests := []struct {
 		name, reason string
-		tls          func(ca *testCA) *tls.Config
+		tls          func(ca *testpki.CA) *tls.Config
 	}{
-		{"no TLS", excludedPeerTLS, func(*testCA) *tls.Config { return nil }},
-		{"another CA", excludedPeerTLSFailed, func(*testCA) *tls.Config { return newTestCA(t, "other").config(t, pod("n2")) }},
-		{"names no member", excludedPeerTLSFailed, func(ca *testCA) *tls.Config { return ca.config(t, "intruder.example.com") }},
+		{"no TLS", excludedPeerTLS, func(*testpki.CA) *tls.Config { return nil }},
+		{"another CA", excludedPeerTLSFailed, func(*testpki.CA) *tls.Config { return testpki.NewCA(t, "other").TLSConfig(t, pod("n2")) }},
+		{"names no member", excludedPeerTLSFailed, func(ca *testpki.CA) *tls.Config { return ca.TLSConfig(t, "intruder.example.com") }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ca := newTestCA(t, "ca")
+			ca := testpki.NewCA(t, "ca")
 			reg := prometheus.NewRegistry()
-			a := tlsNode(t, "n0", ca.config(t, pod("n0")), reg)
-			b := tlsNode(t, "n1", ca.config(t, pod("n1")), nil, a.GossipAddr())
+			a := tlsNode(t, "n0", ca.TLSConfig(t, pod("n0")), reg)
+			b := tlsNode(t, "n1", ca.TLSConfig(t, pod("n1")), nil, a.GossipAddr())
 			bad := tlsNode(t, "n2", tt.tls(ca), nil, a.GossipAddr())
 			good := []*Node{a, b}
 			waitMembers(t, append(good, bad), 3) // a member of the gossip cluster …

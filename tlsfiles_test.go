@@ -2,128 +2,30 @@ package corral
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
 	"log/slog"
-	"math/big"
 	"net"
-	"os"
-	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/corralcache/corral/internal/testpki"
 )
-
-// certSpec says what a test certificate is like; the zero value is a good member certificate.
-type certSpec struct {
-	expired    bool
-	serverOnly bool // extended key usage serverAuth only
-}
-
-var serial atomic.Int64
-
-// issue returns a certificate for dnsName signed by ca, and its key, in PEM.
-func (ca *testCA) issue(tb testing.TB, dnsName string, spec certSpec) (certPEM, keyPEM []byte) {
-	tb.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano() + serial.Add(1)), Subject: pkix.Name{CommonName: "corral"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		DNSNames:    []string{dnsName},
-	}
-	if spec.expired {
-		tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour)
-	}
-	if spec.serverOnly {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
-}
-
-func (ca *testCA) pem() []byte {
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.cert.Raw})
-}
-
-// secretDir is a directory laid out as the kubelet mounts a Secret: each version of the files
-// in a directory of its own, ..data a symlink to the current one, and each file a symlink
-// through ..data. A rotation swaps ..data in one rename, as the kubelet does.
-type secretDir struct {
-	tb      testing.TB
-	dir     string
-	version int
-}
-
-func newSecretDir(tb testing.TB, files map[string][]byte) *secretDir {
-	s := &secretDir{tb: tb, dir: tb.TempDir()}
-	s.swap(files)
-	for name := range files {
-		if err := os.Symlink(filepath.Join("..data", name), filepath.Join(s.dir, name)); err != nil {
-			tb.Fatal(err)
-		}
-	}
-	return s
-}
-
-func (s *secretDir) swap(files map[string][]byte) {
-	s.tb.Helper()
-	s.version++
-	v := fmt.Sprintf("..v%d", s.version)
-	if err := os.Mkdir(filepath.Join(s.dir, v), 0o755); err != nil {
-		s.tb.Fatal(err)
-	}
-	for name, b := range files {
-		if err := os.WriteFile(filepath.Join(s.dir, v, name), b, 0o600); err != nil {
-			s.tb.Fatal(err)
-		}
-	}
-	tmp := filepath.Join(s.dir, "..data_tmp")
-	if err := os.Symlink(v, tmp); err != nil {
-		s.tb.Fatal(err)
-	}
-	if err := os.Rename(tmp, filepath.Join(s.dir, "..data")); err != nil {
-		s.tb.Fatal(err)
-	}
-}
-
-func (s *secretDir) path(name string) string { return filepath.Join(s.dir, name) }
 
 // tlsSecret returns the files of a cert-manager Secret for member name, signed by ca, with
 // caBundle as ca.crt.
-func tlsSecret(tb testing.TB, ca *testCA, name string, caBundle ...*testCA) map[string][]byte {
-	crt, key := ca.issue(tb, pod(name), certSpec{})
-	var bundle []byte
-	for _, c := range caBundle {
-		bundle = append(bundle, c.pem()...)
-	}
-	return map[string][]byte{"tls.crt": crt, "tls.key": key, "ca.crt": bundle}
+func tlsSecret(tb testing.TB, ca *testpki.CA, name string, caBundle ...*testpki.CA) map[string][]byte {
+	return testpki.Secret(tb, ca, pod(name), testpki.Spec{}, caBundle...)
 }
 
-func filesTLS(tb testing.TB, s *secretDir, log *slog.Logger) *tls.Config {
+func filesTLS(tb testing.TB, s *testpki.SecretDir, log *slog.Logger) *tls.Config {
 	tb.Helper()
-	c, err := PeerTLSFromFiles(s.path("tls.crt"), s.path("tls.key"), s.path("ca.crt"), log)
+	c, err := PeerTLSFromFiles(s.Path("tls.crt"), s.Path("tls.key"), s.Path("ca.crt"), log)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -169,14 +71,14 @@ func knock(tb testing.TB, addr string, certPEM, keyPEM []byte) (served *x509.Cer
 // new CA, old CA dropped): new handshakes use the new files at once, a certificate of the
 // dropped CA is refused, and a member with only the new CA joins the rings of the others.
 func TestPeerTLSFromFilesRotation(t *testing.T) {
-	ca1, ca2 := newTestCA(t, "ca1"), newTestCA(t, "ca2")
+	ca1, ca2 := testpki.NewCA(t, "ca1"), testpki.NewCA(t, "ca2")
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
-	dirs := map[string]*secretDir{}
+	dirs := map[string]*testpki.SecretDir{}
 	var nodes []*Node
 	reg := prometheus.NewRegistry()
 	for i, name := range []string{"n0", "n1"} {
-		dirs[name] = newSecretDir(t, tlsSecret(t, ca1, name, ca1))
+		dirs[name] = testpki.NewSecretDir(t, tlsSecret(t, ca1, name, ca1))
 		cfg := testConfig(name)
 		if i > 0 {
 			cfg.Join = []string{nodes[0].GossipAddr()}
@@ -202,11 +104,11 @@ func TestPeerTLSFromFilesRotation(t *testing.T) {
 		}
 	}
 	getAll("before the rotation")
-	asMember, asMemberKey := ca1.issue(t, pod("n1"), certSpec{}) // n1's name, as a knock from n1
+	asMember, asMemberKey := ca1.Issue(t, pod("n1"), testpki.Spec{}) // n1's name, as a knock from n1
 
 	// 1. A new certificate of the same CA: the next handshake presents it.
 	fresh := tlsSecret(t, ca1, "n0", ca1)
-	dirs["n0"].swap(fresh)
+	dirs["n0"].Swap(fresh)
 	served, err := knock(t, nodes[0].PeerAddr(), asMember, asMemberKey)
 	if err != nil {
 		t.Fatalf("a member's knock after the rotation: %v", err)
@@ -219,15 +121,15 @@ func TestPeerTLSFromFilesRotation(t *testing.T) {
 	// 2. The CA: both CAs in every bundle, then certificates of the new CA, then only it.
 	for _, step := range []struct {
 		name   string
-		issuer *testCA
-		bundle []*testCA
+		issuer *testpki.CA
+		bundle []*testpki.CA
 	}{
-		{"both CAs trusted", ca1, []*testCA{ca1, ca2}},
-		{"certificates of the new CA", ca2, []*testCA{ca1, ca2}},
-		{"old CA dropped", ca2, []*testCA{ca2}},
+		{"both CAs trusted", ca1, []*testpki.CA{ca1, ca2}},
+		{"certificates of the new CA", ca2, []*testpki.CA{ca1, ca2}},
+		{"old CA dropped", ca2, []*testpki.CA{ca2}},
 	} {
 		for name, d := range dirs {
-			d.swap(tlsSecret(t, step.issuer, name, step.bundle...))
+			d.Swap(tlsSecret(t, step.issuer, name, step.bundle...))
 		}
 		getAll(step.name)
 	}
@@ -238,13 +140,13 @@ func TestPeerTLSFromFilesRotation(t *testing.T) {
 	if got := metricWithLabel(t, reg, "corral_peer_requests_refused_total", refusedAuthority); got != before+1 {
 		t.Errorf("refusals for an unknown authority went from %v to %v, want one more", before, got)
 	}
-	newMember, newMemberKey := ca2.issue(t, pod("n1"), certSpec{})
+	newMember, newMemberKey := ca2.Issue(t, pod("n1"), testpki.Spec{})
 	if _, err := knock(t, nodes[0].PeerAddr(), newMember, newMemberKey); err != nil {
 		t.Fatalf("a certificate of the new CA: %v", err)
 	}
 
 	// A member that knows only the new CA completes mutual TLS with both, in both directions.
-	d := newSecretDir(t, tlsSecret(t, ca2, "n2", ca2))
+	d := testpki.NewSecretDir(t, tlsSecret(t, ca2, "n2", ca2))
 	cfg := testConfig("n2", nodes[0].GossipAddr())
 	cfg.PeerTLS = filesTLS(t, d, log.With("files", "n2"))
 	nodes = append(nodes, newNode(t, cfg))
@@ -264,22 +166,22 @@ func TestPeerTLSFromFilesRotation(t *testing.T) {
 // A reload that fails keeps the certificate loaded before, says so once, and the next good
 // files are loaded.
 func TestPeerTLSFromFilesKeepsTheOldOnABadReload(t *testing.T) {
-	ca := newTestCA(t, "ca")
+	ca := testpki.NewCA(t, "ca")
 	logs := &syncBuffer{}
-	d := newSecretDir(t, tlsSecret(t, ca, "n0", ca))
+	d := testpki.NewSecretDir(t, tlsSecret(t, ca, "n0", ca))
 	cfg := testConfig("n0")
 	cfg.PeerTLS = filesTLS(t, d, slog.New(slog.NewTextHandler(logs, nil)))
 	n := newNode(t, cfg)
-	asMember, asMemberKey := ca.issue(t, pod("n0"), certSpec{})
+	asMember, asMemberKey := ca.Issue(t, pod("n0"), testpki.Spec{})
 	first, err := knock(t, n.PeerAddr(), asMember, asMemberKey)
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	bad := tlsSecret(t, ca, "n0", ca)
-	_, otherKey := ca.issue(t, pod("n0"), certSpec{})
+	_, otherKey := ca.Issue(t, pod("n0"), testpki.Spec{})
 	bad["tls.key"] = otherKey // does not match tls.crt
-	d.swap(bad)
+	d.Swap(bad)
 	for range 3 {
 		served, err := knock(t, n.PeerAddr(), asMember, asMemberKey)
 		if err != nil {
@@ -294,7 +196,7 @@ func TestPeerTLSFromFilesKeepsTheOldOnABadReload(t *testing.T) {
 	}
 
 	good := tlsSecret(t, ca, "n0", ca)
-	d.swap(good)
+	d.Swap(good)
 	served, err := knock(t, n.PeerAddr(), asMember, asMemberKey)
 	if err != nil {
 		t.Fatal(err)
@@ -307,10 +209,10 @@ func TestPeerTLSFromFilesKeepsTheOldOnABadReload(t *testing.T) {
 // A peer port with TLS gives nothing to a client without an acceptable certificate: each is
 // refused in the handshake, logged with its reason and address, and counted by reason.
 func TestPeerTLSRefusals(t *testing.T) {
-	ca, other := newTestCA(t, "ca"), newTestCA(t, "other")
+	ca, other := testpki.NewCA(t, "ca"), testpki.NewCA(t, "other")
 	logs := &syncBuffer{}
 	reg := prometheus.NewRegistry()
-	d := newSecretDir(t, tlsSecret(t, ca, "n0", ca))
+	d := testpki.NewSecretDir(t, tlsSecret(t, ca, "n0", ca))
 	cfg := testConfig("n0")
 	cfg.PeerTLS, cfg.Registerer = filesTLS(t, d, nil), reg
 	cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
@@ -321,10 +223,10 @@ func TestPeerTLSRefusals(t *testing.T) {
 		cert         func() ([]byte, []byte)
 	}{
 		{"no certificate", refusedNoCertificate, func() ([]byte, []byte) { return nil, nil }},
-		{"another CA", refusedAuthority, func() ([]byte, []byte) { return other.issue(t, pod("n0"), certSpec{}) }},
-		{"expired", refusedExpired, func() ([]byte, []byte) { return ca.issue(t, pod("n0"), certSpec{expired: true}) }},
-		{"names no member", refusedNotAMember, func() ([]byte, []byte) { return ca.issue(t, "intruder.example.com", certSpec{}) }},
-		{"not for client auth", refusedBadCert, func() ([]byte, []byte) { return ca.issue(t, pod("n0"), certSpec{serverOnly: true}) }},
+		{"another CA", refusedAuthority, func() ([]byte, []byte) { return other.Issue(t, pod("n0"), testpki.Spec{}) }},
+		{"expired", refusedExpired, func() ([]byte, []byte) { return ca.Issue(t, pod("n0"), testpki.Spec{Expired: true}) }},
+		{"names no member", refusedNotAMember, func() ([]byte, []byte) { return ca.Issue(t, "intruder.example.com", testpki.Spec{}) }},
+		{"not for client auth", refusedBadCert, func() ([]byte, []byte) { return ca.Issue(t, pod("n0"), testpki.Spec{ServerOnly: true}) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -344,24 +246,24 @@ func TestPeerTLSRefusals(t *testing.T) {
 	if !strings.Contains(logs.String(), "from=127.0.0.1:") {
 		t.Errorf("the refusals do not name the address they came from:\n%s", logs.String())
 	}
-	good, goodKey := ca.issue(t, pod("n0"), certSpec{})
+	good, goodKey := ca.Issue(t, pod("n0"), testpki.Spec{})
 	if _, err := knock(t, n.PeerAddr(), good, goodKey); err != nil {
 		t.Fatalf("a member's certificate was refused: %v", err)
 	}
 }
 
 func TestPeerTLSFromFilesErrors(t *testing.T) {
-	ca := newTestCA(t, "ca")
+	ca := testpki.NewCA(t, "ca")
 	good := tlsSecret(t, ca, "n0", ca)
-	_, otherKey := ca.issue(t, pod("n0"), certSpec{})
+	_, otherKey := ca.Issue(t, pod("n0"), testpki.Spec{})
 	tests := []struct {
 		name  string
 		edit  func(map[string][]byte)
 		want  string
-		paths func(*secretDir) [3]string
+		paths func(*testpki.SecretDir) [3]string
 	}{
-		{"missing file", nil, "no such file", func(d *secretDir) [3]string {
-			return [3]string{d.path("tls.crt"), d.path("nope.key"), d.path("ca.crt")}
+		{"missing file", nil, "no such file", func(d *testpki.SecretDir) [3]string {
+			return [3]string{d.Path("tls.crt"), d.Path("nope.key"), d.Path("ca.crt")}
 		}},
 		{"key of another certificate", func(f map[string][]byte) { f["tls.key"] = otherKey }, "private key does not match", nil},
 		{"no CA", func(f map[string][]byte) { f["ca.crt"] = []byte("not PEM") }, "holds no PEM certificate", nil},
@@ -375,8 +277,8 @@ func TestPeerTLSFromFilesErrors(t *testing.T) {
 			if tt.edit != nil {
 				tt.edit(files)
 			}
-			d := newSecretDir(t, files)
-			p := [3]string{d.path("tls.crt"), d.path("tls.key"), d.path("ca.crt")}
+			d := testpki.NewSecretDir(t, files)
+			p := [3]string{d.Path("tls.crt"), d.Path("tls.key"), d.Path("ca.crt")}
 			if tt.paths != nil {
 				p = tt.paths(d)
 			}
@@ -390,7 +292,7 @@ func TestPeerTLSFromFilesErrors(t *testing.T) {
 
 // New refuses a PeerTLS that could not check peers.
 func TestPeerTLSConfigErrors(t *testing.T) {
-	ca := newTestCA(t, "ca")
+	ca := testpki.NewCA(t, "ca")
 	tests := []struct {
 		name string
 		edit func(*tls.Config)
@@ -405,7 +307,7 @@ func TestPeerTLSConfigErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := testConfig("n0")
-			cfg.PeerTLS = ca.config(t, pod("n0"))
+			cfg.PeerTLS = ca.TLSConfig(t, pod("n0"))
 			tt.edit(cfg.PeerTLS)
 			n, err := New(cfg)
 			if err == nil {

@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/chromedp/cdproto v0.159.0
 	github.com/chromedp/chromedp v0.23.0
+	github.com/corralcache/corral v0.0.0
 	github.com/redis/go-redis/v9 v9.23.0
 )
 
@@ -14,3 +15,5 @@ require (
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 )
+
+replace github.com/corralcache/corral => ../

@@ -2,21 +2,15 @@ package e2e
 
 import (
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/binary"
 	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -24,130 +18,24 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/corralcache/corral/internal/testpki"
 )
-
-// testCA is a certificate authority made by a test, as cert-manager's CA issuer would be.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-}
-
-func newTestCA(tb testing.TB, name string) *testCA {
-	tb.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	return &testCA{cert: cert, key: key}
-}
-
-func (ca *testCA) pem() []byte {
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.cert.Raw})
-}
-
-var serials atomic.Int64
 
 // headless is the headless Service a chart install would name the pods under; a member's
 // certificate carries <member>.<headless>, as a cert-manager Certificate for the wildcard
 // of the headless Service satisfies too.
 const headless = "corral-headless.default.svc.cluster.local"
 
-// issue returns a certificate for dnsName signed by ca, and its key, in PEM; expired makes
-// one whose validity ended an hour ago.
-func (ca *testCA) issue(tb testing.TB, dnsName string, expired bool) (certPEM, keyPEM []byte) {
-	tb.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano() + serials.Add(1)), Subject: pkix.Name{CommonName: "corral"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		DNSNames:    []string{dnsName},
-	}
-	if expired {
-		tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour)
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
-}
-
 // secret returns the files of a cert-manager Secret for member, signed by issuer, with
 // bundle as ca.crt.
-func secret(tb testing.TB, issuer *testCA, member string, expired bool, bundle ...*testCA) map[string][]byte {
-	crt, key := issuer.issue(tb, member+"."+headless, expired)
-	var cas []byte
-	for _, c := range bundle {
-		cas = append(cas, c.pem()...)
-	}
-	return map[string][]byte{"tls.crt": crt, "tls.key": key, "ca.crt": cas}
+func secret(tb testing.TB, issuer *testpki.CA, member string, expired bool, bundle ...*testpki.CA) map[string][]byte {
+	return testpki.Secret(tb, issuer, member+"."+headless, testpki.Spec{Expired: expired}, bundle...)
 }
 
-// secretDir is a directory laid out as the kubelet mounts a Secret: each version of the files
-// in a directory of its own, ..data a symlink to the current one, each file a symlink
-// through ..data; a rotation swaps ..data in one rename, as the kubelet does.
-type secretDir struct {
-	tb      testing.TB
-	dir     string
-	version int
-}
-
-func newSecretDir(tb testing.TB, files map[string][]byte) *secretDir {
-	s := &secretDir{tb: tb, dir: tb.TempDir()}
-	s.swap(files)
-	for name := range files {
-		if err := os.Symlink(filepath.Join("..data", name), filepath.Join(s.dir, name)); err != nil {
-			tb.Fatal(err)
-		}
-	}
-	return s
-}
-
-func (s *secretDir) swap(files map[string][]byte) {
-	s.tb.Helper()
-	s.version++
-	v := fmt.Sprintf("..v%d", s.version)
-	if err := os.Mkdir(filepath.Join(s.dir, v), 0o755); err != nil {
-		s.tb.Fatal(err)
-	}
-	for name, b := range files {
-		if err := os.WriteFile(filepath.Join(s.dir, v, name), b, 0o600); err != nil {
-			s.tb.Fatal(err)
-		}
-	}
-	tmp := filepath.Join(s.dir, "..data_tmp")
-	if err := os.Symlink(v, tmp); err != nil {
-		s.tb.Fatal(err)
-	}
-	if err := os.Rename(tmp, filepath.Join(s.dir, "..data")); err != nil {
-		s.tb.Fatal(err)
-	}
-}
-
-// flags are the corral serve flags that point at the files.
-func (s *secretDir) flags() []string {
-	return []string{"--tls-cert", filepath.Join(s.dir, "tls.crt"), "--tls-key", filepath.Join(s.dir, "tls.key"),
-		"--tls-ca", filepath.Join(s.dir, "ca.crt")}
+// tlsFlags are the corral serve flags that point at the files of s.
+func tlsFlags(s *testpki.SecretDir) []string {
+	return []string{"--tls-cert", s.Path("tls.crt"), "--tls-key", s.Path("tls.key"), "--tls-ca", s.Path("ca.crt")}
 }
 
 // clientTLS is a TLS client config presenting cert (none when nil) that trusts anything: it
@@ -259,7 +147,7 @@ func (p *proc) metric(tb testing.TB, name, labels string) float64 {
 // an expired certificate is refused the same way, and kept out of the ring.
 func TestServeTLSRefusesStrangers(t *testing.T) {
 	origin := newOrigin(t, 0)
-	ca, other := newTestCA(t, "corral-ca"), newTestCA(t, "other-ca")
+	ca, other := testpki.NewCA(t, "corral-ca"), testpki.NewCA(t, "other-ca")
 	var nodes []*proc
 	for i := range 2 {
 		name := fmt.Sprint("node-", i)
@@ -267,8 +155,8 @@ func TestServeTLSRefusesStrangers(t *testing.T) {
 		if i > 0 {
 			join = []string{nodes[0].Gossip}
 		}
-		d := newSecretDir(t, secret(t, ca, name, false, ca))
-		nodes = append(nodes, startNode(t, name, join, append(d.flags(), "--origin", origin.template(), "--ttl", "1h")...))
+		d := testpki.NewSecretDir(t, secret(t, ca, name, false, ca))
+		nodes = append(nodes, startNode(t, name, join, append(tlsFlags(d), "--origin", origin.template(), "--ttl", "1h")...))
 	}
 	for _, n := range nodes {
 		waitFor(t, n.Name+" sees the cluster", 20*time.Second, func() bool { return len(n.cluster(t, "").Members) == 2 })
@@ -280,13 +168,13 @@ func TestServeTLSRefusesStrangers(t *testing.T) {
 	}
 	target := nodes[0]
 
-	member, memberKey := ca.issue(t, "node-1."+headless, false)
+	member, memberKey := ca.Issue(t, "node-1."+headless, testpki.Spec{Expired: false})
 	if status, msg, err := peerGet(target.Peer, clientTLS(t, member, memberKey), "items", "k"); err != nil || status != "0" || !bytes.Contains(msg, []byte("value of k")) {
 		t.Fatalf("a member's Get: status %q, %q, %v; the hand-made gRPC client does not work", status, msg, err)
 	}
 
-	otherCert, otherKey := other.issue(t, "node-1."+headless, false)
-	expiredCert, expiredKey := ca.issue(t, "node-1."+headless, true)
+	otherCert, otherKey := other.Issue(t, "node-1."+headless, testpki.Spec{Expired: false})
+	expiredCert, expiredKey := ca.Issue(t, "node-1."+headless, testpki.Spec{Expired: true})
 	tests := []struct {
 		name   string
 		tls    *tls.Config
@@ -327,8 +215,8 @@ func TestServeTLSRefusesStrangers(t *testing.T) {
 	// A member with an expired certificate: a member of the gossip cluster, but no handshake
 	// with it completes, so it owns nothing here.
 	before := target.metric(t, "corral_peer_requests_refused_total", `reason="tls: expired"`)
-	d := newSecretDir(t, secret(t, ca, "node-2", true, ca))
-	stale := startNode(t, "node-2", []string{target.Gossip}, append(d.flags(), "--origin", origin.template())...)
+	d := testpki.NewSecretDir(t, secret(t, ca, "node-2", true, ca))
+	stale := startNode(t, "node-2", []string{target.Gossip}, append(tlsFlags(d), "--origin", origin.template())...)
 	waitFor(t, "node-2 to be excluded for its TLS", 20*time.Second, func() bool {
 		return target.metric(t, "corral_members_excluded", `reason="peer TLS failed"`) == 1
 	})
@@ -413,9 +301,9 @@ func (l *loadStream) end() {
 // handshakes both ways, while the stream goes on.
 func TestServeTLSRotationUnderLoad(t *testing.T) {
 	origin := newOrigin(t, 0)
-	ca1, ca2 := newTestCA(t, "ca-1"), newTestCA(t, "ca-2")
+	ca1, ca2 := testpki.NewCA(t, "ca-1"), testpki.NewCA(t, "ca-2")
 	extra := []string{"--origin", origin.template(), "--ttl", "1h"}
-	dirs := map[string]*secretDir{}
+	dirs := map[string]*testpki.SecretDir{}
 	var mu sync.Mutex // guards nodes, which the load reads
 	var nodes []*proc
 	for i := range 3 {
@@ -424,8 +312,8 @@ func TestServeTLSRotationUnderLoad(t *testing.T) {
 		if i > 0 {
 			join = []string{nodes[0].Gossip}
 		}
-		dirs[name] = newSecretDir(t, secret(t, ca1, name, false, ca1))
-		nodes = append(nodes, startNode(t, name, join, append(dirs[name].flags(), extra...)...))
+		dirs[name] = testpki.NewSecretDir(t, secret(t, ca1, name, false, ca1))
+		nodes = append(nodes, startNode(t, name, join, append(tlsFlags(dirs[name]), extra...)...))
 	}
 	for _, n := range nodes {
 		waitFor(t, n.Name+" sees the cluster", 20*time.Second, func() bool { return len(n.cluster(t, "").Members) == 3 })
@@ -439,11 +327,11 @@ func TestServeTLSRotationUnderLoad(t *testing.T) {
 	// step waits until the stream has sent requests through peers since the last step, then
 	// checks that every node presents the certificate of its newest files.
 	lastPeer := int64(0)
-	step := func(name string, issuer *testCA) {
+	step := func(name string, issuer *testpki.CA) {
 		t.Helper()
 		waitFor(t, "requests through peers "+name, 30*time.Second, func() bool { return load.viaPeer.Load() > lastPeer+100 })
 		lastPeer = load.viaPeer.Load()
-		knock, knockKey := issuer.issue(t, "node-0."+headless, false)
+		knock, knockKey := issuer.Issue(t, "node-0."+headless, testpki.Spec{Expired: false})
 		mu.Lock()
 		ns := nodes
 		mu.Unlock()
@@ -452,7 +340,7 @@ func TestServeTLSRotationUnderLoad(t *testing.T) {
 			if !ok {
 				continue
 			}
-			want, _ := os.ReadFile(filepath.Join(d.dir, "tls.crt"))
+			want, _ := os.ReadFile(d.Path("tls.crt"))
 			if got := served(t, n.Peer, clientTLS(t, knock, knockKey)); !got.Equal(leafOf(t, want)) {
 				t.Fatalf("%s: %s presents serial %v, not its newest certificate", name, n.Name, got.SerialNumber)
 			}
@@ -462,26 +350,26 @@ func TestServeTLSRotationUnderLoad(t *testing.T) {
 	step("before the rotation", ca1)
 	for _, s := range []struct {
 		name   string
-		issuer *testCA
-		bundle []*testCA
+		issuer *testpki.CA
+		bundle []*testpki.CA
 	}{
-		{"a new certificate of the same CA", ca1, []*testCA{ca1}},
-		{"both CAs trusted", ca1, []*testCA{ca1, ca2}},
-		{"certificates of the new CA", ca2, []*testCA{ca1, ca2}},
-		{"the old CA dropped", ca2, []*testCA{ca2}},
+		{"a new certificate of the same CA", ca1, []*testpki.CA{ca1}},
+		{"both CAs trusted", ca1, []*testpki.CA{ca1, ca2}},
+		{"certificates of the new CA", ca2, []*testpki.CA{ca1, ca2}},
+		{"the old CA dropped", ca2, []*testpki.CA{ca2}},
 	} {
 		for name, d := range dirs {
-			d.swap(secret(t, s.issuer, name, false, s.bundle...))
+			d.Swap(secret(t, s.issuer, name, false, s.bundle...))
 		}
 		step(s.name, s.issuer)
 	}
-	old, oldKey := ca1.issue(t, "node-1."+headless, false)
+	old, oldKey := ca1.Issue(t, "node-1."+headless, testpki.Spec{Expired: false})
 	if _, _, err := peerGet(nodes[0].Peer, clientTLS(t, old, oldKey), "items", "k0"); err == nil {
 		t.Error("a certificate of the dropped CA was accepted")
 	}
 
-	d := newSecretDir(t, secret(t, ca2, "node-3", false, ca2))
-	joiner := startNode(t, "node-3", []string{nodes[0].Gossip}, append(d.flags(), extra...)...)
+	d := testpki.NewSecretDir(t, secret(t, ca2, "node-3", false, ca2))
+	joiner := startNode(t, "node-3", []string{nodes[0].Gossip}, append(tlsFlags(d), extra...)...)
 	mu.Lock()
 	nodes = append(nodes, joiner)
 	mu.Unlock()

@@ -81,8 +81,14 @@ func (o *origin) load(group string) corral.LoadFunc[object] {
 	}
 }
 
+// maxAge is the longest max-age kept, in seconds. RFC 9111 (1.2.2) has a cache take a
+// delta-seconds larger than it can represent, or whose calculations overflow, as 2^31: a
+// larger one multiplied into a Duration would wrap around to any freshness at all.
+const maxAge = 1 << 31
+
 // applyCacheControl lets the origin choose the value's freshness: no-store keeps nothing,
-// max-age=N keeps it fresh for N seconds. Otherwise the group's TTL applies.
+// max-age=N (N digits) keeps it fresh for N seconds, at most maxAge. Otherwise the group's
+// TTL applies.
 func applyCacheControl(ctx context.Context, cc string, grace time.Duration) {
 	for _, d := range strings.Split(cc, ",") {
 		d = strings.ToLower(strings.TrimSpace(d))
@@ -91,8 +97,11 @@ func applyCacheControl(ctx context.Context, cc string, grace time.Duration) {
 			fill.SetExpiry(ctx, 0, 0)
 			return
 		case strings.HasPrefix(d, "max-age="):
-			if n, err := strconv.Atoi(strings.TrimPrefix(d, "max-age=")); err == nil && n >= 0 {
-				fill.SetExpiry(ctx, time.Duration(n)*time.Second, grace)
+			// ParseUint takes digits only; ErrRange means digits past 2^64−1, and n is then
+			// the largest uint64.
+			n, err := strconv.ParseUint(strings.TrimPrefix(d, "max-age="), 10, 64)
+			if err == nil || errors.Is(err, strconv.ErrRange) {
+				fill.SetExpiry(ctx, time.Duration(min(n, maxAge))*time.Second, grace)
 			}
 		}
 	}

@@ -1,13 +1,32 @@
 # corral — make targets. `make test` is what CI runs (.ci/run).
 GO ?= go
 
-.PHONY: test vet bench demo generate e2e e2e-k8s manifests image sim
+.PHONY: test vet bench demo generate e2e e2e-k8s manifests image sim fuzz
 
 test: vet
 	$(GO) test -race -count=1 ./...
 
 vet:
 	$(GO) vet ./...
+
+# Fuzzing: every fuzz target of the module (go test -list '^Fuzz'), one after the other for
+# FUZZTIME each (go test -fuzz takes one target at a time); 13 targets, so about 13 × FUZZTIME
+# plus one instrumented build per package. Their seed corpora (testdata/fuzz/<FuzzName>/) run
+# as ordinary tests in `make test`; an input that fails is written there by the go command,
+# to be kept as a regression once fixed. The go command also minimizes every input that finds
+# new coverage, for up to FUZZMINIMIZETIME each; its default, 60 s, would spend a short run on
+# that instead of fuzzing.
+FUZZTIME ?= 10s
+FUZZMINIMIZETIME ?= 5s
+fuzz:
+	@set -e; \
+	for dir in $$($(GO) list -f '{{$$d := .Dir}}{{range .TestGoFiles}}{{$$d}}/{{.}} {{end}}{{range .XTestGoFiles}}{{$$d}}/{{.}} {{end}}' ./... | \
+			xargs -r grep -l '^func Fuzz' | xargs -r -n1 dirname | sort -u); do \
+		for target in $$($(GO) test -list '^Fuzz' $$dir | grep '^Fuzz'); do \
+			echo "fuzz: $$target in $$dir for $(FUZZTIME)"; \
+			$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) $$dir; \
+		done; \
+	done
 
 # Benchmarks: ratios measured in one run are what count (see README, Performance).
 bench:

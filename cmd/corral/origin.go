@@ -97,12 +97,13 @@ func applyCacheControl(ctx context.Context, cc string, grace time.Duration) {
 			fill.SetExpiry(ctx, 0, 0)
 			return
 		case strings.HasPrefix(d, "max-age="):
-			// ParseUint takes digits only; ErrRange means digits past 2^64−1, and n is then
-			// the largest uint64.
-			n, err := strconv.ParseUint(strings.TrimPrefix(d, "max-age="), 10, 64)
-			if err == nil || errors.Is(err, strconv.ErrRange) {
-				fill.SetExpiry(ctx, time.Duration(min(n, maxAge))*time.Second, grace)
+			v := strings.TrimPrefix(d, "max-age=")
+			if v == "" || strings.Trim(v, "0123456789") != "" {
+				continue // not delta-seconds (1*DIGIT): ignored
 			}
+			// The only error left is ErrRange, digits past 2^64−1; n is then the largest uint64.
+			n, _ := strconv.ParseUint(v, 10, 64)
+			fill.SetExpiry(ctx, time.Duration(min(n, maxAge))*time.Second, grace)
 		}
 	}
 }

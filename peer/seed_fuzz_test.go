@@ -13,8 +13,9 @@ import (
 
 // FuzzParseSeed feeds a seed string, as --join or CORRAL_JOIN gives it, and a DNS answer for
 // its name (comma-separated, as a resolver could return anything) to parseSeed and
-// resolveSeeds. A seed that parses has a host and a port in 1-65535, an IP seed is no
-// "dns+" seed, and its canonical form "host:port" parses back to the same seed; every
+// resolveSeeds. A seed that parses has a port in 1-65535 and an IP address or a DNS name
+// (as Go's resolver takes one), an IP seed is no "dns+" seed, and its canonical form
+// "host:port" parses back to the same seed; every
 // address resolved from it is a distinct "ip:port" with the seed's port and no IPv4-mapped
 // IPv6 address.
 func FuzzParseSeed(f *testing.F) {
@@ -31,6 +32,9 @@ func FuzzParseSeed(f *testing.F) {
 		}
 		if sd.raw != s || sd.host == "" || sd.port == 0 {
 			t.Fatalf("parseSeed(%q) = %+v", s, sd)
+		}
+		if !sd.ip.IsValid() && !plainDNSName(sd.host) {
+			t.Fatalf("parseSeed(%q) took the host %q, which is no DNS name", s, sd.host)
 		}
 		if sd.ip.IsValid() {
 			if strings.HasPrefix(s, dnsScheme) {
@@ -70,6 +74,35 @@ func FuzzParseSeed(f *testing.F) {
 	})
 }
 
+// plainDNSName is a plain reading of RFC 1123's host names, with '_' as Go's resolver takes
+// it: labels of letters, digits, '-' and '_', 1-63 bytes, no '-' at either end, 253 bytes in
+// all (254 with a final dot), and a letter, '-' or '_' somewhere.
+func plainDNSName(s string) bool {
+	if len(s) > 254 || len(s) == 254 && s[253] != '.' {
+		return false
+	}
+	labels := strings.Split(s, ".")
+	if len(labels) > 1 && labels[len(labels)-1] == "" {
+		labels = labels[:len(labels)-1] // the final dot
+	}
+	letter := false
+	for _, l := range labels {
+		if l == "" || len(l) > 63 || strings.HasPrefix(l, "-") || strings.HasSuffix(l, "-") {
+			return false
+		}
+		for _, r := range l {
+			switch {
+			case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r == '-', r == '_':
+				letter = true
+			case r >= '0' && r <= '9':
+			default:
+				return false
+			}
+		}
+	}
+	return letter
+}
+
 // seedSeeds are FuzzParseSeed's seed corpus.
 func seedSeeds() []fuzzcorpus.Seed {
 	seed := func(name, s, answer string) fuzzcorpus.Seed {
@@ -96,6 +129,9 @@ func seedSeeds() []fuzzcorpus.Seed {
 		seed("port-signed", "corral:+7946", ""),
 		seed("empty-host", ":7946", ""),
 		seed("brackets-name", "[corral]:7946", "10.0.0.8"),
+		seed("name-bad-chars", "dns+corral gossip/x:7946", ""),
+		seed("name-numeric", "10.0.0:7946", ""),
+		seed("name-fqdn", "corral.default.svc.cluster.local.:7946", "10.0.0.8"),
 		seed("empty", "", ""),
 	}
 }

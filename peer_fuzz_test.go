@@ -33,13 +33,17 @@ import (
 
 // fuzzMethods are the peer protocol's requests, in the order of FuzzPeerHandler's first
 // argument (modulo their number).
-var fuzzMethods = []string{"Get", "Set", "Remove", "Invalidate", "Handoff", "WaitsFor", "Reconcile", "Lease", "FillSet"}
+var fuzzMethods = []string{"Get", "Set", "Remove", "Invalidate", "Handoff", "WaitsFor", "Reconcile", "Lease", "FillSet", "GetHit"}
+
+// fuzzGetHit is GetHit's index in fuzzMethods: a Get that the peer's stream asks the handler
+// to answer at once, when it holds the value.
+const fuzzGetHit = 9
 
 func fuzzRequest(method int) proto.Message {
 	return [...]proto.Message{
 		&peerpb.GetRequest{}, &peerpb.SetRequest{}, &peerpb.RemoveRequest{}, &peerpb.InvalidateRequest{},
 		&peerpb.Entry{}, &peerpb.WaitsForRequest{}, &peerpb.ReconcileRequest{}, &peerpb.LeaseRequest{},
-		&peerpb.FillSetRequest{},
+		&peerpb.FillSetRequest{}, &peerpb.GetRequest{},
 	}[method]
 }
 
@@ -147,7 +151,15 @@ func (fz *fuzzNode) serve(t *testing.T, method int, msg []byte) {
 
 	want := fz.writeSentinels(t, ctx)
 	before := fz.n.version.Now()
-	err := fz.call(ctx, req)
+	var err error
+	var hit *peerpb.GetResponse
+	if method == fuzzGetHit {
+		if r, ok := (server{fz.n}).GetHit(ctx, req.(*peerpb.GetRequest)); ok {
+			hit = r
+		}
+	} else {
+		err = fz.call(ctx, req)
+	}
 	if ctx.Err() != nil {
 		t.Fatalf("%s did not answer within 20 s: %v", name, err)
 	}
@@ -156,6 +168,13 @@ func (fz *fuzzNode) serve(t *testing.T, method int, msg []byte) {
 	}
 	bad, named, writes := fz.judge(req)
 	switch {
+	case method == fuzzGetHit:
+		// A hit is answered only for a well-formed request, with the key asked for; anything
+		// else is left to Get, which says why.
+		r := req.(*peerpb.GetRequest)
+		if hit != nil && (bad != "" || r.GetPeek() || !hit.GetFound() || !bytes.Equal(hit.GetEntry().GetKey(), r.GetKey()) || hit.GetEntry().GetGroup() != r.GetGroup()) {
+			t.Fatalf("GetHit (%s) answered %v", bad, hit)
+		}
 	case bad != "" && err == nil:
 		t.Fatalf("%s with %s: no error", name, bad)
 	case bad != "" && !errors.Is(err, transport.ErrInvalidArgument) && !errors.Is(err, transport.ErrUnknownGroup):
@@ -424,6 +443,12 @@ func peerSeeds() []fuzzcorpus.Seed {
 		seed("get-binary-key", 0, &peerpb.GetRequest{Header: h, Group: "s", Key: []byte("\xff\x00\xfe/\n")}),
 		seed("get-clock-max", 0, &peerpb.GetRequest{Header: &peerpb.Header{Sender: "n1", Clock: math.MaxUint64}, Group: "s", Key: []byte("user:42")}),
 		seed("get-no-header", 0, &peerpb.GetRequest{Group: "s", Key: []byte("user:42")}),
+		seed("gethit-sentinel", fuzzGetHit, &peerpb.GetRequest{Header: h, Group: "s", Key: []byte(fuzzSentinel)}),
+		seed("gethit-json-sentinel", fuzzGetHit, &peerpb.GetRequest{Header: h, Group: "j", Key: []byte(fuzzSentinel)}),
+		seed("gethit-miss", fuzzGetHit, &peerpb.GetRequest{Header: h, Group: "s", Key: []byte("user:42")}),
+		seed("gethit-peek", fuzzGetHit, &peerpb.GetRequest{Header: h, Group: "s", Key: []byte(fuzzSentinel), Peek: true}),
+		seed("gethit-unknown-group", fuzzGetHit, &peerpb.GetRequest{Header: h, Group: "nope", Key: []byte(fuzzSentinel)}),
+		seed("gethit-clock-max", fuzzGetHit, &peerpb.GetRequest{Header: &peerpb.Header{Sender: "n1", Clock: math.MaxUint64}, Group: "s", Key: []byte(fuzzSentinel)}),
 		seed("set", 1, &peerpb.SetRequest{Header: h, Entry: entry("s", "user:42", "hello")}),
 		seed("set-sentinel", 1, &peerpb.SetRequest{Header: h, Entry: entry("s", fuzzSentinel, "over")}),
 		seed("set-json", 1, &peerpb.SetRequest{Header: h, Entry: entry("j", "user:42", `{"n":5,"s":"x"}`)}),

@@ -13,4 +13,5 @@ func TestFuzzCorpus(t *testing.T) {
 	fuzzcorpus.Check(t, "FuzzPeerAnswer", answerSeeds())
 	fuzzcorpus.Check(t, "FuzzMergeState", mergeStateSeeds())
 	fuzzcorpus.Check(t, "FuzzCodec", codecSeeds())
+	fuzzcorpus.Check(t, "FuzzParseSecretKeys", secretKeySeeds())
 }

@@ -50,7 +50,9 @@ func FuzzParseSecretKeys(f *testing.F) {
 func secretKeySeeds() []fuzzcorpus.Seed {
 	k16, k32 := "0123456789abcdef", "0123456789abcdef0123456789abcdef"
 	b64 := "base64:" + base64.StdEncoding.EncodeToString([]byte("\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c\x0d\x0e\x0f"))
-	seed := func(name, file string) fuzzcorpus.Seed { return fuzzcorpus.Seed{Name: name, Values: []any{[]byte(file)}} }
+	seed := func(name, file string) fuzzcorpus.Seed {
+		return fuzzcorpus.Seed{Name: name, Values: []any{[]byte(file)}}
+	}
 	return []fuzzcorpus.Seed{
 		seed("one-key", k32),
 		seed("one-key-newline", k16+"\n"),

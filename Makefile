@@ -1,13 +1,46 @@
 # corral — make targets. `make test` is what CI runs (.ci/run).
 GO ?= go
 
-.PHONY: test vet bench demo generate e2e e2e-k8s manifests image sim
+.PHONY: test vet bench demo generate e2e e2e-k8s manifests image sim fuzz
 
 test: vet
 	$(GO) test -race -count=1 ./...
 
 vet:
 	$(GO) vet ./...
+
+# Fuzzing: every fuzz target of the module (go test -list '^Fuzz'), one after the other for
+# FUZZTIME each (go test -fuzz takes one target at a time); 14 targets, so about 14 × FUZZTIME
+# plus one instrumented build per package. Their seed corpora (testdata/fuzz/<FuzzName>/) run
+# as ordinary tests in `make test`; an input that fails is written there by the go command,
+# to be kept as a regression once fixed. The go command also minimizes every input that finds
+# new coverage, for up to FUZZMINIMIZETIME each; its default, 60 s, would spend a short run on
+# that instead of fuzzing. Go 1.26's coordinator can end a run at its FUZZTIME deadline with
+# "context deadline exceeded" and no failing input (go.dev/issue/75804, fixed in Go 1.27): such
+# a run is reported and passes; a run that wrote a failing input, or failed otherwise, fails.
+FUZZTIME ?= 10s
+FUZZMINIMIZETIME ?= 5s
+fuzz:
+	@set -e; \
+	marker=$$(mktemp); log=$$(mktemp); trap 'rm -f "$$marker" "$$log"' EXIT; \
+	for dir in $$($(GO) list -f '{{$$d := .Dir}}{{range .TestGoFiles}}{{$$d}}/{{.}} {{end}}{{range .XTestGoFiles}}{{$$d}}/{{.}} {{end}}' ./... | \
+			xargs -r grep -l '^func Fuzz' | xargs -r -n1 dirname | sort -u); do \
+		for target in $$($(GO) test -list '^Fuzz' $$dir | grep '^Fuzz'); do \
+			echo "fuzz: $$target in $$dir for $(FUZZTIME)"; \
+			touch "$$marker"; \
+			if $(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) $$dir >"$$log" 2>&1; then \
+				cat "$$log"; \
+			else \
+				cat "$$log"; \
+				if [ -z "$$(find $$dir/testdata/fuzz/$$target -type f -newer "$$marker" 2>/dev/null)" ] && \
+						tail -n 5 "$$log" | grep -q '^    context deadline exceeded$$'; then \
+					echo "fuzz: $$target: ended by go.dev/issue/75804 at its deadline, no failing input: passes"; \
+				else \
+					exit 1; \
+				fi; \
+			fi; \
+		done; \
+	done
 
 # Benchmarks: ratios measured in one run are what count (see README, Performance).
 bench:

@@ -26,6 +26,9 @@ func (n *Node) admit(ctx context.Context, h *peerpb.Header) error {
 		n.metrics.refused.WithLabelValues(refusedNonMember).Inc()
 		return fmt.Errorf("%w: %s does not know %s as a member", transport.ErrNotMember, n.cfg.Name, transport.CallerIP(ctx))
 	}
+	if err := checkVersion(h.GetClock()); err != nil {
+		return fmt.Errorf("%w: the header's clock: %v", transport.ErrInvalidArgument, err)
+	}
 	n.version.Observe(h.GetClock())
 	name := h.GetSender()
 	if name == "" || name == n.cfg.Name {

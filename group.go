@@ -350,6 +350,9 @@ func (g *Group[V]) write(ctx context.Context, key string, local func(version uin
 	if version == 0 {
 		return nil // nothing changed (a FillSet whose lease was not live): nobody to tell
 	}
+	if err := checkVersion(version); err != nil {
+		return g.wrapErr(key, err) // an owner that answered a version no clock can pass
+	}
 	n.version.Observe(version)
 	n.log.Debug("corral: wrote", "group", g.name, "key", key, "version", version)
 	g.invalidate(key, version) // this node's own copies, in either store

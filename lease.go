@@ -597,6 +597,9 @@ func (g *Group[V]) serveFillSet(ctx context.Context, req *peerpb.FillSetRequest)
 	if err := e.validate(); err != nil {
 		return nil, fmt.Errorf("%w: %v", transport.ErrInvalidArgument, err)
 	}
+	if err := checkVersion(pe.GetVersion()); err != nil {
+		return nil, fmt.Errorf("%w: %v", transport.ErrInvalidArgument, err)
+	}
 	v, err := g.codec.Decode(pe.GetValue())
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", transport.ErrInvalidArgument, err)
@@ -629,6 +632,9 @@ func (g *Group[V]) leaseFromWire(resp *peerpb.LeaseResponse) (leaseAnswer[V], er
 	}
 	if ans.state == LeaseHit || ans.state == LeaseStale {
 		pe := resp.GetEntry()
+		if err := checkVersion(pe.GetVersion()); err != nil {
+			return ans, fmt.Errorf("corral: value of %s/%q from its owner: %w", g.name, pe.GetKey(), err)
+		}
 		g.node.version.Observe(pe.GetVersion())
 		e, err := g.decodeEntry(pe)
 		if err != nil {

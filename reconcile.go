@@ -3,6 +3,7 @@ package corral
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/corralcache/corral/fill"
@@ -149,6 +150,11 @@ func (s server) Reconcile(ctx context.Context, req *peerpb.ReconcileRequest) (*p
 	g, err := n.handle(req.GetGroup())
 	if err != nil {
 		return nil, err
+	}
+	for _, w := range req.GetWrites() {
+		if err := checkVersion(w.GetVersion()); err != nil {
+			return nil, fmt.Errorf("%w: a write of %q: %v", transport.ErrInvalidArgument, w.GetKey(), err)
+		}
 	}
 	g.applyWrites(req.GetWrites(), &n.version)
 	resp := &peerpb.ReconcileResponse{Writes: g.writes()}

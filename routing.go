@@ -172,6 +172,9 @@ func (g *Group[V]) fetch(ctx context.Context, key string) (V, error) {
 				return err
 			}
 			e := resp.GetEntry()
+			if err := checkVersion(e.GetVersion()); err != nil {
+				return fmt.Errorf("corral: value of %s/%q from %s: %w", g.name, key, st.Name, err)
+			}
 			n.version.Observe(e.GetVersion())
 			val, err = g.codec.Decode(e.GetValue())
 			if err != nil {
@@ -254,7 +257,7 @@ func (g *Group[V]) peek(ctx context.Context, st *memberState, key string) (fill.
 	resp, err := n.client.Get(ctx, st.PeerAddr, &peerpb.GetRequest{
 		Header: n.header(fill.Outer(ctx)), Group: g.name, Key: []byte(key), Peek: true,
 	})
-	if err != nil || !resp.GetFound() || resp.GetEntry().GetFreshForNanos() <= 0 {
+	if err != nil || !resp.GetFound() || resp.GetEntry().GetFreshForNanos() <= 0 || checkVersion(resp.GetEntry().GetVersion()) != nil {
 		return fill.Entry[V]{}, false
 	}
 	n.version.Observe(resp.GetEntry().GetVersion())

@@ -120,6 +120,9 @@ func (s server) Invalidate(ctx context.Context, req *peerpb.InvalidateRequest) (
 	if err := n.checkKey(key); err != nil {
 		return nil, toWire(err)
 	}
+	if err := checkVersion(req.GetVersion()); err != nil {
+		return nil, fmt.Errorf("%w: %v", transport.ErrInvalidArgument, err)
+	}
 	n.version.Observe(req.GetVersion())
 	// A node that does not have the group holds no copy; it may still know members that do.
 	if g, ok := n.group(req.GetGroup()); ok {
@@ -143,6 +146,9 @@ func (s server) Handoff(ctx context.Context, e *peerpb.Entry) (bool, error) {
 	}
 	if n.leaving.Load() {
 		return false, fmt.Errorf("%w: %s is leaving", transport.ErrLeaving, n.cfg.Name)
+	}
+	if err := checkVersion(e.GetVersion()); err != nil {
+		return false, fmt.Errorf("%w: %v", transport.ErrInvalidArgument, err)
 	}
 	n.version.Observe(e.GetVersion())
 	g, err := n.handle(e.GetGroup())
@@ -258,6 +264,9 @@ func (g *Group[V]) serveSet(ctx context.Context, req *peerpb.SetRequest) (*peerp
 	if err := g.node.checkKey(key); err != nil {
 		return nil, toWire(err)
 	}
+	if err := checkVersion(e.GetVersion()); err != nil {
+		return nil, fmt.Errorf("%w: %v", transport.ErrInvalidArgument, err)
+	}
 	v, err := g.codec.Decode(e.GetValue())
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", transport.ErrInvalidArgument, err)
@@ -276,6 +285,9 @@ func (g *Group[V]) serveRemove(ctx context.Context, req *peerpb.RemoveRequest) (
 	key := string(req.GetKey())
 	if err := g.node.checkKey(key); err != nil {
 		return nil, toWire(err)
+	}
+	if err := checkVersion(req.GetVersion()); err != nil {
+		return nil, fmt.Errorf("%w: %v", transport.ErrInvalidArgument, err)
 	}
 	version := g.writeVersion(req.GetVersion())
 	if err := g.local.RemoveAt(key, version); err != nil {

@@ -2,6 +2,7 @@ package corral
 
 import (
 	"encoding/binary"
+	"fmt"
 	"sync/atomic"
 	"time"
 )
@@ -49,8 +50,28 @@ func clockID(name string) uint64 {
 	return uint64(h & 0xff)
 }
 
-// Observe moves the clock past v.
+// maxVersion is the largest version a node takes from elsewhere — a peer's message, an
+// owner's answer, a state exchange. The clock cannot pass 2^64−1: Next would wrap around to
+// the wall clock and hand out versions below the ones it gave before, so the writes that
+// follow would be silently lost, and an entry stored at a version no clock can pass could
+// never be written again. Honest versions are milliseconds since 1970 in their upper 48
+// bits, below 2^63 until the year 6400.
+const maxVersion = 1<<63 - 1
+
+// checkVersion refuses a version from elsewhere above maxVersion.
+func checkVersion(v uint64) error {
+	if v > maxVersion {
+		return fmt.Errorf("corral: version %#x out of range (largest %#x)", v, uint64(maxVersion))
+	}
+	return nil
+}
+
+// Observe moves the clock past v. A v above maxVersion is ignored (see there); the callers
+// that store something at v refuse it first (checkVersion).
 func (c *versionClock) Observe(v uint64) {
+	if v > maxVersion {
+		return
+	}
 	for {
 		last := c.last.Load()
 		if v <= last || c.last.CompareAndSwap(last, v) {

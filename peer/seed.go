@@ -26,7 +26,8 @@ type seed struct {
 	disc *discovery
 }
 
-// parseSeed accepts "host:port", "[ipv6]:port" and "dns+name:port". Both name forms are looked up
+// parseSeed accepts "host:port", "[ipv6]:port" and "dns+name:port", where a name is a DNS name
+// (see isDNSName) and the port a number in 1-65535. Both name forms are looked up
 // with the Resolver on every join attempt and every address found is joined; the "dns+" prefix
 // only says that the name is expected to have many records. The port is required: guessing this
 // member's own port (what memberlist does) is wrong as soon as members use different ports.
@@ -61,8 +62,33 @@ func parseSeed(s string) (seed, error) {
 			return sd, fmt.Errorf("peer: seed %q: dns+ needs a name, not an IP address", s)
 		}
 		sd.ip = ip.Unmap()
+	} else if !isDNSName(host) {
+		// Refused here, not at every join attempt with a lookup error.
+		return sd, fmt.Errorf("peer: seed %q: %q is neither an IP address nor a DNS name", s, host)
 	}
 	return sd, nil
+}
+
+// isDNSName reports whether s is a name a resolver looks up (Go's own resolver refuses the
+// others): dot-separated labels of letters, digits, '-' and '_', each of 1-63 bytes and
+// neither starting nor ending with '-', not all digits, 253 bytes at most, with an optional
+// final dot.
+func isDNSName(s string) bool {
+	s = strings.TrimSuffix(s, ".")
+	if s == "" || len(s) > 253 || strings.Trim(s, "0123456789.") == "" {
+		return false
+	}
+	for label := range strings.SplitSeq(s, ".") {
+		if len(label) == 0 || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, c := range []byte(label) {
+			if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // parseSeeds parses every seed, reporting every bad one. The discoveries of its seeds share one

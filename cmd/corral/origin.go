@@ -81,8 +81,14 @@ func (o *origin) load(group string) corral.LoadFunc[object] {
 	}
 }
 
+// maxAge is the longest max-age kept, in seconds. RFC 9111 (1.2.2) has a cache take a
+// delta-seconds larger than it can represent, or whose calculations overflow, as 2^31: a
+// larger one multiplied into a Duration would wrap around to any freshness at all.
+const maxAge = 1 << 31
+
 // applyCacheControl lets the origin choose the value's freshness: no-store keeps nothing,
-// max-age=N keeps it fresh for N seconds. Otherwise the group's TTL applies.
+// max-age=N (N digits) keeps it fresh for N seconds, at most maxAge. Otherwise the group's
+// TTL applies.
 func applyCacheControl(ctx context.Context, cc string, grace time.Duration) {
 	for _, d := range strings.Split(cc, ",") {
 		d = strings.ToLower(strings.TrimSpace(d))
@@ -91,9 +97,13 @@ func applyCacheControl(ctx context.Context, cc string, grace time.Duration) {
 			fill.SetExpiry(ctx, 0, 0)
 			return
 		case strings.HasPrefix(d, "max-age="):
-			if n, err := strconv.Atoi(strings.TrimPrefix(d, "max-age=")); err == nil && n >= 0 {
-				fill.SetExpiry(ctx, time.Duration(n)*time.Second, grace)
+			v := strings.TrimPrefix(d, "max-age=")
+			if v == "" || strings.Trim(v, "0123456789") != "" {
+				continue // not delta-seconds (1*DIGIT): ignored
 			}
+			// The only error left is ErrRange, digits past 2^64−1; n is then the largest uint64.
+			n, _ := strconv.ParseUint(v, 10, 64)
+			fill.SetExpiry(ctx, time.Duration(min(n, maxAge))*time.Second, grace)
 		}
 	}
 }

@@ -34,8 +34,8 @@ func addrsOf(eps []*discoveryv1.EndpointSlice, port string, family discoveryv1.A
 		if p == 0 {
 			p = slicePort(s, port)
 		}
-		if p == 0 {
-			continue // a named port this slice does not have
+		if p < 1 || p > 65535 {
+			continue // a named port this slice does not have, or a number no port has
 		}
 		for _, e := range s.Endpoints {
 			if len(e.Addresses) == 0 || (e.Conditions.Terminating != nil && *e.Conditions.Terminating) {

@@ -1,0 +1,253 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/corralcache/corral"
+	"github.com/corralcache/corral/fill"
+	"github.com/corralcache/corral/internal/fuzzcorpus"
+)
+
+// fuzzToken is the API token of the fuzzed daemons: writes need it.
+const fuzzToken = "fuzz-token"
+
+// fuzzSentinel is the key, in the daemon's groups, that the harnesses write before every
+// input and read after it.
+const fuzzSentinel = "sentinel"
+
+// fuzzDaemon is a one-node `corral serve` without listeners, with an API token, small limits
+// (so that an input can reach them) and no origin: its groups hold what is written.
+type fuzzDaemon struct {
+	d      *daemon
+	panics atomic.Int64 // "command panicked" logged by the Redis protocol front
+	seq    atomic.Int64 // makes each sentinel value new
+}
+
+func newFuzzDaemon(tb testing.TB) *fuzzDaemon {
+	tb.Helper()
+	fs, c := serveFlags(io.Discard)
+	if err := fs.Parse([]string{"--bind", "127.0.0.1", "--gossip-port", "0", "--peer-port", "0", "--drain", "0"}); err != nil {
+		tb.Fatal(err)
+	}
+	c.name = "fuzz"
+	c.maxGroups = 8
+	c.maxBytes = 1 << 20
+	c.maxValueBytes = 1 << 10
+	c.apiTokenFile = filepath.Join(tb.TempDir(), "token")
+	if err := os.WriteFile(c.apiTokenFile, []byte(fuzzToken+"\n"), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	if err := c.validate(); err != nil {
+		tb.Fatal(err)
+	}
+	fd := &fuzzDaemon{}
+	d, err := startDaemon(c, slog.New(panicCounter{&fd.panics}))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	fd.d = d
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		d.node.Close(ctx)
+	})
+	return fd
+}
+
+// panicCounter is a slog.Handler that drops every record but counts the Redis protocol
+// front's recovered panics.
+type panicCounter struct{ n *atomic.Int64 }
+
+func (h panicCounter) Enabled(context.Context, slog.Level) bool { return true }
+func (h panicCounter) Handle(_ context.Context, r slog.Record) error {
+	if strings.Contains(r.Message, "panicked") {
+		h.n.Add(1)
+	}
+	return nil
+}
+func (h panicCounter) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h panicCounter) WithGroup(string) slog.Handler      { return h }
+
+// group returns the daemon's group name, registering it as a request would.
+func (fd *fuzzDaemon) group(tb testing.TB, name string) *corral.Group[object] {
+	tb.Helper()
+	g, err := fd.d.group(fd.d.node, name)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return g
+}
+
+// writeSentinel writes a new value of fuzzSentinel in g and returns it.
+func (fd *fuzzDaemon) writeSentinel(tb testing.TB, ctx context.Context, g *corral.Group[object]) object {
+	tb.Helper()
+	v := object{Body: fmt.Appendf(nil, "sentinel-%d", fd.seq.Add(1)), Type: "text/plain"}
+	if err := g.Set(ctx, fuzzSentinel, v); err != nil {
+		tb.Fatalf("set the sentinel: %v", err)
+	}
+	return v
+}
+
+// checkSentinel fails tb unless g's sentinel holds want.
+func checkSentinel(tb testing.TB, ctx context.Context, g *corral.Group[object], what string, want object) {
+	tb.Helper()
+	if got, err := g.Get(ctx, fuzzSentinel); err != nil || !bytes.Equal(got.Body, want.Body) || got.Type != want.Type {
+		tb.Fatalf("%s changed the sentinel, which it does not name: %q %q, %v; want %q", what, got.Body, got.Type, err, want.Body)
+	}
+}
+
+// errAfter is a body that ends with an error after its bytes, as a request body cut short
+// does.
+type errAfter struct {
+	r   io.Reader
+	err error
+}
+
+func (e *errAfter) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err == io.EOF && e.err != nil {
+		err = e.err
+	}
+	return n, err
+}
+
+// FuzzHTTPAPI feeds raw HTTP/1.1 requests to the daemon's HTTP handler — routing, the
+// group and key taken from the escaped path, the lease parameters (?lease=&wait=&ttl=&swr=),
+// the token check, bodies over the value limit. Whatever the request, the handler does not
+// panic nor answer 5xx; a write (PUT, DELETE) without the token gets 401; a PUT answered
+// 204 is what a Get of its key returns; and the sentinel key of the group "pages" keeps its
+// value unless the request writes it.
+func FuzzHTTPAPI(f *testing.F) {
+	fd := newFuzzDaemon(f)
+	pages := fd.group(f, "pages")
+	h := fd.d.authorize(fd.d.routes())
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		r, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(raw)))
+		if err != nil {
+			return // the server answers 400 before any handler runs
+		}
+		body, bodyErr := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		r.Body = io.NopCloser(&errAfter{bytes.NewReader(body), bodyErr})
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		r = r.WithContext(ctx)
+		want := fd.writeSentinel(t, ctx, pages)
+
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r) // the mux records the group and key it matched in r
+		if ctx.Err() != nil {
+			t.Fatalf("%s %s did not answer within 20 s", r.Method, r.URL)
+		}
+		res := w.Result()
+		what := fmt.Sprintf("%s %s (%d)", r.Method, r.URL, res.StatusCode)
+		if res.StatusCode >= 500 {
+			t.Fatalf("%s: %s", what, w.Body)
+		}
+		group, key := r.PathValue("group"), r.PathValue("key")
+		write := r.Method == http.MethodPut || r.Method == http.MethodDelete
+		if write && res.StatusCode < 300 && !bearer(r.Header.Get("Authorization")) {
+			t.Fatalf("%s without the token", what)
+		}
+		if !(write && res.StatusCode < 300 && group == "pages" && key == fuzzSentinel) {
+			checkSentinel(t, ctx, pages, what, want)
+		}
+		fd.d.mu.Lock()
+		g := fd.d.groups[group]
+		fd.d.mu.Unlock()
+		if g == nil || fill.CheckKey(key) != nil {
+			return
+		}
+		if r.Method == http.MethodPut && res.StatusCode == http.StatusNoContent && !r.URL.Query().Has("ttl") {
+			got, err := g.Get(ctx, key)
+			if err != nil || !bytes.Equal(got.Body, body) || got.Type != r.Header.Get("Content-Type") {
+				t.Fatalf("%s stored %q %q, but %s/%q reads %q %q, %v", what, body, r.Header.Get("Content-Type"), group, key, got.Body, got.Type, err)
+			}
+		}
+		// The next input finds no value nor lease of this one's key.
+		var ue *corral.UnreachedError
+		if err := g.Remove(ctx, key); err != nil && !errors.As(err, &ue) {
+			t.Fatalf("remove %s/%q after %s: %v", group, key, what, err)
+		}
+	})
+}
+
+// bearer is a plain reading of the token rule: "Bearer" in any case, a space, the token.
+func bearer(header string) bool {
+	scheme, cred, _ := strings.Cut(header, " ")
+	return strings.EqualFold(scheme, "bearer") && strings.TrimSpace(cred) == fuzzToken
+}
+
+// httpSeeds are FuzzHTTPAPI's seed corpus: requests as clients send them, and ones that test
+// the edges of the path, the query and the headers.
+func httpSeeds() []fuzzcorpus.Seed {
+	req := func(name, method, target string, header []string, body string) fuzzcorpus.Seed {
+		var b strings.Builder
+		fmt.Fprintf(&b, "%s %s HTTP/1.1\r\nHost: corral:8080\r\n", method, target)
+		for _, h := range header {
+			b.WriteString(h + "\r\n")
+		}
+		if body != "" || method == http.MethodPut {
+			fmt.Fprintf(&b, "Content-Length: %d\r\n", len(body))
+		}
+		b.WriteString("\r\n" + body)
+		return fuzzcorpus.Seed{Name: name, Values: []any{[]byte(b.String())}}
+	}
+	auth := "Authorization: Bearer " + fuzzToken
+	html := "Content-Type: text/html"
+	return []fuzzcorpus.Seed{
+		req("get", "GET", "/v1/groups/pages/keys/p42", nil, ""),
+		req("get-sentinel", "GET", "/v1/groups/pages/keys/"+fuzzSentinel, nil, ""),
+		req("get-escaped-key", "GET", "/v1/groups/pages/keys/a%2Fb%20c%25%00%FF", nil, ""),
+		req("get-dot-key", "GET", "/v1/groups/pages/keys/..", nil, ""),
+		req("get-empty-key", "GET", "/v1/groups/pages/keys/", nil, ""),
+		req("get-long-key", "GET", "/v1/groups/pages/keys/"+strings.Repeat("k", fill.MaxKeyBytes+1), nil, ""),
+		req("get-bad-group", "GET", "/v1/groups/pa%2Fges/keys/p42", nil, ""),
+		req("get-new-group", "GET", "/v1/groups/users.v2/keys/u1", nil, ""),
+		req("put", "PUT", "/v1/groups/pages/keys/p42", []string{auth, html}, "<h1>42</h1>"),
+		req("put-sentinel", "PUT", "/v1/groups/pages/keys/"+fuzzSentinel, []string{auth}, "over"),
+		req("put-escaped-key", "PUT", "/v1/groups/pages/keys/%E2%9C%93%2F%3F", []string{auth}, "check"),
+		req("put-no-token", "PUT", "/v1/groups/pages/keys/"+fuzzSentinel, nil, "over"),
+		req("put-wrong-token", "PUT", "/v1/groups/pages/keys/p42", []string{"Authorization: Bearer nope"}, "v"),
+		req("put-token-lowercase", "PUT", "/v1/groups/pages/keys/p42", []string{"Authorization: bearer  " + fuzzToken + " "}, "v"),
+		req("put-too-large", "PUT", "/v1/groups/pages/keys/p42", []string{auth}, strings.Repeat("x", 1<<10+1)),
+		req("put-short-body", "PUT", "/v1/groups/pages/keys/p42", []string{auth, "Content-Length: 100"}, ""),
+		req("put-ttl", "PUT", "/v1/groups/pages/keys/p42?ttl=60s&swr=30s", []string{auth}, "v"),
+		req("put-ttl-ms", "PUT", "/v1/groups/pages/keys/p42?ttl=60000&swr=0", []string{auth}, "v"),
+		req("put-ttl-negative", "PUT", "/v1/groups/pages/keys/p42?ttl=-1s", []string{auth}, "v"),
+		req("put-ttl-overflow", "PUT", "/v1/groups/pages/keys/p42?ttl=9223372036854775807", []string{auth}, "v"),
+		req("put-ttl-garbage", "PUT", "/v1/groups/pages/keys/p42?ttl=soon&swr=%zz", []string{auth}, "v"),
+		req("put-lease", "PUT", "/v1/groups/pages/keys/p42?ttl=60s", []string{auth, leaseTokenHeader + ": 0123456789abcdef"}, "v"),
+		req("delete", "DELETE", "/v1/groups/pages/keys/p42", []string{auth}, ""),
+		req("delete-sentinel", "DELETE", "/v1/groups/pages/keys/"+fuzzSentinel, []string{auth}, ""),
+		req("delete-no-token", "DELETE", "/v1/groups/pages/keys/"+fuzzSentinel, nil, ""),
+		req("lease", "GET", "/v1/groups/pages/keys/p42?lease=5s", nil, ""),
+		req("lease-wait", "GET", "/v1/groups/pages/keys/p42?lease=5000&wait=200ms", nil, ""),
+		req("lease-sentinel", "GET", "/v1/groups/pages/keys/"+fuzzSentinel+"?lease=1s", nil, ""),
+		req("lease-zero", "GET", "/v1/groups/pages/keys/p42?lease=0", nil, ""),
+		req("lease-too-long", "GET", "/v1/groups/pages/keys/p42?lease=2h&wait=2m", nil, ""),
+		req("lease-garbage", "GET", "/v1/groups/pages/keys/p42?lease=&wait=-5", nil, ""),
+		req("lease-repeated", "GET", "/v1/groups/pages/keys/p42?lease=1s&lease=x&wait=1&wait=y", nil, ""),
+		req("cluster", "GET", "/v1/cluster?key=p42", nil, ""),
+		req("cluster-empty-key", "GET", "/v1/cluster?key=%20", nil, ""),
+		req("readyz", "GET", "/readyz", nil, ""),
+		req("debug-state", "GET", "/debug/corral/state", nil, ""),
+		req("debug-asset", "GET", "/debug/corral/assets/../../etc/passwd", nil, ""),
+		req("post", "POST", "/v1/groups/pages/keys/p42", []string{auth}, "v"),
+		req("absolute-form", "GET", "http://corral:8080/v1/groups/pages/keys/p42", nil, ""),
+		req("double-slash", "GET", "//v1/groups/pages/keys/p42", nil, ""),
+	}
+}

@@ -1,0 +1,17 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/corralcache/corral/internal/fuzzcorpus"
+)
+
+// TestFuzzCorpus keeps testdata/fuzz in step with the seeds in code (see package fuzzcorpus;
+// -fuzzcorpus.update writes them).
+func TestFuzzCorpus(t *testing.T) {
+	fuzzcorpus.Check(t, "FuzzHTTPAPI", httpSeeds())
+	fuzzcorpus.Check(t, "FuzzParseWait", waitSeeds())
+	fuzzcorpus.Check(t, "FuzzCacheControl", cacheControlSeeds())
+	fuzzcorpus.Check(t, "FuzzRESPCommand", respSeeds())
+	fuzzcorpus.Check(t, "FuzzObjectCodec", objectSeeds())
+}

@@ -1,0 +1,17 @@
+package corral
+
+import (
+	"testing"
+
+	"github.com/corralcache/corral/internal/fuzzcorpus"
+)
+
+// TestFuzzCorpus keeps testdata/fuzz in step with the seeds in code (see package fuzzcorpus;
+// -fuzzcorpus.update writes them).
+func TestFuzzCorpus(t *testing.T) {
+	fuzzcorpus.Check(t, "FuzzPeerHandler", peerSeeds())
+	fuzzcorpus.Check(t, "FuzzPeerAnswer", answerSeeds())
+	fuzzcorpus.Check(t, "FuzzMergeState", mergeStateSeeds())
+	fuzzcorpus.Check(t, "FuzzCodec", codecSeeds())
+	fuzzcorpus.Check(t, "FuzzParseSecretKeys", secretKeySeeds())
+}

@@ -425,3 +425,44 @@ func TestStampedHitsFollowOwnership(t *testing.T) {
 		t.Fatalf("the new owner served %d of n0's %d Gets of its keys: n0 answered the rest from its own store", served, len(keys))
 	}
 }
+
+// A write whose writer never heard of a newer write the owner holds — one made on the other
+// side of a split of the views, or by a node whose clock runs an hour ahead — is not lost:
+// the owner answers the newer version when told, and the writer writes again above it.
+// Before, the owner refused the write as older, Set and Remove returned nil, and every node
+// went on serving the value from before them.
+func TestWriteAboveAVersionTheWriterNeverSaw(t *testing.T) {
+	nodes := newCluster(t, 2)
+	src := newSource(0)
+	gs := groups(t, nodes, "g", src.load, WithTTL(time.Hour))
+	ctx := context.Background()
+	// The write n1 never heard of: n0 holds it, at a version from a clock an hour ahead.
+	unheard := func(key, v string) {
+		version := uint64(time.Now().Add(time.Hour).UnixMilli())<<16 | clockID("elsewhere")
+		if ok, err := gs[0].local.SetAt(key, v, version); !ok || err != nil {
+			t.Fatalf("SetAt(%s) on n0 = %v, %v", key, ok, err)
+		}
+	}
+
+	set := keyOwnedBy(t, nodes[0], "s")
+	unheard(set, "unheard")
+	if err := gs[1].Set(ctx, set, "written"); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range getAll(t, gs, set) {
+		if v != "written" {
+			t.Fatalf("node %d serves %s = %q after Set returned nil", i, set, v)
+		}
+	}
+
+	removed := keyOwnedBy(t, nodes[0], "r")
+	unheard(removed, "unheard")
+	if err := gs[1].Remove(ctx, removed); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range getAll(t, gs, removed) {
+		if v != removed+"@0" {
+			t.Fatalf("node %d serves %s = %q after Remove returned nil, want %q", i, removed, v, removed+"@0")
+		}
+	}
+}

@@ -85,8 +85,8 @@
 //
 // How that holds, by construction:
 //
-//  1. Versions. Every write gets a version from its owner's version clock, a hybrid logical
-//     clock: larger than every version the owner handed out or saw. Every peer request carries
+//  1. Versions. Every write gets a version from its writer's version clock, a hybrid logical
+//     clock: larger than every version the writer handed out or saw. Every peer request carries
 //     its sender's clock, every write's tell carries its version, and memberlist's full state
 //     exchange carries the clock to a joining node, so a write that starts after another
 //     returned always gets a larger version — whichever nodes ran them, whatever the pods'
@@ -109,6 +109,12 @@
 //     the value's version, and the receiver refuses a copy below a write it remembers, under
 //     the same lock that orders its own writes. A write is remembered for at least five
 //     minutes, far longer than any copy can be on its way: every peer request has a deadline.
+//  5. Writes never heard of. A member told of a write answers the newest version of the key
+//     it holds when that is above the write's: a write the writer could not have heard of,
+//     made on the other side of a split of the views (step 1 assumes the first write reached
+//     the second's writer). That write returned before this one started or overlaps it, so
+//     this one may be last: the writer writes again above it (at most three times, for
+//     writers racing each other), and the later write wins when the sides meet again.
 //
 // The interleavings this rules out, each of which undid a write before:
 //

@@ -325,6 +325,14 @@ func (g *Group[V]) Remove(ctx context.Context, key string) error {
 // writer: every attempt — on the owner, and on its successors when it fails over — carries
 // the same one, so a late duplicate is harmless.
 //
+// A member told may answer that it holds the key at a newer version than the drawn one: a
+// write this writer never heard of, made on the other side of a split of the views (or by a
+// node whose clock is ahead, before any message carried that clock here). That write returned
+// before this one started or runs concurrently with it (one that starts after this one
+// returns is told to this writer first), so this one may come last: it is written again at
+// a version above the newer one, at most maxRedraws times (writers racing each other keep
+// passing each other; either order is right for writes that overlap).
+//
 // local and remote are given the drawn version and return the version the owner applied:
 // the same one, or for a FillSet under a lease the owner's own (the lease, not the version,
 // keeps a late duplicate out), or 0 when nothing changed (that lease was no longer live) —
@@ -335,32 +343,45 @@ func (g *Group[V]) write(ctx context.Context, key string, local func(version uin
 	if n.leaving.Load() {
 		return ErrClosed
 	}
-	drawn := n.version.Next()
-	var version uint64
-	_, err := n.onOwner(ctx, key,
-		func() error { var err error; version, err = local(drawn); return err },
-		func(ctx context.Context, st *memberState) error {
-			var err error
-			version, err = remote(ctx, st, drawn)
-			return err
-		})
-	if err != nil {
-		return g.wrapErr(key, err)
+	for redraw := 0; ; redraw++ {
+		drawn := n.version.Next()
+		var version uint64
+		_, err := n.onOwner(ctx, key,
+			func() error { var err error; version, err = local(drawn); return err },
+			func(ctx context.Context, st *memberState) error {
+				var err error
+				version, err = remote(ctx, st, drawn)
+				return err
+			})
+		if err != nil {
+			return g.wrapErr(key, err)
+		}
+		if version == 0 {
+			return nil // nothing changed (a FillSet whose lease was not live): nobody to tell
+		}
+		if err := checkVersion(version); err != nil {
+			return g.wrapErr(key, err) // an owner that answered a version no clock can pass
+		}
+		n.version.Observe(version)
+		n.log.Debug("corral: wrote", "group", g.name, "key", key, "version", version)
+		g.invalidate(key, version) // this node's own copies, in either store
+		unreached, newer := n.tell(ctx, g.name, key, version, []string{n.cfg.Name})
+		if len(unreached) > 0 {
+			return &UnreachedError{Members: unreached, Err: errNotTold}
+		}
+		// A FillSet applied at the owner's own version is kept out by its lease, not by
+		// versions: it is not written again.
+		if newer == 0 || version != drawn || redraw == maxRedraws {
+			return nil
+		}
+		n.version.Observe(newer)
+		n.log.Debug("corral: writing again above a newer version", "group", g.name, "key", key, "version", version, "newer", newer)
 	}
-	if version == 0 {
-		return nil // nothing changed (a FillSet whose lease was not live): nobody to tell
-	}
-	if err := checkVersion(version); err != nil {
-		return g.wrapErr(key, err) // an owner that answered a version no clock can pass
-	}
-	n.version.Observe(version)
-	n.log.Debug("corral: wrote", "group", g.name, "key", key, "version", version)
-	g.invalidate(key, version) // this node's own copies, in either store
-	if unreached := n.tell(ctx, g.name, key, version, []string{n.cfg.Name}); len(unreached) > 0 {
-		return &UnreachedError{Members: unreached, Err: errNotTold}
-	}
-	return nil
 }
+
+// maxRedraws bounds how many times a write is written again above a newer version a member
+// held (see Group.write).
+const maxRedraws = 3
 
 // otterClock gives an otter cache the node's clock: itself when it is otter's coarse clock,
 // else the clock without ticks (entries then expire when touched).

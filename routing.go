@@ -320,11 +320,12 @@ func (n *Node) known() map[string]string {
 
 // tell tells every member this node knows of and told does not list of the write of
 // group/key at version, in parallel, each of them passing it on to the members they know
-// of in turn, and returns the names of the members that could not be told, sorted. The
+// of in turn, and returns the names of the members that could not be told, sorted, and the
+// largest version of the key above version that a member told held (0 when none). The
 // write then reaches every member that any member reached knows of: when views disagree
 // for a moment — a member has just joined, say — a member that one view lacks is told by
 // one that has it.
-func (n *Node) tell(ctx context.Context, group, key string, version uint64, told []string) []string {
+func (n *Node) tell(ctx context.Context, group, key string, version uint64, told []string) (unreached []string, newer uint64) {
 	known := n.known()
 	all := slices.Clone(told)
 	var targets []string
@@ -335,13 +336,12 @@ func (n *Node) tell(ctx context.Context, group, key string, version uint64, told
 		}
 	}
 	if len(targets) == 0 {
-		return nil
+		return nil, 0
 	}
 	slices.Sort(all)
 	var (
-		wg        sync.WaitGroup
-		mu        sync.Mutex
-		unreached []string
+		wg sync.WaitGroup
+		mu sync.Mutex
 	)
 	now := time.Now()
 	for _, name := range targets {
@@ -363,11 +363,14 @@ func (n *Node) tell(ctx context.Context, group, key string, version uint64, told
 				unreached = append(unreached, name)
 			}
 			unreached = append(unreached, resp.GetUnreached()...)
+			if v := resp.GetNewerVersion(); v > version && checkVersion(v) == nil {
+				newer = max(newer, v)
+			}
 		})
 	}
 	wg.Wait()
 	slices.Sort(unreached)
-	return slices.Compact(unreached)
+	return slices.Compact(unreached), newer
 }
 
 // fromWire turns the transport's errors into corral's: the owner's answers are marked

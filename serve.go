@@ -23,6 +23,7 @@ type groupHandle interface {
 	serveSet(ctx context.Context, req *peerpb.SetRequest) (*peerpb.SetResponse, error)
 	serveRemove(ctx context.Context, req *peerpb.RemoveRequest) (*peerpb.RemoveResponse, error)
 	invalidate(key string, version uint64)
+	latest(key string) uint64
 	accept(e *peerpb.Entry) (bool, error)
 	handoffEntries(r *ring.Ring, self string, add func(owner string, e *peerpb.Entry))
 	stillCurrent(e *peerpb.Entry) bool
@@ -132,8 +133,17 @@ func (s server) Invalidate(ctx context.Context, req *peerpb.InvalidateRequest) (
 	if n.draining.Load() {
 		return &peerpb.InvalidateResponse{}, nil // its view is no longer kept up
 	}
+	// A write or copy of the key newer than this one, which the writer had not heard of when
+	// it drew its version, is reported back (see Group.write).
+	var newer uint64
+	if g, ok := n.group(req.GetGroup()); ok {
+		if v := g.latest(key); v > req.GetVersion() {
+			newer = v
+		}
+	}
 	told := append(req.GetTold(), n.cfg.Name)
-	return &peerpb.InvalidateResponse{Unreached: n.tell(ctx, req.GetGroup(), key, req.GetVersion(), told)}, nil
+	unreached, further := n.tell(ctx, req.GetGroup(), key, req.GetVersion(), told)
+	return &peerpb.InvalidateResponse{Unreached: unreached, NewerVersion: max(newer, further)}, nil
 }
 
 // Handoff stores an entry a leaving member pushed, unless this node holds a newer version
@@ -318,6 +328,12 @@ func (g *Group[V]) invalidate(key string, version uint64) {
 	g.local.Invalidate(key, version)
 	g.near.Invalidate(key, version)
 	g.leases.revoke(key, version)
+}
+
+// latest returns the largest version of key known here, in either store (see
+// fill.Cache.Latest).
+func (g *Group[V]) latest(key string) uint64 {
+	return max(g.local.Latest(key), g.near.Latest(key))
 }
 
 func (g *Group[V]) accept(pe *peerpb.Entry) (bool, error) {

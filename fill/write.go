@@ -192,6 +192,19 @@ func (c *Cache[V]) revokeLocked(key string, version uint64) {
 	}
 }
 
+// Latest returns the largest version of key known here: of a remembered write of it, or of
+// the entry held (fresh, stale, or a cached ErrNotFound: the version of the latest write it
+// reflects); 0 when there is neither.
+func (c *Cache[V]) Latest(key string) uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v := c.tombs.Version(key)
+	if e, ok := c.store.GetIfPresent(key); ok {
+		v = max(v, e.version)
+	}
+	return v
+}
+
 // Peek returns the stored entry of key if it can still be served (fresh or within grace),
 // without filling, counting or refreshing.
 func (c *Cache[V]) Peek(key string) (Entry[V], bool) {

@@ -1046,7 +1046,12 @@ func (x *InvalidateRequest) GetTold() []string {
 type InvalidateResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// unreached names the members the receiver could not tell.
-	Unreached     []string `protobuf:"bytes,1,rep,name=unreached,proto3" json:"unreached,omitempty"`
+	Unreached []string `protobuf:"bytes,1,rep,name=unreached,proto3" json:"unreached,omitempty"`
+	// newer_version is the largest version of a write of the key, or of a copy of it, that
+	// the receiver or a member it told held above the request's version; 0 when none. A
+	// writer told of one re-draws its version above it and writes again (a write the writer
+	// never heard of: made on the other side of a split, or by a node whose clock is ahead).
+	NewerVersion  uint64 `protobuf:"varint,2,opt,name=newer_version,json=newerVersion,proto3" json:"newer_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1086,6 +1091,13 @@ func (x *InvalidateResponse) GetUnreached() []string {
 		return x.Unreached
 	}
 	return nil
+}
+
+func (x *InvalidateResponse) GetNewerVersion() uint64 {
+	if x != nil {
+		return x.NewerVersion
+	}
+	return 0
 }
 
 type WaitsForRequest struct {
@@ -1842,9 +1854,10 @@ const file_peer_proto_rawDesc = "" +
 	"\x05group\x18\x02 \x01(\tR\x05group\x12\x10\n" +
 	"\x03key\x18\x03 \x01(\fR\x03key\x12\x18\n" +
 	"\aversion\x18\x04 \x01(\x04R\aversion\x12\x12\n" +
-	"\x04told\x18\x05 \x03(\tR\x04told\"2\n" +
+	"\x04told\x18\x05 \x03(\tR\x04told\"W\n" +
 	"\x12InvalidateResponse\x12\x1c\n" +
-	"\tunreached\x18\x01 \x03(\tR\tunreached\"i\n" +
+	"\tunreached\x18\x01 \x03(\tR\tunreached\x12#\n" +
+	"\rnewer_version\x18\x02 \x01(\x04R\fnewerVersion\"i\n" +
 	"\x0fWaitsForRequest\x12.\n" +
 	"\x06header\x18\x01 \x01(\v2\x16.corral.peer.v1.HeaderR\x06header\x12\x14\n" +
 	"\x05group\x18\x02 \x01(\tR\x05group\x12\x10\n" +

@@ -605,10 +605,11 @@ func (c *boundedConn) Read(p []byte) (int, error) {
 	c.mu.Unlock()
 	n, err := c.Conn.Read(p)
 	if c.pending.Add(int64(n)) > int64(c.limit) {
-		c.Conn.Write([]byte("-ERR Protocol error: command exceeds the " + strconv.Itoa(c.limit) + "-byte limit\r\n"))
+		// Counted before the client is told, so that whoever reads the error sees the count.
 		if c.limitHit.CompareAndSwap(false, true) {
 			c.onLimit()
 		}
+		c.Conn.Write([]byte("-ERR Protocol error: command exceeds the " + strconv.Itoa(c.limit) + "-byte limit\r\n"))
 		return 0, errCommandTooLarge
 	}
 	return n, err

@@ -31,6 +31,7 @@ type serveConfig struct {
 	ttl, swr, negativeTTL          time.Duration
 	jitter                         float64
 	fillTimeout                    time.Duration
+	silentPeerTimeout              time.Duration
 	maxBytes                       int64
 	maxValueBytes                  int
 	maxGroups                      int
@@ -61,6 +62,7 @@ func serveFlags(out io.Writer) (*flag.FlagSet, *serveConfig) {
 	fs.Float64Var(&c.jitter, "jitter", 0.1, "spread each TTL uniformly over ±this fraction, in [0, 1)")
 	fs.DurationVar(&c.negativeTTL, "negative-ttl", 0, "remember an origin 404 this long (0 = not remembered)")
 	fs.DurationVar(&c.fillTimeout, "fill-timeout", 10*time.Second, "bound on one origin fetch")
+	fs.DurationVar(&c.silentPeerTimeout, "silent-peer-timeout", 300*time.Millisecond, "how long a request waits on a peer before probing it; a peer that does not answer the probe within this too is failed over, so a paused or cut-off owner costs at most twice this. Raise it where nodes are starved of CPU for longer (a live owner descheduled that long is failed over, and its key filled once more); negative = never probe (wait for memberlist to declare the peer dead)")
 	fs.Int64Var(&c.maxBytes, "max-bytes", 64<<20, "memory bound of each group's store on this node, bytes")
 	fs.IntVar(&c.maxValueBytes, "max-value-bytes", 8<<20, "largest value accepted, bytes (larger PUT bodies get 413)")
 	fs.IntVar(&c.maxGroups, "max-groups", 64, "groups this node creates on demand at most")
@@ -128,6 +130,8 @@ func (c *serveConfig) validate() error {
 		return fmt.Errorf("--jitter %v: want [0, 1)", c.jitter)
 	case c.fillTimeout <= 0:
 		return errors.New("--fill-timeout must be positive")
+	case c.silentPeerTimeout == 0:
+		return errors.New("--silent-peer-timeout must not be 0 (negative = never probe)")
 	case c.maxBytes <= 0 || c.maxValueBytes <= 0 || c.maxGroups <= 0:
 		return errors.New("--max-bytes, --max-value-bytes and --max-groups must be positive")
 	case c.minMembers < 1:
@@ -228,7 +232,8 @@ func startDaemon(c *serveConfig, log *slog.Logger) (*daemon, error) {
 		GossipPort: c.gossipPort, PeerPort: c.peerPort, Join: c.join,
 		Registerer: d.reg, Logger: log, Label: c.label,
 		DrainTimeout: drainOrNone(c.drain), MaxValueBytes: c.maxValueBytes,
-		AutoGroup: func(n *corral.Node, name string) error { _, err := d.group(n, name); return err },
+		SilentPeerTimeout: c.silentPeerTimeout,
+		AutoGroup:         func(n *corral.Node, name string) error { _, err := d.group(n, name); return err },
 	}
 	if d.keys, err = c.secretsConfig.apply(&cfg, log); err != nil {
 		return nil, err

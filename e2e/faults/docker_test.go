@@ -136,20 +136,24 @@ type node struct {
 }
 
 // cluster is one scenario's private world: a cluster network (corral nodes behind one alias,
-// the origin), an origin-only network (the origin, and a node while it is cut off from the
-// cluster network, so the origin stays reachable from an isolated node), and the containers.
+// gossip and peer traffic: every node advertises its address there) and an origin network
+// (the origin, and every node's second interface). A partition disconnects a node from the
+// cluster network alone, so the origin stays reachable from it, over the very path it used
+// before, and so does the test, which reaches every node's HTTP port on the origin network.
 type cluster struct {
 	t          *testing.T
 	id         string
 	net, onet  string
 	prefix     string // "10.a.b." of the cluster network
+	oprefix    string // "10.c.d." of the origin network
 	originAddr string // host:port of the origin, for the test
 	flags      []string
 	nextIP     int
 
 	mu sync.Mutex
-	// guards nodes and each node's addr and up
+	// guards nodes, each node's addr and up, and cut
 	nodes []*node
+	cut   map[*node]bool // cut off the cluster network (until the driver's strengthen)
 }
 
 const alias = "corral"
@@ -159,14 +163,13 @@ func newCluster(t *testing.T, name string, flags ...string) *cluster {
 	needDocker(t)
 	c := &cluster{t: t, id: runID + "-" + name, flags: flags, nextIP: 10}
 	c.net, c.prefix = c.network("c")
-	c.onet, _ = c.network("o")
+	c.onet, c.oprefix = c.network("o")
 	ctr := c.id + "-origin"
 	args := append([]string{"run", "-d", "--name", ctr}, labels()...)
-	args = append(args, "--network", c.net, "--ip", c.prefix+"2", "--network-alias", "origin", originImg)
+	args = append(args, "--network", c.onet, "--ip", c.oprefix+"2", "--network-alias", "origin", originImg)
 	docker(t, args...)
 	t.Cleanup(func() { exec.Command("docker", "rm", "-f", ctr).Run() })
-	docker(t, "network", "connect", "--alias", "origin", c.onet, ctr)
-	c.originAddr = c.prefix + "2:9000"
+	c.originAddr = c.oprefix + "2:9000"
 	c.waitFor("origin answers", 30*time.Second, func() bool {
 		return c.originPost("/delay?d=0s") == nil
 	})
@@ -196,7 +199,7 @@ func (c *cluster) network(kind string) (string, string) {
 // add starts a node named name at a fresh address of the cluster network.
 func (c *cluster) add(name string) *node {
 	c.nextIP++
-	n := &node{name: name, ctr: c.id + "-" + name, ip: c.prefix + strconv.Itoa(c.nextIP)}
+	n := &node{name: name, ctr: c.id + "-" + name, ip: c.prefix + strconv.Itoa(c.nextIP), addr: c.oprefix + strconv.Itoa(c.nextIP) + ":8080"}
 	c.run(n)
 	c.mu.Lock()
 	c.nodes = append(c.nodes, n)
@@ -207,10 +210,11 @@ func (c *cluster) add(name string) *node {
 func (c *cluster) run(n *node) {
 	args := append([]string{"run", "-d", "--name", n.ctr}, labels()...)
 	args = append(args, "--network", c.net, "--ip", n.ip, "--network-alias", alias, image,
-		"serve", "--name", n.name, "--join", "dns+"+alias+":7946",
+		"serve", "--name", n.name, "--join", "dns+"+alias+":7946", "--advertise", n.ip,
 		"--origin", "http://origin:9000/items/{group}/{key}", "--log-format", "text", "--log-level", "warn")
 	args = append(args, c.flags...)
 	docker(c.t, args...)
+	docker(c.t, "network", "connect", "--ip", strings.TrimSuffix(n.addr, ":8080"), c.onet, n.ctr)
 	ctr := n.ctr
 	c.t.Cleanup(func() {
 		if c.t.Failed() {
@@ -220,7 +224,7 @@ func (c *cluster) run(n *node) {
 		exec.Command("docker", "rm", "-f", ctr).Run()
 	})
 	c.mu.Lock()
-	n.addr, n.up = n.ip+":8080", false
+	n.up = false
 	c.mu.Unlock()
 }
 
@@ -437,13 +441,13 @@ func do(addr, method, path, body string, deadline time.Duration) (int, string, s
 	return resp.StatusCode, b.String(), resp.Header.Get("X-Corral-Source"), err
 }
 
-// partition cuts n off from the cluster network; the origin stays reachable through the
-// origin-only network, and so does the driver.
+// partition cuts n off the cluster network; it keeps its origin-network interface.
 func (c *cluster) partition(n *node) {
-	docker(c.t, "network", "connect", c.onet, n.ctr)
-	oip := docker(c.t, "inspect", "-f", `{{(index .NetworkSettings.Networks "`+c.onet+`").IPAddress}}`, n.ctr)
 	c.mu.Lock()
-	n.addr = oip + ":8080"
+	if c.cut == nil {
+		c.cut = map[*node]bool{}
+	}
+	c.cut[n] = true
 	c.mu.Unlock()
 	docker(c.t, "network", "disconnect", c.net, n.ctr)
 }
@@ -451,7 +455,20 @@ func (c *cluster) partition(n *node) {
 // heal puts n back on the cluster network at its address, under the alias.
 func (c *cluster) heal(n *node) {
 	docker(c.t, "network", "connect", "--ip", n.ip, "--alias", alias, c.net, n.ctr)
+}
+
+// side is 1 for a node cut off (or healed but not yet settled, see driver.strengthen), else 0.
+func (c *cluster) side(n *node) int {
 	c.mu.Lock()
-	n.addr = n.ip + ":8080"
-	c.mu.Unlock()
+	defer c.mu.Unlock()
+	if c.cut[n] {
+		return 1
+	}
+	return 0
+}
+
+func (c *cluster) cutActive() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.cut) > 0
 }

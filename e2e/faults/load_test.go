@@ -46,6 +46,7 @@ type driver struct {
 type keyState struct {
 	strong int       // the generation of the last write that returned 204
 	weak   int       // the generation of the last write that returned 202 (some member not told)
+	side   [2]int    // during a cut: the last write answered 204 through a node of each side
 	silent int       // a generation the origin moved to without a write through corral
 	at     time.Time // when silent was set
 	busy   sync.Mutex
@@ -117,14 +118,16 @@ func (d *driver) fail(format string, args ...any) {
 
 func (d *driver) get(r *rand.Rand, key string) {
 	ks := d.key(key)
-	d.mu.Lock()
-	floor, silent, silentAt := ks.strong, ks.silent, ks.at
-	d.mu.Unlock()
 	n, addr := d.c.pick(r)
 	if n == nil {
 		return
 	}
 	defer n.inflight.Done()
+	// During a cut each side is told only of its own writes (DESIGN, "Writes under churn";
+	// README: the one exception), so a node is held to the writes made through its side.
+	d.mu.Lock()
+	floor, silent, silentAt := max(ks.strong, ks.side[d.c.side(n)]), ks.silent, ks.at
+	d.mu.Unlock()
 	start := time.Now()
 	code, body, src, err := do(addr, "GET", "/v1/groups/g/keys/"+key, "", d.deadline)
 	el := time.Since(start)
@@ -198,6 +201,9 @@ func (d *driver) write(r *rand.Rand, key string) {
 	defer d.mu.Unlock()
 	d.writeLat = append(d.writeLat, el)
 	switch {
+	case err == nil && code == 204 && d.c.cutActive():
+		ks.side[d.c.side(n)] = max(ks.side[d.c.side(n)], gen)
+		ks.weak = max(ks.weak, gen)
 	case err == nil && code == 204:
 		ks.strong = max(ks.strong, gen)
 	case err == nil && code == 202:
@@ -228,14 +234,18 @@ func (d *driver) silentBump(key string) error {
 	return nil
 }
 
-// strengthen makes every write answered 202 count as returned: called once the cluster has
-// healed and every member could have learnt of it.
+// strengthen makes every write answered 202, and every write of a cut, count as returned:
+// called once the cluster has healed and every member has learnt of them.
 func (d *driver) strengthen() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, ks := range d.keys {
-		ks.strong = max(ks.strong, ks.weak)
+		ks.strong = max(ks.strong, ks.weak, ks.side[0], ks.side[1])
+		ks.side = [2]int{}
 	}
+	d.c.mu.Lock()
+	d.c.cut = nil
+	d.c.mu.Unlock()
 }
 
 // weakKeys returns the keys with a write answered 202 newer than any answered 204, with it.

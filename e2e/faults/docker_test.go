@@ -211,7 +211,7 @@ func (c *cluster) run(n *node) {
 	args := append([]string{"run", "-d", "--name", n.ctr}, labels()...)
 	args = append(args, "--network", c.net, "--ip", n.ip, "--network-alias", alias, image,
 		"serve", "--name", n.name, "--join", "dns+"+alias+":7946", "--advertise", n.ip,
-		"--origin", "http://origin:9000/items/{group}/{key}", "--log-format", "text", "--log-level", "warn")
+		"--origin", "http://"+c.originAddr+"/items/{group}/{key}", "--log-format", "text", "--log-level", "warn")
 	args = append(args, c.flags...)
 	docker(c.t, args...)
 	docker(c.t, "network", "connect", "--ip", strings.TrimSuffix(n.addr, ":8080"), c.onet, n.ctr)
@@ -390,14 +390,19 @@ func (c *cluster) bump(key string) (int, error) {
 }
 
 type originCounts struct {
-	Calls    map[string]int `json:"calls"`
-	Inflight int            `json:"inflight"`
+	Calls    map[string]int         `json:"calls"`
+	Times    map[string][]time.Time `json:"times"`
+	Inflight int                    `json:"inflight"`
 }
 
-func (c *cluster) counts() originCounts {
+func (c *cluster) counts(times ...bool) originCounts {
 	c.t.Helper()
 	var oc originCounts
-	resp, err := client.Get("http://" + c.originAddr + "/counts")
+	q := ""
+	if len(times) > 0 && times[0] {
+		q = "?times"
+	}
+	resp, err := client.Get("http://" + c.originAddr + "/counts" + q)
 	if err != nil {
 		c.t.Fatalf("origin counts: %v", err)
 	}

@@ -191,6 +191,9 @@ func finish(t *testing.T, d *driver, r row) stats {
 	}
 	record(r)
 	t.Logf("%s: %d requests, %d failed, p50 %v p99 %v max %v, max write %v", r.scenario, s.requests, r.failed, s.p50, s.p99, s.max, s.writeMax)
+	for _, f := range s.notes {
+		t.Logf("write answered 202: %s", f)
+	}
 	for _, f := range s.failures {
 		t.Errorf("failed: %s", f)
 	}

@@ -39,6 +39,7 @@ type driver struct {
 	failures   []string
 	stale      []string
 	unreached  int // writes answered 202
+	notes      []string
 	writeLat   []time.Duration
 	stop, done chan struct{}
 }
@@ -209,6 +210,9 @@ func (d *driver) write(r *rand.Rand, key string) {
 	case err == nil && code == 202:
 		ks.weak = max(ks.weak, gen)
 		d.unreached++
+		if d.unreached <= 3 {
+			d.notes = append(d.notes, fmt.Sprintf("%s %s on %s: 202 %s", method, key, n.name, strings.TrimSpace(resp)))
+		}
 	default:
 		d.failed++
 		if len(d.failures) < 20 {
@@ -265,14 +269,14 @@ func (d *driver) weakKeys() map[string]int {
 type stats struct {
 	requests, failed, unreached int
 	p50, p99, max, writeMax     time.Duration
-	failures, stale             []string
+	failures, stale, notes      []string
 }
 
 func (d *driver) take() stats {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	s := stats{requests: len(d.lat), failed: d.failed, unreached: d.unreached,
-		failures: d.failures, stale: d.stale}
+		failures: d.failures, stale: d.stale, notes: d.notes}
 	slices.Sort(d.lat)
 	if n := len(d.lat); n > 0 {
 		s.p50, s.p99, s.max = d.lat[n/2], d.lat[min(n-1, n*99/100)], d.lat[n-1]
@@ -280,6 +284,6 @@ func (d *driver) take() stats {
 	if len(d.writeLat) > 0 {
 		s.writeMax = slices.Max(d.writeLat)
 	}
-	d.lat, d.writeLat, d.failed, d.unreached, d.failures, d.stale = nil, nil, 0, 0, nil, nil
+	d.lat, d.writeLat, d.failed, d.unreached, d.failures, d.stale, d.notes = nil, nil, 0, 0, nil, nil, nil
 	return s
 }

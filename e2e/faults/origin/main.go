@@ -4,7 +4,7 @@
 //	GET  /items/{group}/{key}  "key@gen", after the configured delay; counts the call
 //	POST /bump?key=K           advances K's generation and answers the new one
 //	POST /delay?d=300ms        sets the fill delay of every later call
-//	GET  /counts               JSON {"calls": {key: n}, "inflight": n}
+//	GET  /counts[?times]       JSON {"calls": {key: n}, "inflight": n[, "times": {key: [when…]}]}
 //	POST /reset                forgets every count (not the generations)
 //
 // A value carries its generation, so the test can tell a stale answer from a fresh one: the
@@ -31,6 +31,7 @@ type origin struct {
 	// guards calls and gens
 	calls map[string]int
 	gens  map[string]int
+	times map[string][]time.Time // when each call came, up to 8 per key
 }
 
 func (o *origin) item(w http.ResponseWriter, r *http.Request) {
@@ -39,6 +40,9 @@ func (o *origin) item(w http.ResponseWriter, r *http.Request) {
 	defer o.inflight.Add(-1)
 	o.mu.Lock()
 	o.calls[key]++
+	if len(o.times[key]) < 8 {
+		o.times[key] = append(o.times[key], time.Now())
+	}
 	o.mu.Unlock()
 	if d := time.Duration(o.delay.Load()); d > 0 {
 		select {
@@ -76,11 +80,15 @@ func (o *origin) setDelay(w http.ResponseWriter, r *http.Request) {
 func (o *origin) counts(w http.ResponseWriter, r *http.Request) {
 	o.mu.Lock()
 	out := struct {
-		Calls    map[string]int `json:"calls"`
-		Inflight int64          `json:"inflight"`
+		Calls    map[string]int         `json:"calls"`
+		Times    map[string][]time.Time `json:"times,omitempty"`
+		Inflight int64                  `json:"inflight"`
 	}{Calls: make(map[string]int, len(o.calls)), Inflight: o.inflight.Load()}
 	for k, n := range o.calls {
 		out.Calls[k] = n
+	}
+	if r.URL.Query().Has("times") {
+		out.Times = o.times
 	}
 	o.mu.Unlock()
 	json.NewEncoder(w).Encode(out)
@@ -89,6 +97,7 @@ func (o *origin) counts(w http.ResponseWriter, r *http.Request) {
 func (o *origin) reset(w http.ResponseWriter, r *http.Request) {
 	o.mu.Lock()
 	o.calls = map[string]int{}
+	o.times = map[string][]time.Time{}
 	o.mu.Unlock()
 }
 
@@ -97,7 +106,7 @@ func main() {
 	if len(os.Args) > 1 {
 		addr = os.Args[1]
 	}
-	o := &origin{calls: map[string]int{}, gens: map[string]int{}}
+	o := &origin{calls: map[string]int{}, gens: map[string]int{}, times: map[string][]time.Time{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /items/{group}/{key}", o.item)
 	mux.HandleFunc("POST /bump", o.bump)

@@ -80,6 +80,15 @@ could not be told) within their deadline; latencies are the GETs of the scenario
 "converge" is how long until every node's GET /v1/cluster showed the same members at their
 current addresses with one epoch.
 
+Choices: every node has a second interface on an origin-only network (the origin lives there
+alone, and the test reaches every node there), and advertises its cluster-network address; a
+partition is docker network disconnect from the cluster network, so an isolated node keeps its
+path to the origin. The hung-owner bound is 2 × SilentPeerTimeout (300 ms) + the 200 ms fill +
+700 ms for a busy 2-core machine. During a cut each side is held only to the writes made
+through it (README: the one exception); after the heal every write of the cut must be seen on
+every node, then every write counts everywhere. A node killed and started under its name at a
+new address waits out memberlist's DeadNodeReclaimTime (30 s), as documented in peer/doc.go.
+
 %s`, host, runtime.NumCPU(), cpu, runtime.GOOS+"/"+runtime.GOARCH, strings.TrimSpace(string(dv)),
 		time.Now().UTC().Format("2006-01-02 15:04 MST"), took.Round(time.Second), b.String())
 	if err := os.WriteFile("RESULTS.md", []byte(doc), 0o644); err != nil {

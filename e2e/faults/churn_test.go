@@ -176,11 +176,28 @@ func TestScaleUp(t *testing.T) {
 
 	// Killed, then back under its name at a new address.
 	victim := first[1]
+	ownedBefore := map[string]bool{} // the hot keys the victim owned
+	for _, k := range hot {
+		if v, err := viewOf(c.addrOf(first[0]), k); err == nil && v.Owner == victim.name {
+			ownedBefore[k] = true
+		}
+	}
 	before, _ = refills(c, hot)
 	oc0 := c.counts()
 	c.setUp(victim, false)
 	docker(t, "rm", "-f", victim.ctr)
 	killed := time.Now()
+	c.converge("the survivors drop the killed node", others(c.live(), victim), 90*time.Second)
+	time.Sleep(2 * time.Second) // reads of its keys on the survivors
+	ocCrash := c.counts()
+	var crashOwned, crashOther int
+	for _, k := range hot {
+		if e := ocCrash.Calls[k] - oc0.Calls[k]; ownedBefore[k] {
+			crashOwned += e
+		} else {
+			crashOther += e
+		}
+	}
 	c.nextIP++
 	victim.ip = fmt.Sprintf("%s%d", c.prefix, c.nextIP)
 	victim.addr = fmt.Sprintf("%s%d:8080", c.oprefix, c.nextIP)
@@ -214,8 +231,8 @@ func TestScaleUp(t *testing.T) {
 		most = max(most, after.Calls[k]-oc0.Calls[k])
 	}
 	finish(t, d, row{scenario: "a node killed and started under its name at a new address", calls: owned, ideal: fmt.Sprintf("%d (1 per new key it owns)", len(mine)),
-		converge: conv, note: fmt.Sprintf("converge from the kill (memberlist holds a dead name on its old address for DeadNodeReclaimTime, 30 s); hot keys refilled %d, most of one key %d (a crash: ≤ 1 per key); slowest GET of its new keys %v",
-			total-before, most, slowest.Round(time.Millisecond))})
+		converge: conv, note: fmt.Sprintf("converge from the kill (memberlist holds a dead name on its old address for DeadNodeReclaimTime, 30 s); hot keys refilled %d, most of one key %d (a crash: ≤ 1 per key); before it came back: %d refills of the %d keys it owned, %d of others; slowest GET of its new keys %v",
+			total-before, most, crashOwned, len(ownedBefore), crashOther, slowest.Round(time.Millisecond))})
 	if most > 1 {
 		t.Errorf("a hot key was filled %d times after the crash and the restart, want ≤ 1", most)
 		oc := c.counts(true)

@@ -117,7 +117,7 @@ func (n *Node) peerDown(ctx context.Context, st *memberState) {
 			continue
 		}
 		wg.Go(func() {
-			if n.answers(context.WithoutCancel(ctx), other) {
+			if n.answers(context.WithoutCancel(ctx), other.PeerAddr) {
 				n.breakers.reset(other.PeerAddr)
 			} else {
 				n.breakers.trip(other.PeerAddr, time.Now())

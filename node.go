@@ -307,6 +307,19 @@ func (n *Node) rebuildLocked() {
 			n.client.Forget(st.PeerAddr)
 		}
 	}
+	for name, st := range nv.members {
+		_, was := cur.members[name]
+		_, departed := cur.departed[name]
+		if name == nv.self || cur.members[name] == st || (!was && !departed) {
+			continue
+		}
+		// A name seen before, in a new life (restarted in place, or back after it was
+		// found dead): what requests learnt of its old life — a tripped breaker, a
+		// connection in backoff to its address — would keep it unreachable here for up to
+		// breakerMax, and its keys on their successors. Dial it afresh.
+		n.breakers.reset(st.PeerAddr)
+		n.client.Forget(st.PeerAddr)
+	}
 	if nv.ring.Epoch() != cur.ring.Epoch() {
 		n.log.Info("corral: members changed", "members", len(nv.list), "epoch", nv.ring.Epoch())
 		if n.cfg.OnChange != nil {

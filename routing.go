@@ -84,16 +84,25 @@ func (n *Node) callPeer(ctx context.Context, st *memberState, call func(context.
 	defer cancel()
 	stop := context.AfterFunc(st.gone, cancel)
 	defer stop()
+	return n.untilSilent(ctx, st.PeerAddr, func(ctx context.Context) error { return call(ctx, st) })
+}
+
+// untilSilent runs call to the peer at addr under a context that ends once addr has gone
+// silent (see callPeer): a peer that does not answer a probe after each SilentPeerTimeout of
+// waiting. It then returns a *transport.UnreachableError.
+func (n *Node) untilSilent(ctx context.Context, addr string, call func(context.Context) error) error {
 	every := n.cfg.SilentPeerTimeout
 	if every < 0 {
-		return call(ctx, st)
+		return call(ctx)
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	var silent atomic.Bool
 	var t *time.Timer
 	var tmu sync.Mutex // guards t's Reset against its Stop: the probe runs on the timer's goroutine
 	stopped := false
 	t = time.AfterFunc(every, func() {
-		if n.answers(ctx, st) {
+		if n.answers(ctx, addr) {
 			tmu.Lock()
 			if !stopped {
 				t.Reset(every)
@@ -104,13 +113,13 @@ func (n *Node) callPeer(ctx context.Context, st *memberState, call func(context.
 		silent.Store(true)
 		cancel()
 	})
-	err := call(ctx, st)
+	err := call(ctx)
 	tmu.Lock()
 	stopped = true
 	t.Stop()
 	tmu.Unlock()
 	if silent.Load() {
-		return &transport.UnreachableError{Addr: st.PeerAddr, Err: fmt.Errorf("no answer to a probe after waiting %v", every)}
+		return &transport.UnreachableError{Addr: addr, Err: fmt.Errorf("no answer to a probe after waiting %v", every)}
 	}
 	return err
 }
@@ -118,10 +127,10 @@ func (n *Node) callPeer(ctx context.Context, st *memberState, call func(context.
 // answers reports whether st answers a probe within SilentPeerTimeout. Any answer counts, an
 // error included; only silence (or a refused connection) does not. It is false, too, once ctx
 // ends: the call it watches is over.
-func (n *Node) answers(ctx context.Context, st *memberState) bool {
+func (n *Node) answers(ctx context.Context, addr string) bool {
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.SilentPeerTimeout)
 	defer cancel()
-	_, err := n.client.Get(ctx, st.PeerAddr, &peerpb.GetRequest{
+	_, err := n.client.Get(ctx, addr, &peerpb.GetRequest{
 		Header: n.header(context.Background()), Key: []byte("probe"), Peek: true,
 	})
 	return ctx.Err() == nil && !transport.IsUnreachable(err)
@@ -353,9 +362,19 @@ func (n *Node) tell(ctx context.Context, group, key string, version uint64, told
 			continue
 		}
 		wg.Go(func() {
-			resp, err := n.client.Invalidate(ctx, known[name], &peerpb.InvalidateRequest{
-				Header: n.header(ctx), Group: group, Key: []byte(key), Version: version, Told: all,
+			var resp *peerpb.InvalidateResponse
+			// Bounded like a Get: a silent member (paused, cut off) is reported unreached
+			// after about twice SilentPeerTimeout, not after the whole call timeout.
+			err := n.untilSilent(ctx, known[name], func(ctx context.Context) error {
+				var err error
+				resp, err = n.client.Invalidate(ctx, known[name], &peerpb.InvalidateRequest{
+					Header: n.header(ctx), Group: group, Key: []byte(key), Version: version, Told: all,
+				})
+				return err
 			})
+			if transport.IsUnreachable(err) {
+				n.breakers.trip(known[name], time.Now())
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil && !errors.Is(err, transport.ErrUnknownGroup) {

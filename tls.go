@@ -238,7 +238,7 @@ func (n *Node) admitTLS(name, addr string) {
 	wait := 50 * time.Millisecond
 	for {
 		st := &memberState{Member: Member{Name: name, PeerAddr: addr}}
-		if n.answers(n.recCtx, st) {
+		if n.answers(n.recCtx, st.PeerAddr) {
 			break
 		}
 		n.viewMu.Lock()

@@ -169,7 +169,10 @@ func nextView(cur *view, ms []peer.Member, rc ring.Config, now time.Time, window
 		}
 		mm := memberOf(m)
 		st, ok := cur.members[m.Name]
-		if !ok || st.Member != mm {
+		// A new StartedAt is a new process under the old name and addresses (a restart in
+		// place): a new state, so that the old life's calls end and its breaker and
+		// connection are dropped (see Node.rebuildLocked).
+		if !ok || st.Member != mm || !st.started.Equal(m.Meta.StartedAt) {
 			st = &memberState{Member: mm, started: m.Meta.StartedAt}
 			st.gone, st.cancel = context.WithCancel(context.Background())
 		}

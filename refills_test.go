@@ -1,8 +1,12 @@
 package corral_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -376,3 +380,93 @@ func names(ns []*corral.Node) []string {
 	}
 	return out
 }
+
+// A member killed (no leave) and started again under its name at a new address — a pod
+// rescheduled onto another IP — costs what a crash costs, and its return what a join costs:
+// at most one refill of each hot key it owned, none of the other members' keys, and none
+// once it is back, while every hot key is read on every live node throughout. (Found by
+// the Docker failure suite, e2e/faults.)
+func TestCrashAndRejoinAtNewAddressCostNoExtraFills(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var logMu sync.Mutex
+		logs := map[string]*bytes.Buffer{}
+		vc := &vcluster{groups: map[string]*corral.Group[string]{}, loads: map[string]int{}}
+		c, err := corraltest.New(corraltest.Config{Nodes: 5, Setup: vc.setup, Node: func(name string) corral.Config {
+			logMu.Lock()
+			defer logMu.Unlock()
+			buf := &bytes.Buffer{}
+			logs[fmt.Sprint(name, "#", len(logs))] = buf
+			w := writerFunc(func(p []byte) (int, error) { logMu.Lock(); defer logMu.Unlock(); return buf.Write(p) })
+			return corral.Config{Logger: slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		vc.Cluster = c
+		t.Cleanup(func() { c.Close(context.Background()) })
+		vc.converge(t)
+
+		hot := keyList(300, "h")
+		vc.readAll(t, hot)
+		owned := map[string]bool{}
+		for _, k := range hot {
+			owned[k] = vc.Node("n0").Owner(k).Name == "n2"
+		}
+		extra := func() (ofDead, ofOthers int, example string) {
+			for _, k := range hot {
+				n := vc.count(k) - 1
+				if owned[k] {
+					n-- // the crash's one refill
+				}
+				if n > 0 {
+					example = k
+					if owned[k] {
+						ofDead += n
+					} else {
+						ofOthers += n
+					}
+				}
+			}
+			return ofDead, ofOthers, example
+		}
+
+		stop := vc.reading(t, hot)
+		start := time.Now()
+		if err := vc.Crash("n2"); err != nil {
+			t.Fatal(err)
+		}
+		vc.converge(t)
+		time.Sleep(2 * time.Second)
+		crashDead, crashOthers, crashExample := extra()
+		if _, err := vc.Move("n2"); err != nil {
+			t.Fatal(err)
+		}
+		vc.converge(t)
+		back := time.Since(start)
+		time.Sleep(3 * time.Second)
+		stop()
+		vc.readAll(t, hot)
+		allDead, allOthers, example := extra()
+		if crashDead+crashOthers > 0 {
+			t.Errorf("while the member was dead: %d refills of its keys beyond one each, %d of other members' keys (e.g. %s); a crash costs at most one refill per key of its own",
+				crashDead, crashOthers, crashExample)
+		}
+		if d, o := allDead-crashDead, allOthers-crashOthers; d+o > 0 {
+			t.Errorf("once it was back at a new address (%v after the kill): %d refills of its keys, %d of others' (e.g. %s); a join costs none",
+				back, d, o, example)
+		}
+		if t.Failed() {
+			if dir := os.Getenv("CORRAL_TEST_LOGS"); dir != "" {
+				logMu.Lock()
+				for name, buf := range logs {
+					os.WriteFile(filepath.Join(dir, name+".log"), buf.Bytes(), 0o644)
+				}
+				logMu.Unlock()
+			}
+		}
+	})
+}
+
+type writerFunc func(p []byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

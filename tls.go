@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"time"
 )
@@ -211,7 +212,8 @@ func (n *Node) certNamesMember(leaf *x509.Certificate, ip string) bool {
 	members := n.members
 	n.viewMu.Unlock()
 	if members != nil {
-		for _, m := range members.Members() {
+		// Claimants: members back at a new address, as in isMemberAddr (admit.go).
+		for _, m := range slices.Concat(members.Members(), members.Claimants()) {
 			add(m.Name, m.Meta.PeerAddr, m.GossipAddr)
 		}
 	}

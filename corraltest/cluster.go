@@ -236,6 +236,24 @@ func (c *Cluster) Restart(name string) (*corral.Node, error) {
 	return c.start(m)
 }
 
+// Move starts the crashed node called name again on a new host: the same name at a new
+// address, with an empty store, as a pod rescheduled onto another IP (a Deployment's, or a
+// StatefulSet's whose pod IP changed). Its old host stays down.
+func (c *Cluster) Move(name string) (*corral.Node, error) {
+	c.mu.Lock()
+	m := c.byName[name]
+	if m == nil || m.node != nil || !m.crashed {
+		c.mu.Unlock()
+		return nil, fmt.Errorf("corraltest: Move of %s: not a crashed node", name)
+	}
+	c.mu.Unlock()
+	h := c.Network.NewHost()
+	c.mu.Lock()
+	m.host = h
+	c.mu.Unlock()
+	return c.start(m)
+}
+
 // Pause freezes the host of the node called name (see memnet.Host.Pause); Resume thaws it.
 func (c *Cluster) Pause(name string) {
 	if h := c.Host(name); h != nil {

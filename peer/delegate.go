@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/memberlist"
 )
@@ -35,6 +36,8 @@ type delegate struct {
 	view        *view
 	localState  func(join bool) []byte      // nil = none
 	mergeState  func(buf []byte, join bool) // nil = none
+	claims      claimants
+	claimTTL    time.Duration
 
 	mu sync.Mutex
 	// guards meta, refused
@@ -158,10 +161,18 @@ func (d *delegate) NotifyMerge(peers []*memberlist.Node) error {
 	return nil
 }
 
-// NotifyConflict logs a name claimed from a second address.
+// NotifyConflict logs a name claimed from a second address, and remembers the claim: a member
+// back at a new address (see claimants.go). memberlist calls it only for a claim that
+// NotifyAlive accepted. The claim is remembered even while the known member is still live
+// here (it came back before this member found it dead): it may not be repeated once it is.
 func (d *delegate) NotifyConflict(existing, other *memberlist.Node) {
 	d.log.Warn("member name claimed from two addresses; ignoring the newcomer until the known one has left, or been dead for DeadNodeReclaimTime",
 		"member", existing.Name, "known_addr", existing.Address(), "new_addr", other.Address())
+	w, err := decodeMeta(other.Meta)
+	if err != nil {
+		return
+	}
+	d.claims.add(Member{Name: other.Name, GossipAddr: other.Address(), Meta: w.Meta}, time.Now().Add(d.claimTTL))
 }
 
 // liveMember converts n. Its meta was checked by NotifyAlive before memberlist stored it.

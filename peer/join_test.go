@@ -6,6 +6,7 @@ import (
 	"net"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/corralcache/corral/peer"
 )
@@ -176,5 +177,38 @@ func TestRestartWithSameNameOnNewPort(t *testing.T) {
 			})
 
 		})
+	}
+}
+
+// A member back under the name of a dead member at a new address, which memberlist refuses
+// until the old entry has been dead for DeadNodeReclaimTime, is listed by Claimants meanwhile,
+// with its new address and meta, and not by Members.
+func TestClaimantOfADeadMembersName(t *testing.T) {
+	cfgA := fastConfig(t, "a")
+	cfgA.DeadNodeReclaimTime = time.Hour
+	a := start(t, cfgA)
+	cfgB := fastConfig(t, "b")
+	cfgB.Seeds = []string{a.GossipAddr()}
+	old, err := peer.New(cfgB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { old.Close() })
+	waitFor(t, "b to join", hasNames(a, "a", "b"))
+	if err := old.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a to find b dead", hasNames(a, "a"))
+	if cs := a.Claimants(); len(cs) != 0 {
+		t.Fatalf("claimants before b came back: %v", cs)
+	}
+
+	b := start(t, cfgB) // same name, BindPort 0: a new port
+	waitFor(t, "a to list b's claim", func() bool {
+		cs := a.Claimants()
+		return len(cs) == 1 && cs[0].Name == "b" && cs[0].GossipAddr == b.GossipAddr() && cs[0].Meta.PeerAddr == peerAddrOf("b")
+	})
+	if !slices.Equal(names(a.Members()), []string{"a"}) {
+		t.Fatalf("a's members %v: b admitted before DeadNodeReclaimTime", names(a.Members()))
 	}
 }

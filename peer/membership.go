@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -101,6 +102,7 @@ func New(cfg Config) (*Membership, error) {
 	}
 	m.del = newDelegate(s.Name, self.Meta, log, m.view)
 	m.del.localState, m.del.mergeState = s.LocalState, s.MergeState
+	m.del.claimTTL = claimantTTL(s)
 
 	mc := memberlist.DefaultLANConfig()
 	mc.Name = s.Name
@@ -175,6 +177,16 @@ func (m *Membership) Members() []Member { return m.view.list() }
 // UpdateMeta publishes new meta and waits until it has been gossiped, at most until ctx's
 // deadline (10s without one). meta.RingVersion must be 0 or this member's ring version, and
 // meta.StartedAt zero keeps the current one. Peers get EventUpdate.
+// Claimants returns the members that claimed, within the last few DeadNodeReclaimTimes, the
+// name of a member that is not live here from a new address: members back at a new address
+// that memberlist does not admit yet (see claimants.go). They are not in Members.
+func (m *Membership) Claimants() []Member {
+	cs := m.del.claims.list(time.Now())
+	// A name live here is not a claimant: its known life is still live (two processes claim
+	// one name, or this member has not found the old one dead yet), or it was admitted.
+	return slices.DeleteFunc(cs, func(c Member) bool { return m.view.has(c.Name) })
+}
+
 func (m *Membership) UpdateMeta(ctx context.Context, meta Meta) error {
 	cur := m.del.currentMeta()
 	if meta.RingVersion == 0 {

@@ -129,6 +129,14 @@ func (v *view) listLocked() []Member {
 	return ms
 }
 
+// has reports whether the member called name is live.
+func (v *view) has(name string) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	_, ok := v.members[name]
+	return ok
+}
+
 // len returns the size of the live set.
 func (v *view) len() int {
 	v.mu.Lock()

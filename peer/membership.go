@@ -174,9 +174,6 @@ func (m *Membership) GossipAddr() string { return m.gossipAddr }
 // member is always included, even after Leave: it keeps serving until Close.
 func (m *Membership) Members() []Member { return m.view.list() }
 
-// UpdateMeta publishes new meta and waits until it has been gossiped, at most until ctx's
-// deadline (10s without one). meta.RingVersion must be 0 or this member's ring version, and
-// meta.StartedAt zero keeps the current one. Peers get EventUpdate.
 // Claimants returns the members that claimed, within the last few DeadNodeReclaimTimes, the
 // name of a member that is not live here from a new address: members back at a new address
 // that memberlist does not admit yet (see claimants.go). They are not in Members.
@@ -187,6 +184,9 @@ func (m *Membership) Claimants() []Member {
 	return slices.DeleteFunc(cs, func(c Member) bool { return m.view.has(c.Name) })
 }
 
+// UpdateMeta publishes new meta and waits until it has been gossiped, at most until ctx's
+// deadline (10s without one). meta.RingVersion must be 0 or this member's ring version, and
+// meta.StartedAt zero keeps the current one. Peers get EventUpdate.
 func (m *Membership) UpdateMeta(ctx context.Context, meta Meta) error {
 	cur := m.del.currentMeta()
 	if meta.RingVersion == 0 {

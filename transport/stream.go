@@ -68,6 +68,10 @@ type muxStream struct {
 
 	nextID atomic.Uint64
 
+	// sendMu is held by whoever calls stream.Send: the writer, for each batch, or a caller
+	// sending its own frame (see get).
+	sendMu sync.Mutex
+
 	mu sync.Mutex // guards pending, queue and err
 	// pending holds the calls sent and not yet answered, by id.
 	pending map[uint64]*streamCall
@@ -119,7 +123,8 @@ func (s *muxStream) get(ctx context.Context, req *peerpb.GetRequest) (*peerpb.Ge
 	if d, ok := ctx.Deadline(); ok {
 		call.TimeoutNanos = max(int64(time.Until(d)), 1)
 	}
-	if size := proto.Size(call); size > s.maxSend {
+	size := proto.Size(call)
+	if size > s.maxSend {
 		<-s.slots
 		// Sent, it would end the stream for every call on it.
 		return nil, status.Errorf(codes.ResourceExhausted, "transport: get request of %d bytes exceeds MaxMessageSize %d", size, s.maxSend)
@@ -133,9 +138,25 @@ func (s *muxStream) get(ctx context.Context, req *peerpb.GetRequest) (*peerpb.Ge
 		return nil, s.failure()
 	}
 	s.pending[call.Id] = c
-	s.queue = append(s.queue, call)
+	// With few calls in flight and nothing queued, the caller sends its own frame, saving
+	// the hand-off to the writer (at 1 caller the hand-offs are the call's cost). Such a
+	// Send cannot block: grpc-go's SendMsg waits only once 64 KiB of the stream's frames
+	// are not yet written to the connection, and directSendCalls small frames are far less.
+	// Otherwise the writer sends it: a caller must be free to leave at its deadline.
+	direct := len(s.queue) == 0 && len(s.pending) <= directSendCalls && size <= directSendBytes && s.sendMu.TryLock()
+	if !direct {
+		s.queue = append(s.queue, call)
+	}
 	s.mu.Unlock()
-	s.signal()
+	if direct {
+		err := s.stream.Send(call)
+		s.sendMu.Unlock()
+		if err != nil && !errors.Is(err, io.EOF) {
+			s.breakWith(err) // the reply channel gets the failure
+		}
+	} else {
+		s.signal()
+	}
 
 	select {
 	case r := <-c.reply:
@@ -192,11 +213,13 @@ func (s *muxStream) write() {
 		case <-s.done:
 			return
 		}
+		s.sendMu.Lock()
 		s.mu.Lock()
 		batch, s.queue = s.queue, batch[:0]
 		s.mu.Unlock()
 		for i, call := range batch {
 			if err := s.stream.Send(call); err != nil {
+				s.sendMu.Unlock()
 				if !errors.Is(err, io.EOF) {
 					s.breakWith(err)
 				}
@@ -207,8 +230,18 @@ func (s *muxStream) write() {
 			}
 			batch[i] = nil
 		}
+		s.sendMu.Unlock()
 	}
 }
+
+// A caller sends its own frame (muxStream.get) when at most directSendCalls calls are in
+// flight on the stream, its own included, and the frame is at most directSendBytes: so the
+// frames sent and not yet answered stay well under grpc-go's 64 KiB of write quota per
+// stream, and a Send never waits on a peer that reads nothing.
+const (
+	directSendCalls = 8
+	directSendBytes = 6 << 10
+)
 
 // read hands each reply to its caller until the stream breaks, then fails every call still
 // waiting.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -66,6 +67,10 @@ func (p *peerService) GetStream(stream peerpb.Peer_GetStreamServer) error {
 	ss.mu.Unlock()
 	ss.signal()
 	<-writerDone
+	// A hit the receive loop is sending itself (answerHit) is sent before the handler
+	// returns: grpc-go does not allow a Send after. One it starts later sees closed.
+	ss.sendMu.Lock()
+	ss.sendMu.Unlock()
 	return nil
 }
 
@@ -96,7 +101,7 @@ func (ss *serverStream) receive() {
 		}
 		if hits != nil {
 			if resp, ok := p.hit(hits, ss.ctx, req); ok {
-				ss.answer(id, resp, call.GetMaxReplySize())
+				ss.answerHit(id, resp, call.GetMaxReplySize())
 				continue
 			}
 		}
@@ -168,6 +173,10 @@ type serverStream struct {
 	// running counts the calls running on goroutines of their own.
 	running sync.WaitGroup
 
+	// sendMu is held by whoever calls stream.Send: the writer, for each batch, or the
+	// receive loop answering a hit itself (answerHit).
+	sendMu sync.Mutex
+
 	mu sync.Mutex // guards calls, queue, stopping and closed
 	// calls holds a cancel func per call running on its own goroutine, by id.
 	calls    map[uint64]context.CancelFunc
@@ -202,6 +211,37 @@ func (ss *serverStream) answer(id uint64, resp *peerpb.GetResponse, callerMax ui
 	ss.push(r)
 }
 
+// answerHit is answer for a hit on the receive loop: when nothing is queued and the writer
+// is idle, the loop sends a small answer itself, saving the hand-off to the writer (at 1
+// caller the hand-offs are the call's cost). Such a Send waits only when the peer has not
+// read 64 KiB of this stream's answers; then the loop would wait for the peer to read in
+// any case, as the writer would.
+func (ss *serverStream) answerHit(id uint64, resp *peerpb.GetResponse, callerMax uint32) {
+	r := &peerpb.GetReply{Id: id, Response: resp}
+	limit := min(directSendBytes, ss.p.maxStreamAnswer, ss.p.maxMessage)
+	if callerMax > 0 {
+		limit = min(limit, int(min(callerMax, math.MaxInt32)))
+	}
+	if proto.Size(r) > limit || !ss.sendMu.TryLock() {
+		ss.answer(id, resp, callerMax)
+		return
+	}
+	ss.mu.Lock()
+	idle := len(ss.queue) == 0 && !ss.closed
+	ss.mu.Unlock()
+	if !idle {
+		ss.sendMu.Unlock()
+		ss.answer(id, resp, callerMax)
+		return
+	}
+	if ss.stream.Send(r) != nil {
+		// The peer went away: the stream ends, and the writer's next Send fails too.
+		ss.sendMu.Unlock()
+		return
+	}
+	ss.sendMu.Unlock()
+}
+
 // fail answers id with err, a status error (peerService.Get's) or any Handler error.
 func (ss *serverStream) fail(id uint64, err error) {
 	if _, ok := status.FromError(err); !ok {
@@ -234,17 +274,20 @@ func (ss *serverStream) write() {
 	var batch []*peerpb.GetReply
 	for {
 		<-ss.wake
+		ss.sendMu.Lock()
 		ss.mu.Lock()
 		batch, ss.queue = ss.queue, batch[:0]
 		closed := ss.closed
 		ss.mu.Unlock()
 		for i, r := range batch {
 			if ss.stream.Send(r) != nil {
+				ss.sendMu.Unlock()
 				ss.drain()
 				return
 			}
 			batch[i] = nil
 		}
+		ss.sendMu.Unlock()
 		if closed {
 			return
 		}

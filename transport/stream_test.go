@@ -425,3 +425,148 @@ func TestStreamLargeHeldValueAsksUnary(t *testing.T) {
 		}
 	}
 }
+
+// pausableProxy forwards TCP connections to target; while paused it reads nothing from the
+// client, so the client's frames pile up in its HTTP/2 window and its socket, as before a
+// paused (SIGSTOPped) peer.
+type pausableProxy struct {
+	lis    net.Listener
+	mu     sync.Mutex
+	paused bool
+	resume chan struct{}
+	conns  []net.Conn
+}
+
+func newPausableProxy(t *testing.T, target string) *pausableProxy {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &pausableProxy{lis: lis, resume: make(chan struct{})}
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		p.unpause()
+		lis.Close()
+		p.mu.Lock()
+		for _, c := range p.conns {
+			c.Close()
+		}
+		p.mu.Unlock()
+		wg.Wait()
+	})
+	wg.Go(func() {
+		for {
+			in, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", target)
+			if err != nil {
+				in.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, in, out)
+			p.mu.Unlock()
+			wg.Go(func() { // client → server, held while paused
+				buf := make([]byte, 32<<10)
+				for {
+					p.mu.Lock()
+					resume := p.resume
+					paused := p.paused
+					p.mu.Unlock()
+					if paused {
+						<-resume
+					}
+					n, err := in.Read(buf)
+					if n > 0 {
+						out.Write(buf[:n])
+					}
+					if err != nil {
+						out.Close()
+						return
+					}
+				}
+			})
+			wg.Go(func() { // server → client
+				buf := make([]byte, 32<<10)
+				for {
+					n, err := out.Read(buf)
+					if n > 0 {
+						in.Write(buf[:n])
+					}
+					if err != nil {
+						in.Close()
+						return
+					}
+				}
+			})
+		}
+	})
+	return p
+}
+
+func (p *pausableProxy) pause() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.paused {
+		p.paused, p.resume = true, make(chan struct{})
+	}
+}
+
+func (p *pausableProxy) unpause() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.paused {
+		p.paused = false
+		close(p.resume)
+	}
+}
+
+// Callers of a peer that reads nothing leave at their deadlines, however much they send: a
+// caller sends its own frame only while few small ones are in flight; the rest go through the
+// writer, whose Send is the one that waits for the peer to read. 1000 callers with 60 KiB
+// keys send 60 MB to a paused peer — past its HTTP/2 window, grpc-go's write quota and the
+// sockets' buffers. (Sent by the callers themselves, the last of them waited 25 s.)
+func TestStreamCallersLeaveAPeerThatReadsNothing(t *testing.T) {
+	h := newHitHandler()
+	addr, _ := serve(t, h, ServerConfig{})
+	proxy := newPausableProxy(t, addr)
+	c := newClient(t, ClientConfig{CallTimeout: time.Minute})
+	paddr := proxy.lis.Addr().String()
+	if _, err := getKey(c, context.Background(), paddr, "open"); err != nil {
+		t.Fatal(err) // the stream is open
+	}
+	proxy.pause()
+	const callers = 1000
+	const deadline = 300 * time.Millisecond
+	done := make(chan time.Duration, callers)
+	key := bytes.Repeat([]byte("k"), 60<<10)
+	for range callers {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), deadline)
+			defer cancel()
+			start := time.Now()
+			_, err := c.Get(ctx, paddr, &peerpb.GetRequest{Group: "g", Key: key})
+			if err != nil && !IsUnreachable(err) && ctx.Err() == nil {
+				t.Errorf("Get: %v", err)
+			}
+			done <- time.Since(start)
+		}()
+	}
+	var slowest time.Duration
+	timeout := time.After(30 * time.Second)
+	for i := range callers {
+		select {
+		case d := <-done:
+			slowest = max(slowest, d)
+		case <-timeout:
+			proxy.unpause() // let the stuck callers go, so the test ends
+			t.Fatalf("%d of %d callers still waiting 30 s after their %v deadline: stuck in a Send to a peer that reads nothing", callers-i, callers, deadline)
+		}
+	}
+	// Generous for a busy machine: a stuck caller waits until the proxy resumes.
+	if slowest > deadline+5*time.Second {
+		t.Fatalf("slowest caller took %v, deadline %v", slowest, deadline)
+	}
+}

@@ -124,7 +124,7 @@ func (n *Node) untilSilent(ctx context.Context, addr string, call func(context.C
 	return err
 }
 
-// answers reports whether st answers a probe within SilentPeerTimeout. Any answer counts, an
+// answers reports whether the peer at addr answers a probe within SilentPeerTimeout. Any answer counts, an
 // error included; only silence (or a refused connection) does not. It is false, too, once ctx
 // ends: the call it watches is over.
 func (n *Node) answers(ctx context.Context, addr string) bool {

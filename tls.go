@@ -239,8 +239,7 @@ func (n *Node) certNamesMember(leaf *x509.Certificate, ip string) bool {
 func (n *Node) admitTLS(name, addr string) {
 	wait := 50 * time.Millisecond
 	for {
-		st := &memberState{Member: Member{Name: name, PeerAddr: addr}}
-		if n.answers(n.recCtx, st.PeerAddr) {
+		if n.answers(n.recCtx, addr) {
 			break
 		}
 		n.viewMu.Lock()

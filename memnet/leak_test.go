@@ -13,8 +13,8 @@ import (
 	"github.com/corralcache/corral/memnet"
 )
 
-// TestTransportShutdownEndsItsGoroutine checks that a Transport's goroutine is gone when
-// Shutdown returns, with no virtual time passing, and that its connections are closed.
+// TestTransportShutdownEndsItsGoroutine checks that a Transport's goroutine is gone once
+// Shutdown has returned, with no virtual time passing, and that its connections are closed.
 func TestTransportShutdownEndsItsGoroutine(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		before, _ := bubbleGoroutines()
@@ -37,6 +37,9 @@ func TestTransportShutdownEndsItsGoroutine(t *testing.T) {
 		a.Shutdown()
 		b.Shutdown()
 		b.Shutdown() // safe twice
+		// The pump closes pumped in a deferred call, so it may still be on its way out when
+		// Shutdown returns; Wait lets it finish without advancing virtual time.
+		synctest.Wait()
 		if k, stacks := bubbleGoroutines(); k != before {
 			t.Errorf("%d goroutines left after Shutdown, want %d:\n%s", k, before, stacks)
 		}

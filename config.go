@@ -57,6 +57,11 @@ type Config struct {
 	// RejoinInterval is how often seeds that are not members are joined again, so that two
 	// pods that each formed a one-node cluster merge; 0 = 30 s, negative = never.
 	RejoinInterval time.Duration
+	// ReconnectInterval is how often a member tries to reach one member that failed in the
+	// last 5 minutes (a full state exchange with it), so that the two sides of a healed
+	// partition, which declared each other dead, find each other within seconds rather than a
+	// RejoinInterval; each wait is drawn from [d/2, d]. 0 = 1 s, negative = never.
+	ReconnectInterval time.Duration
 
 	// PeerTimeout bounds one peer call other than a Get (which may wait on the owner's fill,
 	// and is bounded by the group's fill timeout plus PeerTimeout); 0 = 5 s.
@@ -146,6 +151,7 @@ func DefaultConfig() Config {
 		SuspicionMult:       4,
 		DeadNodeReclaimTime: 30 * time.Second,
 		RejoinInterval:      30 * time.Second,
+		ReconnectInterval:   time.Second,
 		PeerTimeout:         5 * time.Second,
 		PeekTimeout:         250 * time.Millisecond,
 		SilentPeerTimeout:   300 * time.Millisecond,

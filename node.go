@@ -193,6 +193,7 @@ func New(cfg Config) (*Node, error) {
 		SuspicionMult:       cfg.SuspicionMult,
 		DeadNodeReclaimTime: cfg.DeadNodeReclaimTime,
 		RejoinInterval:      cfg.RejoinInterval,
+		ReconnectInterval:   cfg.ReconnectInterval,
 		Logger:              n.log,
 		OnChange:            n.setMembers,
 		OnEvent:             n.memberEvent,

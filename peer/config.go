@@ -117,6 +117,16 @@ type Config struct {
 	// together and each formed a one-node cluster, or two halves that declared each other dead.
 	// 0 means 30s; negative means never.
 	RejoinInterval time.Duration
+	// ReconnectInterval is the time between two attempts, each a full state exchange, to reach
+	// one member picked at random among those that failed (not left) in the last
+	// ReconnectWindow. A partition heals through them: the two sides have declared each other
+	// dead, memberlist probes only live members, and seeds are re-joined only every
+	// RejoinInterval. A member back at its address is found within about ReconnectInterval
+	// divided by the number of members trying. Each wait is drawn from [d/2, d]. 0 means 1s;
+	// negative means never.
+	ReconnectInterval time.Duration
+	// ReconnectWindow is how long after a member failed it is tried again. 0 means 5m.
+	ReconnectWindow time.Duration
 
 	// Resolver looks up seed names. nil means net.DefaultResolver.
 	Resolver Resolver
@@ -129,7 +139,8 @@ type Config struct {
 	// on a real network and costs about a quarter of gossip's CPU; an in-memory network
 	// (Transport set) has no bandwidth to save. false means compressed, memberlist's default.
 	NoCompression bool
-	// Rand is the source of this package's randomness (the jitter of join backoff), so that a
+	// Rand is the source of this package's randomness (the jitter of join backoff and of
+	// reconnects, the member a reconnect tries), so that a
 	// seeded simulation replays. New takes it over: the caller must not use it afterwards.
 	// nil means an unpredictable source.
 	Rand *rand.Rand
@@ -180,6 +191,8 @@ func DefaultConfig() Config {
 		JoinBackoffMin:      200 * time.Millisecond,
 		JoinBackoffMax:      10 * time.Second,
 		RejoinInterval:      30 * time.Second,
+		ReconnectInterval:   time.Second,
+		ReconnectWindow:     5 * time.Minute,
 	}
 }
 
@@ -269,10 +282,12 @@ func (c Config) validate() (settings, error) {
 		{"JoinBackoffMin", &c.JoinBackoffMin, d.JoinBackoffMin},
 		{"JoinBackoffMax", &c.JoinBackoffMax, d.JoinBackoffMax},
 		{"RejoinInterval", &c.RejoinInterval, d.RejoinInterval},
+		{"ReconnectInterval", &c.ReconnectInterval, d.ReconnectInterval},
+		{"ReconnectWindow", &c.ReconnectWindow, d.ReconnectWindow},
 	}
 	for _, f := range durations {
 		switch {
-		case *f.v < 0 && f.name != "RejoinInterval":
+		case *f.v < 0 && f.name != "RejoinInterval" && f.name != "ReconnectInterval":
 			bad("%s %v is negative", f.name, *f.v)
 		case *f.v == 0:
 			*f.v = f.def

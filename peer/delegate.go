@@ -45,6 +45,16 @@ type delegate struct {
 	// refused remembers the members refused so far and why, so that a member knocking at every
 	// gossip round is logged at Warn once per reason, then at Debug.
 	refused map[string]string
+	// expectAddr and expectName are set while the reconnect loop exchanges state with a failed
+	// member: a merge that lists another name at that address is refused.
+	expectAddr, expectName string
+}
+
+// expect makes merges refuse a member other than name at addr, until called with "".
+func (d *delegate) expect(addr, name string) {
+	d.mu.Lock()
+	d.expectAddr, d.expectName = addr, name
+	d.mu.Unlock()
 }
 
 var (
@@ -147,9 +157,17 @@ func (d *delegate) NotifyAlive(n *memberlist.Node) error {
 }
 
 // NotifyMerge refuses a join when the other side's live members include one this member would
-// refuse.
+// refuse, or, during a reconnect, when the failed member's address answers with another name.
 func (d *delegate) NotifyMerge(peers []*memberlist.Node) error {
+	d.mu.Lock()
+	addr, name := d.expectAddr, d.expectName
+	d.mu.Unlock()
 	for _, n := range peers {
+		if addr != "" && n.Address() == addr && n.Name != name {
+			err := fmt.Errorf("member %s at %s, where %s failed: another process has its address", n.Name, addr, name)
+			d.refuse(n, "reconnect", err)
+			return fmt.Errorf("peer: refusing to merge: %w", err)
+		}
 		if n.State != memberlist.StateAlive && n.State != memberlist.StateSuspect {
 			continue
 		}

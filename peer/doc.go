@@ -66,7 +66,16 @@
 // reached (or another member has joined this one) a background loop retries with backoff between
 // JoinBackoffMin and JoinBackoffMax; afterwards it re-joins, every RejoinInterval, the seed
 // addresses that are not live members. That heals two pods that started together and each formed
-// a one-node cluster, and two halves of a partition that declared each other dead.
+// a one-node cluster.
+//
+// Two sides of a partition that declared each other dead heal sooner: memberlist probes and
+// exchanges state only with members it holds live, so about every ReconnectInterval (1s) each
+// member pings one member that failed (not left) in the last ReconnectWindow (5m), by name, and
+// runs a full state exchange with it when it answers. Each side then learns the other holds it
+// dead and refutes that. With every member trying, a 100-member cluster cut in a third and two
+// thirds for 30s agrees again 1.5–2.5s after the heal (sim's TestSimScale; 9.7s with re-joins
+// alone). A ping names the member it is for and only that member answers, so an address that
+// another process has taken since (a pod's IP reused) is sent nothing.
 //
 // # Discovery schemes
 //

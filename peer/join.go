@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"net/netip"
 	"time"
 )
@@ -209,5 +210,46 @@ func (m *Membership) sleep(d time.Duration, wake <-chan struct{}) bool {
 		return true
 	case <-m.ctx.Done():
 		return false
+	}
+}
+
+// reconnectLoop runs until Close: about every ReconnectInterval it pings one member, drawn at
+// random, of those that failed in the last ReconnectWindow, and when it answers runs a full
+// state exchange with it. That is
+// how the two sides of a healed partition find each other: each side declared the other dead,
+// and memberlist probes and exchanges state only with members it holds live. When the exchange
+// reaches a member, each side learns the other holds it dead, refutes that, and gossip spreads
+// the refutations. One ping or exchange is in flight at a time; an exchange is refused when
+// the address answers with another member's name.
+func (m *Membership) reconnectLoop(r *rand.Rand) {
+	s := m.s
+	for {
+		wait := s.ReconnectInterval/2 + time.Duration(r.Int64N(int64(s.ReconnectInterval/2)+1))
+		if !m.sleep(wait, nil) {
+			return
+		}
+		fs := m.view.failedSince(time.Now().Add(-s.ReconnectWindow))
+		if len(fs) == 0 {
+			continue
+		}
+		f := fs[r.IntN(len(fs))]
+		// First a ping by name, answered only by a process of that name and bounded by
+		// ProbeTimeout: an address with no one behind it costs no TCP dial, and one that
+		// another process has taken (a pod's IP is reused) gets none of this member's state.
+		udp, err := net.ResolveUDPAddr("udp", f.addr)
+		if err != nil {
+			continue
+		}
+		if _, err := m.ml.Ping(f.name, udp); err != nil {
+			continue
+		}
+		// Should the address change hands between the ping and the exchange, the merge is
+		// refused unless whoever answers there is the member that failed.
+		m.del.expect(f.addr, f.name)
+		_, err = m.joinAddrs(m.ctx, []string{f.addr})
+		m.del.expect("", "")
+		if err == nil {
+			m.log.Debug("reached a failed member", "member", s.Name, "failed", f.name, "addr", f.addr, "members", m.view.len())
+		}
 	}
 }

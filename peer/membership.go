@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
@@ -140,6 +141,14 @@ func New(cfg Config) (*Membership, error) {
 	}
 	m.ml = ml
 	m.gossipAddr = ml.LocalNode().Address()
+	if s.ReconnectInterval > 0 {
+		// Its own source, drawn before the join loop takes s.Rand over.
+		r := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+		if s.Rand != nil {
+			r = rand.New(rand.NewPCG(s.Rand.Uint64(), s.Rand.Uint64()))
+		}
+		m.wg.Go(func() { m.reconnectLoop(r) })
+	}
 
 	if s.OnChange != nil || s.OnEvent != nil {
 		m.wg.Go(func() { m.view.run(ctx) })

@@ -4,7 +4,9 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
+	"time"
 )
 
 // view is this member's live set, kept from memberlist's events, and the delivery of its changes
@@ -30,6 +32,15 @@ type view struct {
 	// pending are events recorded but not yet delivered, oldest first; only kept when onEvent
 	// is set.
 	pending []Event
+	// failed are the members that failed (not left) and have not come back, by name: where
+	// they were and when they failed, for the reconnect loop.
+	failed map[string]failure
+}
+
+// failure is a member that failed: its name, gossip address and when this member found out.
+type failure struct {
+	name, addr string
+	at         time.Time
 }
 
 // liveMember is a member of the live set.
@@ -45,6 +56,7 @@ func newView(self string, onChange func([]Member), onEvent func(Event), log *slo
 		log:      log,
 		dirty:    make(chan struct{}, 1),
 		members:  make(map[string]liveMember),
+		failed:   make(map[string]failure),
 	}
 }
 
@@ -65,6 +77,7 @@ func (v *view) join(lm liveMember) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.members[lm.Name] = lm
+	delete(v.failed, lm.Name)
 	v.recordLocked(Event{Kind: EventJoin, Member: lm.Member})
 }
 
@@ -85,6 +98,9 @@ func (v *view) leave(lm liveMember) {
 	kind := EventFail
 	if lm.Leaving || (ok && old.Leaving) {
 		kind = EventLeave
+	}
+	if kind == EventFail {
+		v.failed[lm.Name] = failure{name: lm.Name, addr: lm.GossipAddr, at: time.Now()}
 	}
 	v.recordLocked(Event{Kind: kind, Member: lm.Member})
 }
@@ -111,6 +127,23 @@ func (v *view) update(lm liveMember) {
 		}
 	}
 	v.recordLocked(Event{Kind: EventUpdate, Member: lm.Member})
+}
+
+// failedSince returns the members that failed after since and have not come back, sorted by
+// name, and forgets the ones that failed earlier.
+func (v *view) failedSince(since time.Time) []failure {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var fs []failure
+	for name, f := range v.failed {
+		if f.at.Before(since) {
+			delete(v.failed, name)
+			continue
+		}
+		fs = append(fs, f)
+	}
+	slices.SortFunc(fs, func(a, b failure) int { return strings.Compare(a.name, b.name) })
+	return fs
 }
 
 // list returns the live set sorted by Name.

@@ -56,9 +56,9 @@ func (o *origin) load(group string) corral.LoadFunc[object] {
 		if err != nil {
 			return object{}, err
 		}
-		resp, err := o.client.Do(req)
+		resp, err := o.do(ctx, req)
 		if err != nil {
-			return object{}, fmt.Errorf("origin: %w", unwrapURLError(err))
+			return object{}, fmt.Errorf("origin: %w", err)
 		}
 		defer resp.Body.Close()
 		switch {
@@ -104,6 +104,40 @@ func applyCacheControl(ctx context.Context, cc string, grace time.Duration) {
 			// The only error left is ErrRange, digits past 2^64−1; n is then the largest uint64.
 			n, _ := strconv.ParseUint(v, 10, 64)
 			fill.SetExpiry(ctx, time.Duration(min(n, maxAge))*time.Second, grace)
+		}
+	}
+}
+
+// dialAttempts bounds how many times a request is tried when its connection could not be
+// made, dialRetryWait is the pause between two tries. A failed dial sent nothing, so trying
+// again cannot load twice; it rides out a moment in which the origin's address does not answer
+// (seen on Docker while containers join its network). The fill timeout bounds them all.
+const (
+	dialAttempts  = 3
+	dialRetryWait = 100 * time.Millisecond
+)
+
+// do sends req, again when the connection could not be made, up to dialAttempts times.
+func (o *origin) do(ctx context.Context, req *http.Request) (*http.Response, error) {
+	for attempt := 1; ; attempt++ {
+		resp, err := o.client.Do(req)
+		if err == nil {
+			return resp, nil
+		}
+		err = unwrapURLError(err)
+		var op *net.OpError
+		if !errors.As(err, &op) || op.Op != "dial" || ctx.Err() != nil {
+			return nil, err
+		}
+		if attempt == dialAttempts {
+			return nil, fmt.Errorf("%w (%d attempts)", err, attempt)
+		}
+		t := time.NewTimer(dialRetryWait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
 		}
 	}
 }

@@ -107,6 +107,7 @@ bench-compare:
 # default GOGC.
 SIM_HISTORIES ?= 2000
 SIM_FIRST ?= 1
+SIM_NODES ?= 0
 sim:
 	mkdir -p bin
 	$(GO) test -c -o bin/sim.test ./sim
@@ -114,5 +115,5 @@ sim:
 		GOMAXPROCS=1 bin/sim.test -test.run '^TestSim$$' -test.v -sim.seed=$(SIM_SEED); \
 	else \
 		bin/sim.test -test.run '^TestSimScale$$' -test.timeout 20m -sim.scale=50,100 | grep '^sim-scale' && \
-		GOGC=$${GOGC:-400} bin/sim.test -test.run '^TestSim$$' -test.timeout 60m -sim.histories=$(SIM_HISTORIES) -sim.first=$(SIM_FIRST) -sim.shards=$$(nproc); \
+		GOGC=$${GOGC:-400} bin/sim.test -test.run '^TestSim$$' -test.timeout 60m -sim.histories=$(SIM_HISTORIES) -sim.first=$(SIM_FIRST) -sim.nodes=$(SIM_NODES) -sim.shards=$$(nproc); \
 	fi

@@ -323,7 +323,8 @@ func (m *Membership) Leave(ctx context.Context) error {
 
 // Close stops gossip and every goroutine of this Membership, without leaving: peers detect the
 // silence and report EventFail, as for a crash (call Leave first to avoid that). It waits for a
-// Leave or UpdateMeta in flight to end. After Close returns, no callback runs. Close is
+// Leave or UpdateMeta in flight to end, and for a reconnect's ping in flight (at most
+// ProbeTimeout). After Close returns, no callback runs. Close is
 // idempotent and safe after Leave; it must not be called from OnChange or OnEvent.
 func (m *Membership) Close() error {
 	m.lifeMu.Lock()

@@ -306,6 +306,9 @@ func (h *history) run() error {
 	if h.r.IntN(2) == 0 {
 		h.nodes = 5 // half the histories have five nodes, the size the rate goal is set for
 	}
+	if *flagNodes > 0 {
+		h.nodes = *flagNodes // after the draws, so the rest of the history draws as without it
+	}
 	link := memnet.Link{Delay: time.Millisecond, Jitter: time.Millisecond}
 	if h.r.IntN(4) == 0 {
 		link.Loss = 0.01

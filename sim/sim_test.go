@@ -34,6 +34,7 @@ var (
 	flagShards    = flag.Int("sim.shards", 1, "run the histories in this many processes (one per core is fastest: GOMAXPROCS=1 each)")
 	flagShard     = flag.String("sim.shard", "", "i/n: run every n-th seed from the i-th (set by -sim.shards for its children)")
 	flagTrace     = flag.Bool("sim.trace", false, "print every history's trace, not only failing ones")
+	flagNodes     = flag.Int("sim.nodes", 0, "give every history this many nodes (0 = drawn by the seed: 5 in half of them, 3-9 in the rest)")
 )
 
 // TestMain runs the tests, checks that no goroutine outlived them, and ends with the summary
@@ -188,7 +189,8 @@ func runShards(t *testing.T, n int) result {
 		wg.Go(func() {
 			cmd := exec.Command(os.Args[0], "-test.run=^TestSim$", "-test.count=1",
 				fmt.Sprintf("-sim.shard=%d/%d", i, n), fmt.Sprintf("-sim.histories=%d", *flagHistories),
-				fmt.Sprintf("-sim.first=%d", *flagFirst), fmt.Sprintf("-sim.trace=%v", *flagTrace))
+				fmt.Sprintf("-sim.first=%d", *flagFirst), fmt.Sprintf("-sim.trace=%v", *flagTrace),
+				fmt.Sprintf("-sim.nodes=%d", *flagNodes))
 			cmd.Env = append(os.Environ(), "GOMAXPROCS=1", "GOGC=400") // GC was a third of the CPU at the default
 			cmd.Stderr = os.Stderr
 			out, err := cmd.StdoutPipe()

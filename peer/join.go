@@ -215,11 +215,10 @@ func (m *Membership) sleep(d time.Duration, wake <-chan struct{}) bool {
 
 // reconnectLoop runs until Close: about every ReconnectInterval it pings one member, drawn at
 // random, of those that failed in the last ReconnectWindow, and when it answers runs a full
-// state exchange with it. That is
-// how the two sides of a healed partition find each other: each side declared the other dead,
-// and memberlist probes and exchanges state only with members it holds live. When the exchange
-// reaches a member, each side learns the other holds it dead, refutes that, and gossip spreads
-// the refutations. One ping or exchange is in flight at a time; an exchange is refused when
+// state exchange with it. That is how the two sides of a healed partition find each other: each
+// side declared the other dead, and memberlist probes and exchanges state only with members it
+// holds live. When the exchange reaches a member, each side learns the other holds it dead,
+// refutes that, and gossip spreads the refutations. One ping or exchange is in flight at a time; an exchange is refused when
 // the address answers with another member's name.
 func (m *Membership) reconnectLoop(r *rand.Rand) {
 	s := m.s

@@ -101,6 +101,9 @@ func New(cfg Config) (*Membership, error) {
 		ctx:     ctx,
 		cancel:  cancel,
 	}
+	if s.ReconnectInterval > 0 {
+		m.view.failed = make(map[string]failure) // before memberlist reports any failure
+	}
 	m.del = newDelegate(s.Name, self.Meta, log, m.view)
 	m.del.localState, m.del.mergeState = s.LocalState, s.MergeState
 	m.del.claimTTL = claimantTTL(s)

@@ -33,7 +33,8 @@ type view struct {
 	// is set.
 	pending []Event
 	// failed are the members that failed (not left) and have not come back, by name: where
-	// they were and when they failed, for the reconnect loop.
+	// they were and when they failed, for the reconnect loop; nil (nothing kept) without one,
+	// since only its failedSince forgets them.
 	failed map[string]failure
 }
 
@@ -56,7 +57,6 @@ func newView(self string, onChange func([]Member), onEvent func(Event), log *slo
 		log:      log,
 		dirty:    make(chan struct{}, 1),
 		members:  make(map[string]liveMember),
-		failed:   make(map[string]failure),
 	}
 }
 
@@ -99,7 +99,7 @@ func (v *view) leave(lm liveMember) {
 	if lm.Leaving || (ok && old.Leaving) {
 		kind = EventLeave
 	}
-	if kind == EventFail {
+	if kind == EventFail && v.failed != nil {
 		v.failed[lm.Name] = failure{name: lm.Name, addr: lm.GossipAddr, at: time.Now()}
 	}
 	v.recordLocked(Event{Kind: kind, Member: lm.Member})

@@ -100,6 +100,13 @@ func startBed(ctx context.Context, p plan, log io.Writer) (b *bed, err error) {
 	if err := b.c[0].call(ctx, "echo.dial", echo, nil); err != nil {
 		return b, err
 	}
+	var stream string
+	if err := b.c[1].call(ctx, "stream.start", p.ValueSize, &stream); err != nil {
+		return b, err
+	}
+	if err := b.c[0].call(ctx, "stream.dial", stream, nil); err != nil {
+		return b, err
+	}
 	var tcp string
 	if err := b.c[1].call(ctx, "tcp.start", p.ValueSize, &tcp); err != nil {
 		return b, err

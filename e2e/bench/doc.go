@@ -28,8 +28,9 @@
 // worker exits when its stdin closes, so no process outlives the driver.
 //
 // Flags: -out FILE (default RESULTS.md), -steps local,remote,stampede,crash,memory,ring (a
-// subset), -quick (every step briefly, to check the harness), -profile DIR (CPU profiles of
-// the caller and owner processes during corral's and the echo's remote-hit runs).
+// subset), -callers 1,16,64 (the remote-hit rows' concurrencies), -quick (every step briefly,
+// to check the harness), -profile DIR (CPU profiles and execution traces of the caller and
+// owner processes during corral's and the echo's remote-hit runs).
 //
 // The tests (go test -race ./...) check the pieces — the Redis starter, the worker launcher,
 // groupcache and corral nodes as processes, the stampede counters — and run the whole

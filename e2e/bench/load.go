@@ -17,7 +17,7 @@ import (
 
 // target names what a load or a stampede calls.
 type target struct {
-	System string // "corral", "groupcache", "redis", "redis-naive", "redis-lock", "echo", "tcp"
+	System string // "corral", "groupcache", "redis", "redis-naive", "redis-lock", "echo", "stream", "tcp"
 	Node   string // corral: the node within the worker; redis: the client's name
 	Group  string // corral and groupcache group; the echo request's group; redis: loader counter
 	// Redis cache-aside only: the loader's delay, the value's size and TTL, the poll interval.
@@ -101,6 +101,15 @@ func (w *workerState) getter(t target) (getFunc, error) {
 			return nil, err
 		}
 		return t.get, nil
+	case "stream":
+		sc, err := state[*streamClient](w, "stream.client")
+		if err != nil {
+			return nil, err
+		}
+		return func(ctx context.Context, key string) (int, error) {
+			resp, err := sc.c.Get(ctx, sc.addr, echoRequest(t.Group, key))
+			return len(resp.GetEntry().GetValue()), err
+		}, nil
 	case "echo":
 		cli, err := state[peerpb.PeerClient](w, "echo.client")
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -32,7 +33,7 @@ type plan struct {
 	// asks the key's previous owner, one more round trip; the stampede row measures the
 	// steady state.
 	Settle     time.Duration
-	ProfileDir string // if set, CPU profiles of corral's and the echo's remote-hit runs go here
+	ProfileDir string // if set, CPU profiles and traces of corral's and the echo's remote-hit runs go here
 }
 
 func fullPlan() plan {
@@ -74,7 +75,8 @@ func main() {
 	out := flag.String("out", "RESULTS.md", "write the table as Markdown to this file (\"\" = don't)")
 	quick := flag.Bool("quick", false, "run every step briefly (checks the harness; the numbers mean nothing)")
 	only := flag.String("steps", strings.Join(allSteps, ","), "measurements to run, comma-separated")
-	profile := flag.String("profile", "", "write CPU profiles of the caller and owner processes during corral's and the echo's remote-hit runs to this directory")
+	profile := flag.String("profile", "", "write CPU profiles and execution traces of the caller and owner processes during corral's and the echo's remote-hit runs to this directory")
+	callers := flag.String("callers", "", "concurrent callers of the remote-hit rows, comma-separated (default 1,16,64)")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -84,6 +86,17 @@ func main() {
 		p = quickPlan()
 	}
 	p.ProfileDir = *profile
+	if *callers != "" {
+		p.RemoteCallers = nil
+		for _, f := range strings.Split(*callers, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 || n > 1024 {
+				fmt.Fprintf(os.Stderr, "bench: -callers: %q is not a count from 1 to 1024\n", f)
+				os.Exit(2)
+			}
+			p.RemoteCallers = append(p.RemoteCallers, n)
+		}
+	}
 	rep, err := run(ctx, p, strings.Split(*only, ","), os.Stderr)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)

@@ -251,6 +251,7 @@ func measureRemote(ctx context.Context, b *bed, p plan, rep *report) error {
 		{"groupcache", b.g[0], target{System: "groupcache", Group: "remote"}, gk, partition},
 		{"redis", b.c[0], target{System: "redis", Node: "main"}, ck, partition},
 		{"echo", b.c[0], target{System: "echo", Group: "remote"}, ck, partition},
+		{"stream", b.c[0], target{System: "stream", Group: "remote"}, ck, partition},
 		{"tcp", b.c[0], target{System: "tcp"}, ck, partition},
 	}
 	extra := []remoteRun{
@@ -315,11 +316,14 @@ func loadOnce(ctx context.Context, b *bed, p plan, r remoteRun, callers, maxOps 
 func measureRun(ctx context.Context, b *bed, p plan, rep *report, r remoteRun, callers int) error {
 	key := fmt.Sprintf("%s/%d", r.row, callers)
 	var profiled []*worker
-	if p.ProfileDir != "" && rep.remote[key] == nil && (r.row == "corral" || r.row == "echo") {
+	if p.ProfileDir != "" && rep.remote[key] == nil && (r.row == "corral" || r.row == "echo" || r.row == "stream") {
 		// The caller's process and the owner's (the echo server lives in the owner's).
 		for i, w := range []*worker{b.c[0], b.c[1]} {
-			path := filepath.Join(p.ProfileDir, fmt.Sprintf("%s-%d-c%d.cpu", r.row, callers, i))
-			if err := w.call(ctx, "pprof.start", path, nil); err != nil {
+			path := filepath.Join(p.ProfileDir, fmt.Sprintf("%s-%d-c%d", r.row, callers, i))
+			if err := w.call(ctx, "pprof.start", path+".cpu", nil); err != nil {
+				return err
+			}
+			if err := w.call(ctx, "trace.start", path+".trace", nil); err != nil {
 				return err
 			}
 			profiled = append(profiled, w)
@@ -330,6 +334,9 @@ func measureRun(ctx context.Context, b *bed, p plan, rep *report, r remoteRun, c
 	cpu := b.cpu() - cpu0
 	for _, w := range profiled {
 		if err := w.call(ctx, "pprof.stop", nil, nil); err != nil {
+			return err
+		}
+		if err := w.call(ctx, "trace.stop", nil, nil); err != nil {
 			return err
 		}
 	}

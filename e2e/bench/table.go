@@ -209,9 +209,10 @@ func (r *report) remoteRows() []row {
 			parts = append(parts, fmt.Sprintf("CPU per Get < groupcache: %s (%.2f×)", yes(cc < gc), cc/gc))
 		}
 		rows = append(rows, row{
-			what:       fmt.Sprintf("2 · remote hit (owned by another node, near cache off), callers: %d — p50 / p99 · throughput · CPU per Get (all processes)", c),
-			corral:     r.remoteCell(k("corral")),
-			baseline:   "stream echo (corral's transport, canned answer): " + r.remoteCell(k("echo")) + "; raw TCP floor: " + r.remoteCell(k("tcp")),
+			what:   fmt.Sprintf("2 · remote hit (owned by another node, near cache off), callers: %d — p50 / p99 · throughput · CPU per Get (all processes)", c),
+			corral: r.remoteCell(k("corral")),
+			baseline: "stream echo (corral's transport, canned answer): " + r.remoteCell(k("stream")) +
+				"; unary echo (bare grpc-go, canned answer): " + r.remoteCell(k("echo")) + "; raw TCP floor: " + r.remoteCell(k("tcp")),
 			groupcache: r.remoteCell(k("groupcache")),
 			redis:      r.remoteCell(k("redis")),
 			goal:       goal,

@@ -242,6 +242,9 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 				grpc.MaxCallSendMsgSize(cfg.MaxMessageSize),
 			),
 			grpc.WithKeepaliveParams(clientKeepalive(cfg.KeepaliveTime, cfg.KeepaliveTimeout)),
+			// Fixed windows: no bandwidth-delay pings around every Get (limits.go).
+			grpc.WithInitialWindowSize(streamWindow),
+			grpc.WithInitialConnWindowSize(connWindow),
 			grpc.WithConnectParams(grpc.ConnectParams{
 				Backoff:           bo,
 				MinConnectTimeout: cfg.ConnectTimeout,

@@ -187,6 +187,9 @@ func NewServer(h Handler, cfg ServerConfig) (*Server, error) {
 		grpc.MaxRecvMsgSize(cfg.MaxMessageSize),
 		grpc.MaxSendMsgSize(cfg.MaxMessageSize),
 		grpc.KeepaliveParams(serverKeepalive(cfg.KeepaliveTime, cfg.KeepaliveTimeout)),
+		// Fixed windows: no bandwidth-delay pings around every Get (limits.go).
+		grpc.InitialWindowSize(streamWindow),
+		grpc.InitialConnWindowSize(connWindow),
 		grpc.KeepaliveEnforcementPolicy(serverEnforcement(cfg.MinPingInterval)),
 		grpc.ConnectionTimeout(cfg.HandshakeTimeout),
 		grpc.MaxConcurrentStreams(uint32(cfg.MaxConcurrentStreams)),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"slices"
 	"time"
 
@@ -24,10 +25,15 @@ import (
 // moves this node's clock past the sender's and remembers a sender that is not in the view
 // yet, to be told of writes (see strangers).
 func (n *Node) admit(ctx context.Context, h *peerpb.Header) error {
-	if !n.isMemberAddr(transport.CallerIP(ctx)) {
+	if !n.isMemberCaller(ctx) {
 		n.metrics.refused.WithLabelValues(refusedNonMember).Inc()
 		return fmt.Errorf("%w: %s does not know %s as a member", transport.ErrNotMember, n.cfg.Name, transport.CallerIP(ctx))
 	}
+	return n.admitHeader(h)
+}
+
+// admitHeader is admit's work after the caller's address passed.
+func (n *Node) admitHeader(h *peerpb.Header) error {
 	if err := checkVersion(h.GetClock()); err != nil {
 		return fmt.Errorf("%w: the header's clock: %v", transport.ErrInvalidArgument, err)
 	}
@@ -46,19 +52,18 @@ func (n *Node) admit(ctx context.Context, h *peerpb.Header) error {
 // for the address it came from.
 const refusedNonMember = "not a member"
 
-// isMemberAddr reports whether a request from ip may be served (see above).
-func (n *Node) isMemberAddr(ip string) bool {
+// isMemberCaller reports whether a peer request whose ctx this is may be served (see above).
+// It allocates nothing for a request from a member's address, the common case, which every
+// hit a peer asks for pays.
+func (n *Node) isMemberCaller(ctx context.Context) bool {
 	if n.cfg.PeerTLS != nil || n.cfg.AllowNonMemberPeers {
 		return true
 	}
-	if ip == "" {
+	ip := transport.CallerAddr(ctx)
+	if !ip.IsValid() {
 		return false
 	}
-	if parsed := net.ParseIP(ip); parsed != nil {
-		ip = parsed.String()
-	}
-	v := n.view.Load()
-	if v.memberIPs[ip] {
+	if n.view.Load().memberIPs[ip] {
 		return true
 	}
 	n.viewMu.Lock()
@@ -72,14 +77,27 @@ func (n *Node) isMemberAddr(ip string) bool {
 	// checks and owns keys in its own view, and refused, it would fill them from the origin
 	// rather than pull them from the members that hold them (see peer's claimants.go).
 	for _, m := range slices.Concat(members.Members(), members.Claimants()) {
-		if hostOf(m.GossipAddr) == ip || hostOf(m.Meta.PeerAddr) == ip {
+		if ipOf(m.GossipAddr) == ip || ipOf(m.Meta.PeerAddr) == ip {
 			return true
 		}
 	}
 	return false
 }
 
-// hostOf returns the IP of an "ip:port" address, canonical, or "".
+// ipOf is the IP address of host:port addr in transport.CallerAddr's form, or the zero Addr
+// when addr's host is a name or addr is malformed.
+func ipOf(addr string) netip.Addr {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return netip.Addr{}
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return netip.Addr{}
+	}
+	return ip.Unmap().WithZone("")
+}
+
 func hostOf(addr string) string {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {

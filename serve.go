@@ -68,10 +68,10 @@ func (s server) GetHit(ctx context.Context, req *peerpb.GetRequest) (*peerpb.Get
 		return nil, false
 	}
 	g, ok := n.group(req.GetGroup())
-	if !ok || !n.isMemberAddr(transport.CallerIP(ctx)) {
+	if !ok || !n.isMemberCaller(ctx) {
 		return nil, false // Get says why, and counts the refusal once
 	}
-	if n.admit(ctx, req.GetHeader()) != nil {
+	if n.admitHeader(req.GetHeader()) != nil {
 		return nil, false
 	}
 	return g.serveHeld(ctx, req)

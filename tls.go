@@ -212,7 +212,7 @@ func (n *Node) certNamesMember(leaf *x509.Certificate, ip string) bool {
 	members := n.members
 	n.viewMu.Unlock()
 	if members != nil {
-		// Claimants: members back at a new address, as in isMemberAddr (admit.go).
+		// Claimants: members back at a new address, as in isMemberCaller (admit.go).
 		for _, m := range slices.Concat(members.Members(), members.Claimants()) {
 			add(m.Name, m.Meta.PeerAddr, m.GossipAddr)
 		}

@@ -2,6 +2,7 @@ package corral
 
 import (
 	"context"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -23,8 +24,9 @@ type view struct {
 	// excluded names the live members kept out of the ring, with the reason.
 	excluded map[string]string
 	// memberIPs holds the IPs of the members and of the ones that departed within
-	// PeekWindow: peer requests are served for them (see admit.go).
-	memberIPs map[string]bool
+	// PeekWindow, as transport.CallerAddr gives them: peer requests are served for them (see
+	// admit.go).
+	memberIPs map[netip.Addr]bool
 
 	// history holds the rings this node routed by before ring, newest first, each with the
 	// time it was replaced, for PeekWindow: a key's owners on them may still hold it.
@@ -212,14 +214,14 @@ func nextView(cur *view, ms []peer.Member, rc ring.Config, now time.Time, window
 		}
 	}
 
-	nv.memberIPs = make(map[string]bool, 2*len(nv.members))
+	nv.memberIPs = make(map[netip.Addr]bool, 2*len(nv.members))
 	for _, st := range nv.members {
-		nv.memberIPs[hostOf(st.PeerAddr)], nv.memberIPs[hostOf(st.GossipAddr)] = true, true
+		nv.memberIPs[ipOf(st.PeerAddr)], nv.memberIPs[ipOf(st.GossipAddr)] = true, true
 	}
 	for _, d := range nv.departed {
-		nv.memberIPs[hostOf(d.PeerAddr)], nv.memberIPs[hostOf(d.GossipAddr)] = true, true
+		nv.memberIPs[ipOf(d.PeerAddr)], nv.memberIPs[ipOf(d.GossipAddr)] = true, true
 	}
-	delete(nv.memberIPs, "")
+	delete(nv.memberIPs, netip.Addr{})
 
 	nv.joined = cur.joined
 	if self, ok := nv.members[nv.self]; ok && nv.joined.IsZero() {

@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"net"
+	"net/netip"
 
 	"google.golang.org/grpc/peer"
 )
@@ -24,4 +25,26 @@ func CallerIP(ctx context.Context) string {
 		return ""
 	}
 	return host
+}
+
+// CallerAddr is CallerIP as a netip.Addr, without allocating: IPv4 in its 4-byte form (an
+// IPv4-mapped IPv6 address is unmapped) and no zone. It is the zero Addr when ctx is not a
+// request's or its remote end is not an IP address.
+func CallerAddr(ctx context.Context) netip.Addr {
+	p, ok := peer.FromContext(ctx)
+	if !ok || p.Addr == nil {
+		return netip.Addr{}
+	}
+	if a, ok := p.Addr.(*net.TCPAddr); ok {
+		return a.AddrPort().Addr().Unmap().WithZone("")
+	}
+	host, _, err := net.SplitHostPort(p.Addr.String())
+	if err != nil {
+		return netip.Addr{}
+	}
+	addr, err := netip.ParseAddr(host)
+	if err != nil {
+		return netip.Addr{}
+	}
+	return addr.Unmap().WithZone("")
 }

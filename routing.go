@@ -84,19 +84,28 @@ func (n *Node) callPeer(ctx context.Context, st *memberState, call func(context.
 	defer cancel()
 	stop := context.AfterFunc(st.gone, cancel)
 	defer stop()
-	return n.untilSilent(ctx, st.PeerAddr, func(ctx context.Context) error { return call(ctx, st) })
+	return n.watchSilence(ctx, cancel, st.PeerAddr, func(ctx context.Context) error { return call(ctx, st) })
 }
 
 // untilSilent runs call to the peer at addr under a context that ends once addr has gone
 // silent (see callPeer): a peer that does not answer a probe after each SilentPeerTimeout of
 // waiting. It then returns a *transport.UnreachableError.
 func (n *Node) untilSilent(ctx context.Context, addr string, call func(context.Context) error) error {
-	every := n.cfg.SilentPeerTimeout
-	if every < 0 {
+	if n.cfg.SilentPeerTimeout < 0 {
 		return call(ctx)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	return n.watchSilence(ctx, cancel, addr, call)
+}
+
+// watchSilence is untilSilent under a context of the caller's own, which cancel ends: one
+// context per remote Get, not two (a remote hit's cost is in such allocations).
+func (n *Node) watchSilence(ctx context.Context, cancel context.CancelFunc, addr string, call func(context.Context) error) error {
+	every := n.cfg.SilentPeerTimeout
+	if every < 0 {
+		return call(ctx)
+	}
 	var silent atomic.Bool
 	var t *time.Timer
 	var tmu sync.Mutex // guards t's Reset against its Stop: the probe runs on the timer's goroutine

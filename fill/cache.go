@@ -181,8 +181,13 @@ type Cache[V any] struct {
 	calls  map[string]*call[V]
 	closed bool
 
-	wg       sync.WaitGroup // fill goroutines
-	versions atomic.Uint64  // last version handed out, without Config.NextVersion
+	wg sync.WaitGroup // fills and fill workers (workers.go)
+	// tasks hands a fill to a worker waiting for one; idleWorkers counts those waiting;
+	// quit, closed by Close, ends them.
+	tasks       chan fillTask[V]
+	idleWorkers atomic.Int32
+	quit        chan struct{}
+	versions    atomic.Uint64 // last version handed out, without Config.NextVersion
 
 	// sweepStop ends the sweeper goroutine, which closes sweepDone; nil without one.
 	sweepStop, sweepDone chan struct{}
@@ -196,7 +201,8 @@ func New[V any](load LoadFunc[V], cfg Config[V]) (*Cache[V], error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	c := &Cache[V]{cfg: cfg, load: load, calls: make(map[string]*call[V])}
+	c := &Cache[V]{cfg: cfg, load: load, calls: make(map[string]*call[V]),
+		tasks: make(chan fillTask[V]), quit: make(chan struct{})}
 	switch clk := cfg.Clock.(type) {
 	case nil:
 		cc := NewCoarseClock(time.Millisecond)
@@ -257,6 +263,7 @@ func (c *Cache[V]) Close(ctx context.Context) error {
 	if already {
 		return nil
 	}
+	close(c.quit) // idle workers end; busy ones end after their fill
 	done := make(chan struct{})
 	go func() { c.wg.Wait(); close(done) }()
 	var err error

@@ -83,7 +83,7 @@ func (c *Cache[V]) miss(ctx context.Context, key string) (Entry[V], Source, erro
 		c.run(ctx, key, cl, nil)
 		return c.wait(ctx, key, cl, false) // cl is done, and ctx cannot end: its result
 	}
-	go c.run(ctx, key, cl, nil)
+	c.goRun(fillTask[V]{ctx: ctx, key: key, cl: cl})
 	return c.waitFor(ctx, key, cl, false)
 }
 
@@ -149,7 +149,7 @@ func (c *Cache[V]) refresh(ctx context.Context, key string, e *entry[V]) {
 	c.wg.Add(1)
 	c.mu.Unlock()
 	c.stats.refreshes.Add(1)
-	go c.run(ctx, key, cl, c.cfg.Refreshes)
+	c.goRun(fillTask[V]{ctx: ctx, key: key, cl: cl, slot: c.cfg.Refreshes})
 }
 
 // result is one loader run's outcome.
@@ -158,7 +158,8 @@ type result[V any] struct {
 	err error
 }
 
-// run is the fill goroutine: it runs the loader once for cl and completes cl. parent is the
+// run is a fill: it runs the loader once for cl and completes cl, on a worker (goRun) or on
+// the goroutine of the Get that started it (Config.InlineFill). parent is the
 // context of the Get that started the fill; only its values are used.
 func (c *Cache[V]) run(parent context.Context, key string, cl *call[V], slot *Limiter) {
 	defer c.wg.Done()

@@ -344,7 +344,7 @@ func (r *report) markdown() string {
 	b.WriteString(r.table())
 	b.WriteString("\nHow to read it:\n\n")
 	for _, s := range []string{
-		"baseline: otter in rows 1 and 5; the bare gRPC echo of corral's own peer message, with the same 100-byte value, in row 2; `consistent.LocateKey` in row 6.",
+		"baseline: otter in rows 1 and 5; in row 2, corral's own transport answering every Get with the same 100-byte entry on its stream (the stream echo), the same message as a unary call on a default grpc-go server (the unary echo), and pooled TCP connections each carrying one caller's request and answer (the floor); `consistent.LocateKey` in row 6.",
 		fmt.Sprintf("Row 2: %d nodes per system, callers in one process and the owner in another; each caller cycles through its own share of %d keys owned by the other node, so no two callers ask for one key. Throughput is Gets per second over all callers; CPU per Get is the CPU time of every process of the test bed (callers, owners, Redis) divided by Gets. Samples of %d rounds of %v each are pooled.",
 			nodes, r.plan.RemoteKeys, r.plan.RemoteRounds, r.plan.RemoteDuration),
 		"Tuning given to the others: groupcache's HTTP client keeps up to 512 idle keep-alive connections per peer (its default, http.DefaultTransport, keeps 2 and would redial under concurrency); go-redis's pool has 128 connections for the remote-hit rows and one per caller in the stampede.",

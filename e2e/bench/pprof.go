@@ -3,7 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
+	"fmt"
+	"io"
 	"os"
 	"runtime/pprof"
 	"runtime/trace"
@@ -13,7 +14,15 @@ import (
 // row's time goes (bench -profile DIR; go tool pprof and go tool trace read the files).
 
 func init() {
-	ops["pprof.start"] = func(_ context.Context, w *workerState, raw json.RawMessage) (any, error) {
+	recorder("pprof", pprof.StartCPUProfile, pprof.StopCPUProfile)
+	recorder("trace", trace.Start, trace.Stop)
+}
+
+// recorder registers the ops NAME.start (a file path: start recording into it) and
+// NAME.stop.
+func recorder(name string, start func(io.Writer) error, stop func()) {
+	key := name + ".file"
+	ops[name+".start"] = func(_ context.Context, w *workerState, raw json.RawMessage) (any, error) {
 		var path string
 		if err := json.Unmarshal(raw, &path); err != nil {
 			return nil, err
@@ -22,45 +31,20 @@ func init() {
 		if err != nil {
 			return nil, err
 		}
-		if err := pprof.StartCPUProfile(f); err != nil {
+		if err := start(f); err != nil {
 			f.Close()
 			return nil, err
 		}
-		w.put("pprof.file", f, nil)
+		w.put(key, f, nil)
 		return nil, nil
 	}
-	ops["pprof.stop"] = func(_ context.Context, w *workerState, _ json.RawMessage) (any, error) {
-		f, err := state[*os.File](w, "pprof.file")
+	ops[name+".stop"] = func(_ context.Context, w *workerState, _ json.RawMessage) (any, error) {
+		f, err := state[*os.File](w, key)
 		if err != nil {
-			return nil, errors.New("no profile running")
+			return nil, fmt.Errorf("no %s running", name)
 		}
-		pprof.StopCPUProfile()
-		w.put("pprof.file", nil, nil)
-		return nil, f.Close()
-	}
-	ops["trace.start"] = func(_ context.Context, w *workerState, raw json.RawMessage) (any, error) {
-		var path string
-		if err := json.Unmarshal(raw, &path); err != nil {
-			return nil, err
-		}
-		f, err := os.Create(path)
-		if err != nil {
-			return nil, err
-		}
-		if err := trace.Start(f); err != nil {
-			f.Close()
-			return nil, err
-		}
-		w.put("trace.file", f, nil)
-		return nil, nil
-	}
-	ops["trace.stop"] = func(_ context.Context, w *workerState, _ json.RawMessage) (any, error) {
-		f, err := state[*os.File](w, "trace.file")
-		if err != nil {
-			return nil, errors.New("no trace running")
-		}
-		trace.Stop()
-		w.put("trace.file", nil, nil)
+		stop()
+		w.put(key, nil, nil)
 		return nil, f.Close()
 	}
 }

@@ -194,6 +194,10 @@ func (c *Cache[V]) run(parent context.Context, key string, cl *call[V], slot *Li
 	if c.cfg.OnFill != nil {
 		c.cfg.OnFill(time.Since(start), r.err)
 	}
+	// What the fill's end costs is paid before its waiters are woken, not after: a waiter
+	// woken on this P runs only once this goroutine parks.
+	timer.Stop()
+	cancel()
 	c.complete(key, cl, x, r, startNano)
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/netip"
 	"slices"
 	"time"
 
@@ -77,25 +76,11 @@ func (n *Node) isMemberCaller(ctx context.Context) bool {
 	// checks and owns keys in its own view, and refused, it would fill them from the origin
 	// rather than pull them from the members that hold them (see peer's claimants.go).
 	for _, m := range slices.Concat(members.Members(), members.Claimants()) {
-		if ipOf(m.GossipAddr) == ip || ipOf(m.Meta.PeerAddr) == ip {
+		if transport.HostAddr(m.GossipAddr) == ip || transport.HostAddr(m.Meta.PeerAddr) == ip {
 			return true
 		}
 	}
 	return false
-}
-
-// ipOf is the IP address of host:port addr in transport.CallerAddr's form, or the zero Addr
-// when addr's host is a name or addr is malformed.
-func ipOf(addr string) netip.Addr {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return netip.Addr{}
-	}
-	ip, err := netip.ParseAddr(host)
-	if err != nil {
-		return netip.Addr{}
-	}
-	return ip.Unmap().WithZone("")
 }
 
 func hostOf(addr string) string {

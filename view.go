@@ -11,6 +11,7 @@ import (
 	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/peer"
 	"github.com/corralcache/corral/ring"
+	"github.com/corralcache/corral/transport"
 )
 
 // view is one node's picture of the cluster: the members and the ring over them. It is
@@ -216,10 +217,10 @@ func nextView(cur *view, ms []peer.Member, rc ring.Config, now time.Time, window
 
 	nv.memberIPs = make(map[netip.Addr]bool, 2*len(nv.members))
 	for _, st := range nv.members {
-		nv.memberIPs[ipOf(st.PeerAddr)], nv.memberIPs[ipOf(st.GossipAddr)] = true, true
+		nv.memberIPs[transport.HostAddr(st.PeerAddr)], nv.memberIPs[transport.HostAddr(st.GossipAddr)] = true, true
 	}
 	for _, d := range nv.departed {
-		nv.memberIPs[ipOf(d.PeerAddr)], nv.memberIPs[ipOf(d.GossipAddr)] = true, true
+		nv.memberIPs[transport.HostAddr(d.PeerAddr)], nv.memberIPs[transport.HostAddr(d.GossipAddr)] = true, true
 	}
 	delete(nv.memberIPs, netip.Addr{})
 

@@ -38,7 +38,14 @@ func CallerAddr(ctx context.Context) netip.Addr {
 	if a, ok := p.Addr.(*net.TCPAddr); ok {
 		return a.AddrPort().Addr().Unmap().WithZone("")
 	}
-	host, _, err := net.SplitHostPort(p.Addr.String())
+	return HostAddr(p.Addr.String())
+}
+
+// HostAddr is the IP address of host:port hostport in CallerAddr's form, or the zero Addr
+// when its host is a name or hostport is malformed: what a member's advertised address is
+// compared with.
+func HostAddr(hostport string) netip.Addr {
+	host, _, err := net.SplitHostPort(hostport)
 	if err != nil {
 		return netip.Addr{}
 	}

@@ -53,10 +53,9 @@ type Config[V any] struct {
 	// slot, within its fill timeout, while its callers wait within their own contexts.
 	// nil = unbounded.
 	Fills *Limiter
-	// InlineFill runs a fill on the goroutine of the Get that starts it, instead of a new one,
-	// when that Get's ctx can never end (ctx.Done() == nil): nothing is lost by making it wait
-	// for the fill, and no goroutine starts nor fresh stack grows through the loader's call
-	// path (21 % of a caller's CPU for a peer request through gRPC). A Get whose ctx can end
+	// InlineFill runs a fill on the goroutine of the Get that starts it, instead of a worker
+	// (workers.go), when that Get's ctx can never end (ctx.Done() == nil): nothing is lost by
+	// making it wait for the fill, and it saves the hand-off to the worker and back. A Get whose ctx can end
 	// keeps the usual semantics: it leaves alone when its ctx ends. Off by default.
 	InlineFill bool
 	// SweepInterval is how often the cache drops the entries that can no longer be served

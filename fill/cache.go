@@ -185,6 +185,7 @@ type Cache[V any] struct {
 	// quit, closed by Close, ends them.
 	tasks       chan fillTask[V]
 	idleWorkers atomic.Int32
+	workers     atomic.Int32 // workers alive, idle or not
 	quit        chan struct{}
 	versions    atomic.Uint64 // last version handed out, without Config.NextVersion
 

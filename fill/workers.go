@@ -34,6 +34,7 @@ func (c *Cache[V]) goRun(t fillTask[V]) {
 	default:
 	}
 	c.wg.Add(1) // the worker; the fill's own count keeps wg above zero meanwhile
+	c.workers.Add(1)
 	go c.work(t)
 }
 
@@ -41,6 +42,7 @@ func (c *Cache[V]) goRun(t fillTask[V]) {
 // than maxIdleWorkers wait, or the cache closes.
 func (c *Cache[V]) work(t fillTask[V]) {
 	defer c.wg.Done()
+	defer c.workers.Add(-1)
 	idle := time.NewTimer(workerIdle)
 	defer idle.Stop()
 	for {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"runtime"
-	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -36,7 +35,7 @@ func TestFillWorkers(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Close(context.Background())
-		if n := workers(); n != 0 {
+		if n := int(c.workers.Load()); n != 0 {
 			t.Fatalf("%d workers before any fill", n)
 		}
 		// A Get whose ctx can end runs its fill on a worker, not on its own goroutine.
@@ -51,7 +50,7 @@ func TestFillWorkers(t *testing.T) {
 		if len(goroutines) != 1 {
 			t.Fatalf("50 sequential fills ran on %d goroutines, want 1 (one worker, reused)", len(goroutines))
 		}
-		if n := workers(); n != 1 {
+		if n := int(c.workers.Load()); n != 1 {
 			t.Fatalf("%d workers after sequential fills, want 1 idle worker", n)
 		}
 
@@ -74,14 +73,14 @@ func TestFillWorkers(t *testing.T) {
 		close(release)
 		wg.Wait()
 		synctest.Wait()
-		if n := workers(); n != maxIdleWorkers {
+		if n := int(c.workers.Load()); n != maxIdleWorkers {
 			t.Fatalf("%d workers after 40 concurrent fills ended, want %d idle workers", n, maxIdleWorkers)
 		}
 
 		// Idle for workerIdle, they end.
 		time.Sleep(workerIdle + time.Second)
 		synctest.Wait()
-		if n := workers(); n != 0 {
+		if n := int(c.workers.Load()); n != 0 {
 			t.Fatalf("%d workers after %v idle, want 0", n, workerIdle)
 		}
 
@@ -90,23 +89,17 @@ func TestFillWorkers(t *testing.T) {
 			t.Fatal(err)
 		}
 		synctest.Wait()
-		if n := workers(); n != 1 {
+		if n := int(c.workers.Load()); n != 1 {
 			t.Fatalf("%d workers after one more fill, want 1", n)
 		}
 		if err := c.Close(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		synctest.Wait()
-		if n := workers(); n > 0 {
+		if n := int(c.workers.Load()); n > 0 {
 			t.Fatalf("%d workers after Close, want none", n)
 		}
 	})
-}
-
-// workers counts the goroutines running Cache.work.
-func workers() int {
-	buf := make([]byte, 1<<20)
-	return strings.Count(string(buf[:runtime.Stack(buf, true)]), "fill.(*Cache[...]).work(")
 }
 
 // goid is the calling goroutine's id, from its stack header ("goroutine 42 [running]:").

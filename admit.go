@@ -83,6 +83,7 @@ func (n *Node) isMemberCaller(ctx context.Context) bool {
 	return false
 }
 
+// hostOf returns the IP of an "ip:port" address, canonical, or "".
 func hostOf(addr string) string {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {

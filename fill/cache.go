@@ -55,8 +55,9 @@ type Config[V any] struct {
 	Fills *Limiter
 	// InlineFill runs a fill on the goroutine of the Get that starts it, instead of a worker
 	// (workers.go), when that Get's ctx can never end (ctx.Done() == nil): nothing is lost by
-	// making it wait for the fill, and it saves the hand-off to the worker and back. A Get whose ctx can end
-	// keeps the usual semantics: it leaves alone when its ctx ends. Off by default.
+	// making it wait for the fill, and it saves the hand-off to the worker and back. A Get
+	// whose ctx can end keeps the usual semantics: it leaves alone when its ctx ends. Off by
+	// default.
 	InlineFill bool
 	// SweepInterval is how often the cache drops the entries that can no longer be served
 	// (past their grace, or a not-found past NegativeTTL): a goroutine, stopped by Close.
@@ -185,7 +186,7 @@ type Cache[V any] struct {
 	// quit, closed by Close, ends them.
 	tasks       chan fillTask[V]
 	idleWorkers atomic.Int32
-	workers     atomic.Int32 // workers alive, idle or not
+	workers     atomic.Int32 // workers alive, idle or not (TestFillWorkers reads it)
 	quit        chan struct{}
 	versions    atomic.Uint64 // last version handed out, without Config.NextVersion
 

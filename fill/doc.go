@@ -30,8 +30,8 @@
 // while it runs (single-flight): the Get that started it sees SourceFill, the others
 // SourceCoalesced. The fill runs on a goroutine and context of its own — a worker that
 // outlives it and takes the next fill, so its stack has already grown; the caller's values,
-// not its cancellation — bounded by the fill timeout, so a caller that gives up leaves alone and
-// the fill still feeds the other callers and the store.
+// not its cancellation — bounded by the fill timeout, so a caller that gives up leaves alone
+// and the fill still feeds the other callers and the store.
 //
 // Refresh-ahead (XFetch, Config.RefreshAhead = β) lets a fresh hit start the refresh early:
 // when now − δ·β·ln(u) ≥ fresh-until, with δ the last fill's duration and u uniform in (0,1].

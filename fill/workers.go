@@ -53,14 +53,15 @@ func (c *Cache[V]) work(t fillTask[V]) {
 			return
 		}
 		idle.Reset(workerIdle)
+		handed := false
 		select {
 		case t = <-c.tasks:
-			c.idleWorkers.Add(-1)
+			handed = true
 		case <-idle.C:
-			c.idleWorkers.Add(-1)
-			return
 		case <-c.quit:
-			c.idleWorkers.Add(-1)
+		}
+		c.idleWorkers.Add(-1)
+		if !handed {
 			return
 		}
 	}

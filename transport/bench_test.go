@@ -50,34 +50,44 @@ func benchRequest() *peerpb.GetRequest {
 }
 
 // BenchmarkGet is one remote Get through Client and Server.
+// BenchmarkGet: Gets on a framed stream (plaintext) and on the gRPC stream (TLS, or a peer
+// without framing), one process for both sides.
 func BenchmarkGet(b *testing.B) {
 	addr, _ := serve(b, &benchHandler{}, ServerConfig{})
-	c := newClient(b, ClientConfig{})
-	ctx := context.Background()
-	if _, err := c.Get(ctx, addr, benchRequest()); err != nil {
-		b.Fatal(err)
-	}
-	b.Run("serial", func(b *testing.B) {
-		req := benchRequest()
-		b.ReportAllocs()
-		for b.Loop() {
-			if _, err := c.Get(ctx, addr, req); err != nil {
+	for _, path := range []struct {
+		name    string
+		framing bool
+	}{{"framed", true}, {"grpc", false}} {
+		b.Run(path.name, func(b *testing.B) {
+			c := newClient(b, ClientConfig{})
+			c.framing = path.framing
+			ctx := context.Background()
+			if _, err := c.Get(ctx, addr, benchRequest()); err != nil {
 				b.Fatal(err)
 			}
-		}
-	})
-	b.Run("parallel", func(b *testing.B) {
-		b.ReportAllocs()
-		b.RunParallel(func(pb *testing.PB) {
-			req := benchRequest()
-			for pb.Next() {
-				if _, err := c.Get(ctx, addr, req); err != nil {
-					b.Error(err)
-					return
+			b.Run("serial", func(b *testing.B) {
+				req := benchRequest()
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := c.Get(ctx, addr, req); err != nil {
+						b.Fatal(err)
+					}
 				}
-			}
+			})
+			b.Run("parallel", func(b *testing.B) {
+				b.ReportAllocs()
+				b.RunParallel(func(pb *testing.PB) {
+					req := benchRequest()
+					for pb.Next() {
+						if _, err := c.Get(ctx, addr, req); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			})
 		})
-	})
+	}
 }
 
 // BenchmarkBareEcho is the same call with gRPC alone: default server and

@@ -178,6 +178,14 @@ type Client struct {
 	onCall         func(method, code string, d time.Duration)
 	dialOpts       []grpc.DialOption // fixed in NewClient; shared by every connection
 
+	// framing is set when Gets may travel on framed streams (frame.go): without TLS.
+	framing bool
+	// dialConn makes a framed stream's connection: ClientConfig.Dialer, or TCP.
+	dialConn         func(ctx context.Context, addr string) (net.Conn, error)
+	connectTimeout   time.Duration
+	keepaliveTime    time.Duration // a framed stream's, as gRPC's connections'
+	keepaliveTimeout time.Duration
+
 	// conns maps a peer address to its *peerConn. A sync.Map because the
 	// hot path is a read of a key that is written once per peer: Load takes
 	// no lock and writes no shared memory.
@@ -195,6 +203,7 @@ type Client struct {
 
 // peerConn is one peer's connection, the generated client on it and its Get stream.
 type peerConn struct {
+	addr   string
 	cc     *grpc.ClientConn
 	rpc    peerpb.PeerClient
 	client *Client
@@ -205,13 +214,17 @@ type peerConn struct {
 	// unaryGets is set once the peer answered GetStream with Unimplemented (an older
 	// corral): its Gets are unary calls from then on.
 	unaryGets atomic.Bool
+	// unframed is set once the peer answered a framed stream's preface with something else
+	// (an older corral): its Gets go on its gRPC stream from then on.
+	unframed atomic.Bool
 
-	mu sync.Mutex // guards opening, openErr, backoff and retryAt, and replacing mux
+	mu sync.Mutex // guards opening, openErr, backoff, retryAt and closed, and replacing mux
 	// opening is closed when the opening of a stream in progress ends; nil when none is.
 	opening chan struct{}
 	openErr error         // why the last opening failed; nil after one succeeded
 	backoff time.Duration // the wait after openErr before trying again
 	retryAt time.Time     // when an opening may be tried again
+	closed  error         // why closeStream closed p (Forget, Close); nil while open
 }
 
 // NewClient returns a Client. It connects to nothing until the first call.
@@ -251,8 +264,15 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 			}),
 		},
 	}
+	c.framing = cfg.TLS == nil
+	c.connectTimeout, c.keepaliveTime, c.keepaliveTimeout = cfg.ConnectTimeout, cfg.KeepaliveTime, cfg.KeepaliveTimeout
 	if cfg.Dialer != nil {
 		c.dialOpts = append(c.dialOpts, grpc.WithContextDialer(cfg.Dialer))
+		c.dialConn = cfg.Dialer
+	} else {
+		c.dialConn = func(ctx context.Context, addr string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+		}
 	}
 	return c, nil
 }

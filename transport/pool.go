@@ -40,7 +40,7 @@ func (c *Client) dial(addr string) (*peerConn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("transport: dial %s: %w", addr, err)
 	}
-	p := &peerConn{cc: cc, rpc: peerpb.NewPeerClient(cc), client: c}
+	p := &peerConn{addr: addr, cc: cc, rpc: peerpb.NewPeerClient(cc), client: c}
 	c.conns.Store(addr, p)
 	return p, nil
 }

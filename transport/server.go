@@ -162,6 +162,10 @@ type Server struct {
 	opts    []grpc.ServerOption // fixed in NewServer
 	svc     *peerService
 	onLimit func(limit string)
+	// framing is set when framed streams are served beside gRPC on each listener
+	// (frame.go, sniff.go): without TLS.
+	framing          bool
+	handshakeTimeout time.Duration
 
 	stopOnce sync.Once
 
@@ -210,7 +214,7 @@ func NewServer(h Handler, cfg ServerConfig) (*Server, error) {
 	if maxAnswer < 0 {
 		maxAnswer = math.MaxInt
 	}
-	return &Server{opts: opts, onLimit: cfg.OnLimit, svc: &peerService{h: h, log: cfg.Logger, maxMessage: cfg.MaxMessageSize,
+	return &Server{opts: opts, onLimit: cfg.OnLimit, framing: cfg.TLS == nil, handshakeTimeout: cfg.HandshakeTimeout, svc: &peerService{h: h, log: cfg.Logger, maxMessage: cfg.MaxMessageSize,
 		maxStreamCalls: cfg.MaxStreamCalls, maxStreamAnswer: maxAnswer, onLimit: cfg.OnLimit, quit: make(chan struct{})}}, nil
 }
 
@@ -237,7 +241,12 @@ func (s *Server) Serve(lis net.Listener) error {
 	if gs == nil {
 		return lis.Close()
 	}
-	err := gs.Serve(handshakeListener{Listener: lis, onTimeout: func() { s.onLimit("peer_handshake") }})
+	onTimeout := func() { s.onLimit("peer_handshake") }
+	var gl net.Listener = handshakeListener{Listener: lis, onTimeout: onTimeout}
+	if s.framing {
+		gl = newSniffListener(lis, s.svc, s.handshakeTimeout, onTimeout)
+	}
+	err := gs.Serve(gl)
 	if errors.Is(err, grpc.ErrServerStopped) {
 		return nil
 	}
@@ -264,7 +273,8 @@ func (s *Server) Stop(ctx context.Context) {
 		defer s.svc.loops.Wait()
 		done := make(chan struct{})
 		go func() {
-			gs.GracefulStop()
+			gs.GracefulStop() // closes the listeners too
+			s.svc.framedWG.Wait()
 			close(done)
 		}()
 		select {
@@ -273,6 +283,7 @@ func (s *Server) Stop(ctx context.Context) {
 			// Stop cancels the calls GracefulStop is waiting for, so it
 			// returns too; wait for it so that its goroutine is gone.
 			gs.Stop()
+			s.svc.closeFramed()
 			<-done
 		}
 	})
@@ -296,6 +307,14 @@ type peerService struct {
 	// loops counts the GetStreams' receive loops, which end just after their streams:
 	// Stop waits for them.
 	loops sync.WaitGroup
+
+	// framedWG counts the goroutines of framed serving (sniff.go): accept loops, sniffing
+	// and framed streams. Stop waits for them.
+	framedWG sync.WaitGroup
+	framedMu sync.Mutex // guards framedConns and framedClosed
+	// framedConns holds the framed connections served, with their contexts' cancels.
+	framedConns  map[net.Conn]context.CancelFunc
+	framedClosed bool // Stop's ctx ended: no framed connection is served any more
 }
 
 var _ peerpb.PeerServer = (*peerService)(nil)

@@ -53,9 +53,18 @@ type streamResult struct {
 	unary bool  // the peer asks for a unary call (a large value)
 }
 
+// callStream is a caller's side of a GetStream: gRPC's, or a framed connection's (frame.go).
+type callStream interface {
+	Send(*peerpb.GetCall) error
+	Recv() (*peerpb.GetReply, error)
+}
+
 // muxStream is one open GetStream to a peer, shared by every Get to it.
 type muxStream struct {
-	stream  peerpb.Peer_GetStreamClient
+	stream callStream
+	// framed is stream when it is a framed connection: its writer writes what is queued
+	// in one write, and a caller's own Send gives up at the caller's deadline.
+	framed  *clientFramed
 	cancel  context.CancelFunc // ends the stream; called once it broke
 	maxSend int                // the Client's MaxMessageSize, both ways
 	slots   chan struct{}      // one per call in flight: bounds them (see DefaultMaxStreamCalls)
@@ -67,6 +76,15 @@ type muxStream struct {
 	calls sync.Pool
 
 	nextID atomic.Uint64
+	// reads counts the frames read: the keepalive of a framed stream pings when it stays
+	// still (see keepalive).
+	reads atomic.Uint64
+	// keepalive is the framed stream's keepalive timer; nil on a gRPC stream, whose
+	// connection has gRPC's. It and the three fields after it are guarded by mu.
+	keepalive *time.Timer
+	kaEvery   time.Duration // the silence after which it pings
+	kaSeen    uint64        // reads when it last looked
+	kaPinged  bool          // a ping is out, unanswered
 
 	// sendMu is held by whoever calls stream.Send: the writer, for each batch, or a caller
 	// sending its own frame (see get).
@@ -82,7 +100,7 @@ type muxStream struct {
 }
 
 // newMuxStream starts the reader and writer of an open stream; wg counts them.
-func newMuxStream(stream peerpb.Peer_GetStreamClient, cancel context.CancelFunc, maxSend, maxCalls int, wg *sync.WaitGroup) *muxStream {
+func newMuxStream(stream callStream, cancel context.CancelFunc, maxSend, maxCalls int, wg *sync.WaitGroup) *muxStream {
 	s := &muxStream{
 		stream:  stream,
 		cancel:  cancel,
@@ -92,6 +110,7 @@ func newMuxStream(stream peerpb.Peer_GetStreamClient, cancel context.CancelFunc,
 		done:    make(chan struct{}),
 		pending: make(map[uint64]*streamCall),
 	}
+	s.framed, _ = stream.(*clientFramed)
 	s.calls.New = func() any { return &streamCall{reply: make(chan streamResult, 1)} }
 	wg.Add(2)
 	go func() { defer wg.Done(); s.read() }()
@@ -149,7 +168,13 @@ func (s *muxStream) get(ctx context.Context, req *peerpb.GetRequest) (*peerpb.Ge
 	}
 	s.mu.Unlock()
 	if direct {
-		err := s.stream.Send(call)
+		var err error
+		if s.framed != nil {
+			d, _ := ctx.Deadline()
+			err = s.framed.SendBy(call, d)
+		} else {
+			err = s.stream.Send(call)
+		}
 		s.sendMu.Unlock()
 		if err != nil && !errors.Is(err, io.EOF) {
 			s.breakWith(err) // the reply channel gets the failure
@@ -217,20 +242,79 @@ func (s *muxStream) write() {
 		s.mu.Lock()
 		batch, s.queue = s.queue, batch[:0]
 		s.mu.Unlock()
-		for i, call := range batch {
-			if err := s.stream.Send(call); err != nil {
-				s.sendMu.Unlock()
-				if !errors.Is(err, io.EOF) {
-					s.breakWith(err)
-				}
-				// io.EOF: the peer ended the stream, and its status is what the reader's
-				// Recv returns (Unimplemented from a peer without GetStream, say); the
-				// reader fails the calls with it.
-				return
-			}
-			batch[i] = nil
-		}
+		err := s.send(batch)
+		clear(batch)
 		s.sendMu.Unlock()
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				s.breakWith(err)
+			}
+			// io.EOF: the peer ended the stream, and its status is what the reader's Recv
+			// returns (Unimplemented from a peer without GetStream, say); the reader fails
+			// the calls with it.
+			return
+		}
+	}
+}
+
+// send sends batch, in order: on a framed stream, in one write.
+func (s *muxStream) send(batch []*peerpb.GetCall) error {
+	if s.framed == nil {
+		for _, call := range batch {
+			if err := s.stream.Send(call); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, call := range batch {
+		if err := s.framed.Queue(call); err != nil {
+			return err
+		}
+	}
+	return s.framed.Flush()
+}
+
+// startKeepalive makes a framed stream ping the peer once it has read nothing for every, and
+// break when the ping is not answered within timeout: the stream of a peer that vanished
+// without closing its connection (node lost, partition) breaks, as gRPC's keepalive closes
+// its connection. A ping is a GetCall with id 0 and no request; the peer answers it with a
+// GetReply of id 0.
+func (s *muxStream) startKeepalive(every, timeout time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.kaEvery = every
+	s.keepalive = time.AfterFunc(every, func() {
+		s.mu.Lock()
+		if s.err != nil {
+			s.mu.Unlock()
+			return
+		}
+		switch r := s.reads.Load(); {
+		case r != s.kaSeen:
+			s.kaSeen, s.kaPinged = r, false
+			s.keepalive.Reset(every)
+		case !s.kaPinged:
+			s.kaPinged = true
+			s.queue = append(s.queue, &peerpb.GetCall{})
+			s.keepalive.Reset(timeout)
+		default:
+			s.mu.Unlock()
+			s.breakWith(fmt.Errorf("transport: no answer to a keepalive ping within %v", timeout))
+			return
+		}
+		s.mu.Unlock()
+		s.signal()
+	})
+}
+
+// pingAnswered restarts the keepalive's wait once a ping is answered.
+func (s *muxStream) pingAnswered() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.keepalive != nil && s.err == nil {
+		s.kaSeen, s.kaPinged = s.reads.Load(), false
+		s.keepalive.Reset(s.kaEvery)
 	}
 }
 
@@ -251,6 +335,11 @@ func (s *muxStream) read() {
 		if err != nil {
 			s.breakWith(err)
 			return
+		}
+		s.reads.Add(1)
+		if r.GetId() == 0 {
+			s.pingAnswered()
+			continue
 		}
 		s.mu.Lock()
 		c, ok := s.pending[r.GetId()]
@@ -285,6 +374,9 @@ func (s *muxStream) breakWith(err error) {
 	s.pending = nil
 	s.queue = nil
 	close(s.done)
+	if s.keepalive != nil {
+		s.keepalive.Stop()
+	}
 	s.mu.Unlock()
 	s.cancel()
 	fail := s.failure()
@@ -326,6 +418,10 @@ func (p *peerConn) stream(ctx context.Context) (*muxStream, error) {
 		return s, nil
 	}
 	if p.opening == nil {
+		if p.closed != nil {
+			p.mu.Unlock()
+			return nil, status.Errorf(codes.Unavailable, "transport: get stream closed: %v", p.closed)
+		}
 		if time.Now().Before(p.retryAt) {
 			err := p.openErr
 			p.mu.Unlock()
@@ -360,19 +456,38 @@ func (p *peerConn) stream(ctx context.Context) (*muxStream, error) {
 	return s, nil
 }
 
-// open opens a stream; it is bounded by the connection's attempt (ConnectTimeout) and ends
-// when the connection is closed.
+// open opens a stream: a framed one when the Client has no TLS and the peer speaks framing
+// (frame.go), a gRPC one otherwise. It is bounded by ConnectTimeout (a framed connection's
+// dial and preface) or the connection's attempt (gRPC's), and ends when the connection is
+// closed.
 func (p *peerConn) open() {
-	ctx, cancel := context.WithCancel(context.Background())
-	st, err := p.rpc.GetStream(ctx)
 	var s *muxStream
-	if err == nil {
-		s = newMuxStream(st, cancel, p.client.maxMessage, p.client.maxStreamCalls, &p.client.wg)
-	} else {
-		cancel()
+	var err error
+	if p.client.framing && !p.unframed.Load() {
+		s, err = p.openFramed()
+		if errors.Is(err, errNoFraming) {
+			p.unframed.Store(true) // an older corral: its Gets go on its gRPC stream
+			s, err = nil, nil
+		}
+	}
+	if s == nil && err == nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		var st peerpb.Peer_GetStreamClient
+		st, err = p.rpc.GetStream(ctx)
+		if err == nil {
+			s = newMuxStream(st, cancel, p.client.maxMessage, p.client.maxStreamCalls, &p.client.wg)
+		} else {
+			cancel()
+		}
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if err == nil && p.closed != nil {
+		// Forget or Close came while it opened: a framed connection is not closed with
+		// the gRPC one, so end it here.
+		s.breakWith(p.closed)
+		err = s.failure()
+	}
 	if err != nil {
 		p.openErr = err
 		p.backoff = min(max(2*p.backoff, reconnectBaseBackoff), reconnectMaxBackoff)
@@ -383,6 +498,30 @@ func (p *peerConn) open() {
 	}
 	close(p.opening)
 	p.opening = nil
+}
+
+// openFramed dials the peer and opens a framed stream on the new connection. Its errors
+// but errNoFraming are Unavailable status errors (the peer is unreachable).
+func (p *peerConn) openFramed() (*muxStream, error) {
+	c := p.client
+	ctx, cancel := context.WithTimeout(context.Background(), c.connectTimeout)
+	defer cancel()
+	conn, err := c.dialConn(ctx, p.addr)
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "transport: dial %s: %v", p.addr, err)
+	}
+	deadline, _ := ctx.Deadline()
+	f, err := openFramed(conn, deadline, c.maxMessage)
+	if err != nil {
+		conn.Close()
+		if errors.Is(err, errNoFraming) {
+			return nil, err
+		}
+		return nil, status.Errorf(codes.Unavailable, "transport: framed stream to %s: %v", p.addr, err)
+	}
+	s := newMuxStream(f, func() { conn.Close() }, c.maxMessage, c.maxStreamCalls, &c.wg)
+	s.startKeepalive(c.keepaliveTime, c.keepaliveTimeout)
+	return s, nil
 }
 
 // getOnStream is Client.Get's call on p: on the stream, or as a unary call to a peer that
@@ -406,8 +545,12 @@ func (p *peerConn) getOnStream(ctx context.Context, req *peerpb.GetRequest) (*pe
 	return p.rpc.Get(ctx, req)
 }
 
-// closeStream ends p's stream, if any; its calls fail as unreachable.
+// closeStream ends p's stream, if any, and any opened after; their calls fail as
+// unreachable.
 func (p *peerConn) closeStream(why error) {
+	p.mu.Lock()
+	p.closed = why
+	p.mu.Unlock()
 	if s := p.mux.Load(); s != nil {
 		s.breakWith(why)
 	}

@@ -38,13 +38,27 @@ var ErrStreamFull = errors.New("transport: too many gets in flight on one stream
 // the Server stops: the calls running then finish (Stop's ctx bounds them), calls that
 // arrive after are answered as a stopped server's (unreachable), and then the stream ends.
 func (p *peerService) GetStream(stream peerpb.Peer_GetStreamServer) error {
-	ss := &serverStream{p: p, stream: stream, ctx: stream.Context(),
+	p.serveStream(stream.Context(), stream)
+	return nil
+}
+
+// replyStream is a Server's side of a GetStream: gRPC's, or a framed connection's.
+type replyStream interface {
+	Send(*peerpb.GetReply) error
+	Recv() (*peerpb.GetCall, error)
+}
+
+// serveStream serves stream (see GetStream) until it ends; ctx is the stream's. The receive
+// loop may outlive it until stream's Recv returns (p.loops counts it).
+func (p *peerService) serveStream(ctx context.Context, stream replyStream) {
+	ss := &serverStream{p: p, stream: stream, ctx: ctx,
 		wake: make(chan struct{}, 1), calls: make(map[uint64]context.CancelFunc)}
+	ss.framed, _ = stream.(*serverFramed)
 	writerDone := make(chan struct{})
 	go func() { defer close(writerDone); ss.write() }()
 	// The receive loop runs on a goroutine of its own so that Stop can end the stream while
-	// the loop waits in Recv: returning from here cancels the stream, which ends that wait.
-	// Server.Stop waits for the loop (p.loops).
+	// the loop waits in Recv: returning from here cancels the stream (or closes the framed
+	// connection), which ends that wait. Server.Stop waits for the loop (p.loops).
 	recvDone := make(chan struct{})
 	p.loops.Add(1)
 	go func() { defer p.loops.Done(); defer close(recvDone); ss.receive() }()
@@ -71,7 +85,6 @@ func (p *peerService) GetStream(stream peerpb.Peer_GetStreamServer) error {
 	// returns: grpc-go does not allow a Send after. One it starts later sees closed.
 	ss.sendMu.Lock()
 	ss.sendMu.Unlock()
-	return nil
 }
 
 // receive reads the peer's calls until the stream ends, answering hits at once and starting
@@ -95,6 +108,10 @@ func (ss *serverStream) receive() {
 			continue
 		}
 		req := call.GetRequest()
+		if req == nil && id == 0 {
+			ss.push(&peerpb.GetReply{}) // a ping (frame.go)
+			continue
+		}
 		if req == nil {
 			ss.fail(id, status.Error(codes.InvalidArgument, ErrInvalidArgument.Error()+": get call without a request"))
 			continue
@@ -166,7 +183,8 @@ func (p *peerService) hit(h HitHandler, ctx context.Context, req *peerpb.GetRequ
 // goroutines and the receive loop, and sent in order by one writer.
 type serverStream struct {
 	p      *peerService
-	stream peerpb.Peer_GetStreamServer
+	stream replyStream
+	framed *serverFramed // stream when it is a framed connection: batches go in one write
 	ctx    context.Context
 	wake   chan struct{} // (1) tells the writer something is queued
 
@@ -279,19 +297,35 @@ func (ss *serverStream) write() {
 		batch, ss.queue = ss.queue, batch[:0]
 		closed := ss.closed
 		ss.mu.Unlock()
-		for i, r := range batch {
-			if ss.stream.Send(r) != nil {
-				ss.sendMu.Unlock()
-				ss.drain()
-				return
-			}
-			batch[i] = nil
-		}
+		err := ss.send(batch)
+		clear(batch)
 		ss.sendMu.Unlock()
+		if err != nil {
+			ss.drain()
+			return
+		}
 		if closed {
 			return
 		}
 	}
+}
+
+// send sends batch, in order: on a framed stream, in one write.
+func (ss *serverStream) send(batch []*peerpb.GetReply) error {
+	if ss.framed == nil {
+		for _, r := range batch {
+			if err := ss.stream.Send(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, r := range batch {
+		if err := ss.framed.Queue(r); err != nil {
+			return err
+		}
+	}
+	return ss.framed.Flush()
 }
 
 // drain drops answers queued after a failed Send until the stream is over.

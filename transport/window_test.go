@@ -56,7 +56,7 @@ func frames(t *testing.T, b []byte, client bool) map[http2.FrameType]int {
 	return n
 }
 
-// TestGetsSendNoFlowControlPings: serial Gets on a peer connection cost their own frames and
+// TestGetsSendNoFlowControlPings: serial Gets on a gRPC peer connection cost their own frames and
 // nothing more — no bandwidth-delay PING, ACK or WINDOW_UPDATE around each one (grpc-go's
 // dynamic windows send them once per Get each way; the windows here are fixed, limits.go).
 func TestGetsSendNoFlowControlPings(t *testing.T) {
@@ -74,6 +74,7 @@ func TestGetsSendNoFlowControlPings(t *testing.T) {
 		tapMu.Unlock()
 		return tap, nil
 	}})
+	c.framing = false // the Gets go on the gRPC stream, as on a TLS connection
 	ctx := context.Background()
 	const gets = 200
 	for i := range gets {

@@ -1,0 +1,189 @@
+package transport
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/corralcache/corral/transport/peerpb"
+)
+
+// Framed streams carry the Gets of a plaintext peer connection without gRPC. On a gRPC
+// stream every frame crosses four goroutines besides its caller's and its handler's — gRPC's
+// reader and writer on each side — and on a small machine each hand-off is a thread wake-up;
+// traced at 1 caller, they were most of a remote hit's round trip (README, Performance). A
+// framed stream is the same GetStream, the same GetCall and GetReply messages, on a TCP
+// connection of its own to the same port: a caller writes its frame to the socket itself, the
+// stream's reader hands each reply straight to its caller, and the Server's receive loop
+// reads the socket and writes a hit's answer back itself.
+//
+// The connection opens with framePreface from the caller; a Server that speaks framing
+// answers with the same bytes, and from then on each side sends frames: a 4-byte big-endian
+// length and that many bytes of a GetCall (caller to Server) or GetReply (Server to
+// caller). A frame longer than the reader's MaxMessageSize ends the connection. A GetCall
+// with id 0 and no request is a ping, answered by a GetReply with id 0 and nothing else.
+//
+// Framing is plaintext only: with TLS configured, a Server does not look for the preface
+// (every connection is TLS, then gRPC), and a Client uses the gRPC stream.
+
+// framePreface opens a framed connection. Neither HTTP/2's preface ("PRI * HTTP/2.0...")
+// nor a TLS record (0x16 ...) starts with it.
+const framePreface = "CORRAL\x00\x01"
+
+// maxKeptFrameBuffer is the largest read or write buffer a framed stream keeps between frames;
+// a larger frame's buffer is dropped after it.
+const maxKeptFrameBuffer = 64 << 10
+
+// errFrameTooLarge ends a framed connection whose peer announced a frame over the limit.
+var errFrameTooLarge = errors.New("transport: frame exceeds MaxMessageSize")
+
+// framed is one side of a framed connection: it sends S and receives R. Send, Queue and
+// Flush are called by one goroutine at a time (the holder of the stream's sendMu); Recv by
+// another.
+type framed[S, R proto.Message] struct {
+	conn    net.Conn
+	r       *bufio.Reader
+	rbuf    []byte
+	maxRecv int
+	newR    func() R
+	wbuf    []byte // frames queued and not yet written
+}
+
+func newFramed[S, R proto.Message](conn net.Conn, br *bufio.Reader, maxRecv int, newR func() R) *framed[S, R] {
+	return &framed[S, R]{conn: conn, r: br, maxRecv: maxRecv, newR: newR}
+}
+
+// Queue appends m's frame to what the next Flush writes.
+func (f *framed[S, R]) Queue(m S) error {
+	at := len(f.wbuf)
+	f.wbuf = append(f.wbuf, 0, 0, 0, 0)
+	var err error
+	f.wbuf, err = proto.MarshalOptions{}.MarshalAppend(f.wbuf, m)
+	if err != nil {
+		f.wbuf = f.wbuf[:at]
+		return err
+	}
+	binary.BigEndian.PutUint32(f.wbuf[at:], uint32(len(f.wbuf)-at-4))
+	return nil
+}
+
+// Flush writes the queued frames in one write.
+func (f *framed[S, R]) Flush() error {
+	if len(f.wbuf) == 0 {
+		return nil
+	}
+	_, err := f.conn.Write(f.wbuf)
+	if cap(f.wbuf) > maxKeptFrameBuffer {
+		f.wbuf = nil
+	} else {
+		f.wbuf = f.wbuf[:0]
+	}
+	return err
+}
+
+// Send writes m's frame (and any queued before it).
+func (f *framed[S, R]) Send(m S) error {
+	if err := f.Queue(m); err != nil {
+		return err
+	}
+	return f.Flush()
+}
+
+// SendBy is Send that gives up at deadline, which leaves the connection unusable: the frame
+// may be half written. A caller sends its own frame with it, so that a peer that reads
+// nothing (paused, say) cannot hold the caller past its deadline.
+func (f *framed[S, R]) SendBy(m S, deadline time.Time) error {
+	if deadline.IsZero() {
+		return f.Send(m)
+	}
+	if err := f.conn.SetWriteDeadline(deadline); err != nil {
+		return err
+	}
+	err := f.Send(m)
+	if err == nil {
+		err = f.conn.SetWriteDeadline(time.Time{})
+	}
+	return err
+}
+
+// Recv reads the next frame.
+func (f *framed[S, R]) Recv() (R, error) {
+	var zero R
+	var hdr [4]byte
+	if _, err := io.ReadFull(f.r, hdr[:]); err != nil {
+		return zero, err
+	}
+	n := int(binary.BigEndian.Uint32(hdr[:]))
+	if n > f.maxRecv {
+		return zero, fmt.Errorf("%w: %d bytes, limit %d", errFrameTooLarge, n, f.maxRecv)
+	}
+	buf := f.rbuf
+	if cap(buf) < n {
+		buf = make([]byte, n)
+		if n <= maxKeptFrameBuffer {
+			f.rbuf = buf
+		}
+	}
+	buf = buf[:n]
+	if _, err := io.ReadFull(f.r, buf); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return zero, err
+	}
+	m := f.newR()
+	// Unmarshal copies what it keeps: buf is reused for the next frame.
+	if err := proto.Unmarshal(buf, m); err != nil {
+		return zero, fmt.Errorf("transport: bad frame: %w", err)
+	}
+	return m, nil
+}
+
+func newFrameReader(conn net.Conn) *bufio.Reader { return bufio.NewReaderSize(conn, 16<<10) }
+
+// clientFramed is a caller's side of a framed stream.
+type clientFramed = framed[*peerpb.GetCall, *peerpb.GetReply]
+
+// serverFramed is a Server's side of a framed stream.
+type serverFramed = framed[*peerpb.GetReply, *peerpb.GetCall]
+
+func newGetReply() *peerpb.GetReply { return new(peerpb.GetReply) }
+func newGetCall() *peerpb.GetCall   { return new(peerpb.GetCall) }
+
+// errNoFraming means the peer did not answer the preface with its own: it runs a corral
+// without framed streams, and the gRPC stream is used.
+var errNoFraming = errors.New("transport: peer does not speak framed streams")
+
+// openFramed makes the caller's side of a framed connection on conn: it sends the preface
+// and reads the peer's, by deadline.
+func openFramed(conn net.Conn, deadline time.Time, maxRecv int) (*clientFramed, error) {
+	if err := conn.SetDeadline(deadline); err != nil {
+		return nil, err
+	}
+	if _, err := io.WriteString(conn, framePreface); err != nil {
+		return nil, err
+	}
+	br := newFrameReader(conn)
+	var got [len(framePreface)]byte
+	if _, err := io.ReadFull(br, got[:]); err != nil {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return nil, err
+		}
+		// Closed or reset without an answer: an older Server's gRPC refused the preface.
+		return nil, fmt.Errorf("%w: %v", errNoFraming, err)
+	}
+	if string(got[:]) != framePreface {
+		return nil, errNoFraming
+	}
+	if err := conn.SetDeadline(time.Time{}); err != nil {
+		return nil, err
+	}
+	return newFramed[*peerpb.GetCall](conn, br, maxRecv, newGetReply), nil
+}

@@ -84,6 +84,9 @@ func (p *peerService) serveStream(ctx context.Context, stream replyStream) {
 	// A hit the receive loop is sending itself (answerHit) is sent before the handler
 	// returns: grpc-go does not allow a Send after. One it starts later sees closed.
 	ss.sendMu.Lock()
+	if ss.framed != nil {
+		ss.framed.Flush() // what the receive loop queued and had not flushed yet
+	}
 	ss.sendMu.Unlock()
 }
 
@@ -93,6 +96,9 @@ func (ss *serverStream) receive() {
 	p := ss.p
 	hits, _ := p.h.(HitHandler)
 	for {
+		if ss.framed != nil {
+			ss.flushHits()
+		}
 		call, err := ss.stream.Recv()
 		if err != nil {
 			return // the peer closed its side, went away, or the stream ended
@@ -185,6 +191,9 @@ type serverStream struct {
 	p      *peerService
 	stream replyStream
 	framed *serverFramed // stream when it is a framed connection: batches go in one write
+	// unflushed is set by the receive loop when it queued a hit's answer on framed and has
+	// not flushed it yet (flushHits).
+	unflushed bool
 	ctx    context.Context
 	wake   chan struct{} // (1) tells the writer something is queued
 
@@ -252,11 +261,35 @@ func (ss *serverStream) answerHit(id uint64, resp *peerpb.GetResponse, callerMax
 		ss.answer(id, resp, callerMax)
 		return
 	}
+	if ss.framed != nil {
+		// Written with the answers to the other calls of the same read: the loop flushes
+		// before it waits for more (flushHits), so at 1 caller each answer goes at once
+		// and at many, one write carries many answers.
+		err := ss.framed.Queue(r)
+		if err == nil && len(ss.framed.wbuf) >= maxKeptFrameBuffer/2 {
+			err = ss.framed.Flush()
+		}
+		ss.unflushed = err == nil
+		ss.sendMu.Unlock()
+		return
+	}
 	if ss.stream.Send(r) != nil {
 		// The peer went away: the stream ends, and the writer's next Send fails too.
 		ss.sendMu.Unlock()
 		return
 	}
+	ss.sendMu.Unlock()
+}
+
+// flushHits writes the answers answerHit queued on a framed stream once the loop has read
+// every call that came with them: before it waits for the next.
+func (ss *serverStream) flushHits() {
+	if !ss.unflushed || ss.framed.r.Buffered() > 0 {
+		return
+	}
+	ss.unflushed = false
+	ss.sendMu.Lock()
+	ss.framed.Flush() // an error ends the stream: the next Recv fails, and the writer's Flush
 	ss.sendMu.Unlock()
 }
 

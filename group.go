@@ -89,8 +89,9 @@ func NewGroup[V any](n *Node, name string, load LoadFunc[V], opts ...GroupOption
 	g.near, err = fill.New(g.fetch, fill.Config[V]{
 		Name: name, FillTimeout: o.fillTimeout + n.cfg.PeerTimeout, MaxBytes: max(n.cfg.NearBytes, 1),
 		Clock: n.clock, Logger: n.log, Rand: n.randFloat(),
-		// An owner request for a Get whose ctx cannot end runs on the caller's goroutine: no
-		// goroutine start and no fresh stack growing through gRPC.
+		// An owner request runs on the caller's goroutine, under its ctx: no hand-off to a
+		// worker and back. When that caller leaves, its request ends, and the Gets that
+		// waited on it ask the owner again — which fills once whoever asks.
 		InlineFill:  true,
 		NextVersion: n.version.Next, Tombstones: g.tombs, Waits: n.waits.Hook(n.ownerAddr),
 	})

@@ -54,10 +54,13 @@ type Config[V any] struct {
 	// nil = unbounded.
 	Fills *Limiter
 	// InlineFill runs a fill on the goroutine of the Get that starts it, instead of a worker
-	// (workers.go), when that Get's ctx can never end (ctx.Done() == nil): nothing is lost by
-	// making it wait for the fill, and it saves the hand-off to the worker and back. A Get
-	// whose ctx can end keeps the usual semantics: it leaves alone when its ctx ends. Off by
-	// default.
+	// (workers.go), under that Get's ctx: it saves the hand-off to the worker and back. When
+	// that ctx ends, the loader's ends too, and if the fill then fails it is abandoned:
+	// nothing is stored, the Get gets ctx.Err(), and the Gets that waited on it start over,
+	// one of them filling again. So a Get still leaves when its ctx ends, but a fill may run
+	// more than once for one miss: set it only for a loader whose repeat is cheap and
+	// harmless (corral's near cache: its loader asks the key's owner, which fills once).
+	// Off by default.
 	InlineFill bool
 	// SweepInterval is how often the cache drops the entries that can no longer be served
 	// (past their grace, or a not-found past NegativeTTL): a goroutine, stopped by Close.

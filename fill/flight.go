@@ -33,6 +33,10 @@ type call[V any] struct {
 	// that write, so it must not be stored. Its waiters still get it — they asked before
 	// the write.
 	revoked bool
+
+	// abandoned is set before done is closed when an inline fill failed because the Get that
+	// ran it left (Config.InlineFill): its waiters start over, and one of them fills.
+	abandoned bool
 }
 
 // miss starts or joins the fill of key.
@@ -48,7 +52,11 @@ func (c *Cache[V]) miss(ctx context.Context, key string) (Entry[V], Source, erro
 	if cl, ok := c.calls[key]; ok {
 		c.mu.Unlock()
 		c.stats.coalesced.Add(1)
-		return c.waitFor(ctx, key, cl, true)
+		e, src, err := c.waitFor(ctx, key, cl, true)
+		if err == errAbandoned {
+			return c.miss(ctx, key) // the Get that ran the fill left: start over
+		}
+		return e, src, err
 	}
 	// Look again, now under mu. This Get's first look missed, but between that look and
 	// taking mu another Get may have finished this key's fill: it stored the entry and
@@ -75,13 +83,16 @@ func (c *Cache[V]) miss(ctx context.Context, key string) (Entry[V], Source, erro
 	c.calls[key] = cl
 	c.wg.Add(1)
 	c.mu.Unlock()
-	if c.cfg.InlineFill && ctx.Done() == nil {
+	if c.cfg.InlineFill {
 		done, err := c.startWait(ctx, key, false)
 		if err == nil {
 			defer done()
 		}
-		c.run(ctx, key, cl, nil)
-		return c.wait(ctx, key, cl, false) // cl is done, and ctx cannot end: its result
+		c.runInline(ctx, key, cl)
+		if err := ctx.Err(); err != nil {
+			return Entry[V]{}, 0, err
+		}
+		return c.wait(ctx, key, cl, false) // cl is done: its result
 	}
 	c.goRun(fillTask[V]{ctx: ctx, key: key, cl: cl})
 	return c.waitFor(ctx, key, cl, false)
@@ -116,6 +127,9 @@ func (c *Cache[V]) wait(ctx context.Context, key string, cl *call[V], shared boo
 	case <-cl.done:
 	case <-ctx.Done():
 		return Entry[V]{}, 0, ctx.Err()
+	}
+	if cl.abandoned {
+		return Entry[V]{}, 0, errAbandoned
 	}
 	if cl.err != nil {
 		return Entry[V]{}, 0, &FillError{Name: c.cfg.Name, Key: key, Err: cl.err, Shared: shared}
@@ -152,6 +166,9 @@ func (c *Cache[V]) refresh(ctx context.Context, key string, e *entry[V]) {
 	c.goRun(fillTask[V]{ctx: ctx, key: key, cl: cl, slot: c.cfg.Refreshes})
 }
 
+// errAbandoned is wait's answer to a waiter of an abandoned fill (call.abandoned).
+var errAbandoned = errors.New("fill: abandoned by the Get that ran it")
+
 // result is one loader run's outcome.
 type result[V any] struct {
 	v   V
@@ -162,12 +179,28 @@ type result[V any] struct {
 // the goroutine of the Get that started it (Config.InlineFill). parent is the
 // context of the Get that started the fill; only its values are used.
 func (c *Cache[V]) run(parent context.Context, key string, cl *call[V], slot *Limiter) {
+	c.fill(parent, key, cl, slot, false)
+}
+
+// runInline is run on the goroutine of the Get that started the fill (Config.InlineFill),
+// under that Get's ctx: when ctx ends, the loader's ctx does too, and a fill that fails then
+// is abandoned — nothing is stored, and its waiters start over.
+func (c *Cache[V]) runInline(parent context.Context, key string, cl *call[V]) {
+	c.fill(parent, key, cl, nil, true)
+}
+
+// fill is run, or runInline when inline is set.
+func (c *Cache[V]) fill(parent context.Context, key string, cl *call[V], slot *Limiter, inline bool) {
 	defer c.wg.Done()
 	if slot != nil {
 		defer slot.Release()
 	}
 	x := &choice{}
-	ctx := context.WithValue(context.WithoutCancel(parent), chainKey{},
+	base := parent
+	if !inline {
+		base = context.WithoutCancel(parent)
+	}
+	ctx := context.WithValue(base, chainKey{},
 		&link{parent: chainOf(parent), name: c.cfg.Name, key: key, choice: x})
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.FillTimeout)
 	defer cancel()
@@ -198,6 +231,9 @@ func (c *Cache[V]) run(parent context.Context, key string, cl *call[V], slot *Li
 	// woken on this P runs only once this goroutine parks.
 	timer.Stop()
 	cancel()
+	if inline && r.err != nil && parent.Err() != nil {
+		r.err, x = errAbandoned, nil // complete stores nothing and marks cl abandoned
+	}
 	c.complete(key, cl, x, r, startNano)
 }
 
@@ -242,6 +278,11 @@ func (c *Cache[V]) complete(key string, cl *call[V], x *choice, r result[V], sta
 	}
 	c.mu.Unlock()
 
+	if r.err == errAbandoned {
+		cl.abandoned = true
+		close(cl.done)
+		return
+	}
 	c.stats.fills.Add(1)
 	if r.err != nil && !errors.Is(r.err, ErrNotFound) {
 		c.stats.fillErrors.Add(1)

@@ -266,23 +266,47 @@ func TestAdmissionControlWaitsForASlot(t *testing.T) {
 	eventually(t, "b filled", func() bool { _, ok := c.Peek("b"); return ok })
 }
 
+// InlineFill: a fill runs on the goroutine of the Get that starts it, under its ctx. A Get
+// whose ctx ends leaves at once (its loader's ctx ends too); the fill it ran is abandoned,
+// nothing is stored, and the Get that waited on it fills again. No worker ever starts.
 func TestInlineFill(t *testing.T) {
 	l := &counting{release: make(chan struct{})}
 	c, _ := newTest(t, l.load, Config[string]{TTL: time.Minute, InlineFill: true})
-	// A leader whose ctx can end still leaves alone when it ends.
 	ctx, cancel := context.WithCancel(context.Background())
 	leader := make(chan error, 1)
 	go func() { _, err := c.Get(ctx, "k"); leader <- err }()
 	eventually(t, "fill started", func() bool { return l.runs.Load() == 1 })
+	type got struct {
+		v   string
+		src Source
+		err error
+	}
+	follower := make(chan got, 1)
+	go func() {
+		e, src, err := c.GetEntry(context.Background(), "k")
+		follower <- got{e.Value, src, err}
+	}()
+	eventually(t, "follower waiting", func() bool { return c.Stats().Coalesced == 1 })
 	cancel()
 	if err := <-leader; !errors.Is(err, context.Canceled) {
 		t.Fatalf("leader = %v, want context.Canceled", err)
 	}
+	eventually(t, "the follower filling again", func() bool { return l.runs.Load() == 2 })
+	if _, ok := c.Peek("k"); ok {
+		t.Fatal("the abandoned fill stored something")
+	}
 	close(l.release)
-	eventually(t, "filled", func() bool { _, ok := c.Peek("k"); return ok })
-	// A leader whose ctx cannot end runs the fill itself and gets its value.
+	if f := <-follower; f.err != nil || f.v != "v:k" || f.src != SourceFill {
+		t.Fatalf("follower = %q %v %v, want v:k from its own fill", f.v, f.src, f.err)
+	}
+	if _, ok := c.Peek("k"); !ok {
+		t.Fatal("the follower's fill stored nothing")
+	}
 	if v, src := mustGetEntry(t, c, "k2"); v != "v:k2" || src != SourceFill {
 		t.Fatalf("inline fill = %q %v", v, src)
+	}
+	if n := c.workers.Load(); n != 0 {
+		t.Fatalf("%d fill workers started, want 0", n)
 	}
 }
 

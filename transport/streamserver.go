@@ -194,8 +194,8 @@ type serverStream struct {
 	// unflushed is set by the receive loop when it queued a hit's answer on framed and has
 	// not flushed it yet (flushHits).
 	unflushed bool
-	ctx    context.Context
-	wake   chan struct{} // (1) tells the writer something is queued
+	ctx       context.Context
+	wake      chan struct{} // (1) tells the writer something is queued
 
 	// running counts the calls running on goroutines of their own.
 	running sync.WaitGroup

@@ -14,14 +14,19 @@ import (
 // unreachable — a refused connection, a silent peer that did not answer a probe — is skipped
 // by the requests after it, which go straight to the key's next owner, for a window that
 // doubles from breakerMin to breakerMax while the peer stays unreachable; any answer from the
-// peer closes it. And the first time a breaker opens, this node probes every other member
+// peer closes it. While a breaker is open and requests are passing its peer by, the peer is
+// asked a probe every breakerProbe, off those requests: so a peer that answers again — a
+// partition healed, a pause ended — has its keys back within about breakerProbe, not after
+// the rest of a window of up to breakerMax in which this node alone would route them to
+// their successor (and tell the peer of no write, answering 202). And the first time a breaker opens, this node probes every other member
 // at once, so that a node cut off from all of them learns it from one request, not one per
 // member, and fills its keys itself: DESIGN's allowed cost of one extra fill per isolated
 // side, instead of failed requests.
 
 const (
-	breakerMin = time.Second
-	breakerMax = 10 * time.Second
+	breakerMin   = time.Second
+	breakerMax   = 10 * time.Second
+	breakerProbe = 500 * time.Millisecond
 )
 
 // breakers are this node's view of which peers answer, by peer address.
@@ -34,14 +39,20 @@ type breakers struct {
 	// guards m and sweeping
 	m        map[string]breaker
 	sweeping bool // a probe of every member runs
+
+	// probe, if set, starts a probe of addr that resets its breaker when addr answers; it
+	// must not block. Set once, before any request.
+	probe func(addr string)
 }
 
 type breaker struct {
-	until  time.Time     // skipped until then
-	window time.Duration // how long it opened for last
+	until   time.Time     // skipped until then
+	window  time.Duration // how long it opened for last
+	probeAt time.Time     // when a skip may start the next probe
 }
 
-// skip reports whether requests should pass addr by now.
+// skip reports whether requests should pass addr by now. A skip starts a probe of addr when
+// none was started within breakerProbe.
 func (b *breakers) skip(addr string, now time.Time) bool {
 	if b.tripped.Load() == 0 {
 		return false
@@ -49,7 +60,15 @@ func (b *breakers) skip(addr string, now time.Time) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	br, ok := b.m[addr]
-	return ok && now.Before(br.until)
+	if !ok || !now.Before(br.until) {
+		return false
+	}
+	if b.probe != nil && !now.Before(br.probeAt) {
+		br.probeAt = now.Add(breakerProbe)
+		b.m[addr] = br
+		b.probe(addr)
+	}
+	return true
 }
 
 // trip opens addr's breaker (for twice its last window, within bounds) and reports whether it
@@ -68,7 +87,7 @@ func (b *breakers) trip(addr string, now time.Time) bool {
 	} else {
 		b.tripped.Add(1)
 	}
-	b.m[addr] = breaker{until: now.Add(w), window: w}
+	b.m[addr] = breaker{until: now.Add(w), window: w, probeAt: now.Add(breakerProbe)}
 	return wasClosed
 }
 
@@ -125,4 +144,19 @@ func (n *Node) peerDown(ctx context.Context, st *memberState) {
 		})
 	}
 	wg.Wait()
+}
+
+// probeBreaker is breakers.probe: it asks addr a probe on a goroutine of its own, which Close
+// waits for, and closes addr's breaker when it answers.
+func (n *Node) probeBreaker(addr string) {
+	n.probeMu.Lock()
+	defer n.probeMu.Unlock()
+	if n.probesDone {
+		return
+	}
+	n.probeWG.Go(func() {
+		if n.answers(n.recCtx, addr) {
+			n.breakers.reset(addr)
+		}
+	})
 }

@@ -36,3 +36,32 @@ func TestBreakerWindowsDoubleAndReset(t *testing.T) {
 		t.Fatal("tripped count went wrong")
 	}
 }
+
+// While a breaker is open and requests pass its peer by, the peer is probed at most once per
+// breakerProbe; a probe that finds it answering closes the breaker at once, whatever is left
+// of the window.
+func TestBreakerProbesWhileOpen(t *testing.T) {
+	var b breakers
+	var probed []string
+	b.probe = func(addr string) { probed = append(probed, addr) }
+	t0 := time.Unix(1000, 0)
+	t1 := t0.Add(10 * breakerMax)
+	for range 10 {
+		b.trip("a", t1) // a 15 s cut: the window is breakerMax
+	}
+	if !b.skip("a", t1) || len(probed) != 0 {
+		t.Fatalf("a probe started %d times at once after the trip, want 0", len(probed))
+	}
+	for i := range 20 { // requests every 100 ms for 2 s
+		if !b.skip("a", t1.Add(breakerProbe+time.Duration(i)*100*time.Millisecond)) {
+			t.Fatal("the breaker closed without an answer")
+		}
+	}
+	if len(probed) != 4 { // at breakerProbe, then every breakerProbe: 0.5, 1.0, 1.5, 2.0 s
+		t.Fatalf("%d probes over 2 s of requests, want 4 (one per %v)", len(probed), breakerProbe)
+	}
+	b.reset("a") // the probe's answer
+	if b.skip("a", t1.Add(3*time.Second)) {
+		t.Fatal("the breaker stayed open after its peer answered a probe")
+	}
+}

@@ -62,7 +62,13 @@ type Node struct {
 	recCtx    context.Context // ends the reconciliations at Close
 	recCancel context.CancelFunc
 	recWG     sync.WaitGroup
-	recMu     sync.Mutex
+
+	// probeWG counts the breakers' probes (breaker.go); probesDone, under probeMu, is set
+	// by Close before it waits for them, and no probe starts after.
+	probeWG    sync.WaitGroup
+	probeMu    sync.Mutex
+	probesDone bool
+	recMu      sync.Mutex
 	// guards recGroups: the groups each pending member has exchanged with this node
 	recGroups map[string]map[string]bool
 
@@ -105,6 +111,7 @@ func New(cfg Config) (*Node, error) {
 	n.version.now, n.version.id = time.Now, clockID(cfg.Name)
 	n.waits = fill.NewWaitGraph(n.resolveWaits)
 	n.recCtx, n.recCancel = context.WithCancel(context.Background())
+	n.breakers.probe = n.probeBreaker
 	if cfg.MaxFills > 0 {
 		n.fills = fill.NewLimiter(cfg.MaxFills)
 	}
@@ -476,6 +483,10 @@ func (n *Node) close(ctx context.Context, graceful bool) error {
 	}
 	n.recCancel()
 	n.recWG.Wait()
+	n.probeMu.Lock()
+	n.probesDone = true
+	n.probeMu.Unlock()
+	n.probeWG.Wait()
 	n.stopTransport(ctx)
 	for _, g := range n.groupList() {
 		if err := g.close(ctx); err != nil {

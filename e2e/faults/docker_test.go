@@ -196,6 +196,15 @@ func (c *cluster) network(kind string) (string, string) {
 	return "", ""
 }
 
+// logLevel is the nodes' --log-level: CORRAL_E2E_LOGLEVEL, or warn. With CORRAL_E2E_LOGDIR
+// set, a failed test also writes every node's whole log there.
+func logLevel() string {
+	if l := os.Getenv("CORRAL_E2E_LOGLEVEL"); l != "" {
+		return l
+	}
+	return "warn"
+}
+
 // add starts a node named name at a fresh address of the cluster network.
 func (c *cluster) add(name string) *node {
 	c.nextIP++
@@ -211,7 +220,7 @@ func (c *cluster) run(n *node) {
 	args := append([]string{"run", "-d", "--name", n.ctr}, labels()...)
 	args = append(args, "--network", c.net, "--ip", n.ip, "--network-alias", alias, image,
 		"serve", "--name", n.name, "--join", "dns+"+alias+":7946", "--advertise", n.ip,
-		"--origin", "http://"+c.originAddr+"/items/{group}/{key}", "--log-format", "text", "--log-level", "warn")
+		"--origin", "http://"+c.originAddr+"/items/{group}/{key}", "--log-format", "text", "--log-level", logLevel())
 	args = append(args, c.flags...)
 	docker(c.t, args...)
 	docker(c.t, "network", "connect", "--ip", strings.TrimSuffix(n.addr, ":8080"), c.onet, n.ctr)
@@ -220,6 +229,12 @@ func (c *cluster) run(n *node) {
 		if c.t.Failed() {
 			out, _ := exec.Command("docker", "logs", "--tail", "60", ctr).CombinedOutput()
 			c.t.Logf("last logs of %s:\n%s", ctr, out)
+			if dir := os.Getenv("CORRAL_E2E_LOGDIR"); dir != "" {
+				all, _ := exec.Command("docker", "logs", ctr).CombinedOutput()
+				if err := os.WriteFile(filepath.Join(dir, ctr+".log"), all, 0o644); err == nil {
+					c.t.Logf("all logs of %s: %s", ctr, filepath.Join(dir, ctr+".log"))
+				}
+			}
 		}
 		exec.Command("docker", "rm", "-f", ctr).Run()
 	})

@@ -238,13 +238,14 @@ func (d *driver) silentBump(key string) error {
 	return nil
 }
 
-// strengthen makes every write answered 202, and every write of a cut, count as returned:
-// called once the cluster has healed and every member has learnt of them.
-func (d *driver) strengthen() {
+// strengthen makes the writes settle checked — weak, key to generation, from weakKeys — and
+// every write of a cut count as returned: called once the cluster has healed and every
+// member has learnt of them. A write answered 202 after weak was taken stays weak.
+func (d *driver) strengthen(weak map[string]int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for _, ks := range d.keys {
-		ks.strong = max(ks.strong, ks.weak, ks.side[0], ks.side[1])
+	for k, ks := range d.keys {
+		ks.strong = max(ks.strong, weak[k], ks.side[0], ks.side[1])
 		ks.side = [2]int{}
 	}
 	d.c.mu.Lock()

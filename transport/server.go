@@ -67,8 +67,9 @@ type ServerConfig struct {
 	// DefaultMaxStreamAnswer; negative = no limit.
 	MaxStreamAnswer int
 
-	// HandshakeTimeout bounds a new connection's handshake (TLS and HTTP/2 preface); a
-	// connection that has not completed it by then is closed. 0 = DefaultHandshakeTimeout;
+	// HandshakeTimeout bounds a new connection's handshake (TLS and HTTP/2 preface, or a
+	// framed stream's preface, frame.go); a connection that has not completed it by then is
+	// closed. 0 = DefaultHandshakeTimeout;
 	// negative is an error.
 	HandshakeTimeout time.Duration
 

@@ -259,20 +259,26 @@ func (s *muxStream) write() {
 
 // send sends batch, in order: on a framed stream, in one write.
 func (s *muxStream) send(batch []*peerpb.GetCall) error {
-	if s.framed == nil {
-		for _, call := range batch {
-			if err := s.stream.Send(call); err != nil {
+	return sendBatch(s.stream.Send, s.framed, batch)
+}
+
+// sendBatch sends batch with send, in order, or, when f is the stream's framed connection,
+// queues it on f and writes it in one write.
+func sendBatch[S, R proto.Message](send func(S) error, f *framed[S, R], batch []S) error {
+	if f == nil {
+		for _, m := range batch {
+			if err := send(m); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	for _, call := range batch {
-		if err := s.framed.Queue(call); err != nil {
+	for _, m := range batch {
+		if err := f.Queue(m); err != nil {
 			return err
 		}
 	}
-	return s.framed.Flush()
+	return f.Flush()
 }
 
 // startKeepalive makes a framed stream ping the peer once it has read nothing for every, and

@@ -345,20 +345,7 @@ func (ss *serverStream) write() {
 
 // send sends batch, in order: on a framed stream, in one write.
 func (ss *serverStream) send(batch []*peerpb.GetReply) error {
-	if ss.framed == nil {
-		for _, r := range batch {
-			if err := ss.stream.Send(r); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	for _, r := range batch {
-		if err := ss.framed.Queue(r); err != nil {
-			return err
-		}
-	}
-	return ss.framed.Flush()
+	return sendBatch(ss.stream.Send, ss.framed, batch)
 }
 
 // drain drops answers queued after a failed Send until the stream is over.

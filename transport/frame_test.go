@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -335,4 +336,30 @@ func FuzzFramedRecv(f *testing.F) {
 			}
 		}
 	})
+}
+
+// An error whose message is not valid UTF-8 (a loader's error naming a binary key, say) reaches
+// its caller, and the stream goes on serving the calls after it: proto3 refuses to marshal such
+// a string, and a frame that cannot be written used to end the stream for every call on it.
+func TestStreamErrorNotUTF8(t *testing.T) {
+	for _, framing := range []bool{true, false} {
+		t.Run(fmt.Sprint("framing=", framing), func(t *testing.T) {
+			h := newHitHandler()
+			h.errs["bad"] = &FillFailedError{Msg: "loader failed for key \xff\xfe"}
+			addr, _ := serve(t, h, ServerConfig{})
+			c := newClient(t, ClientConfig{})
+			c.framing = framing
+			ctx := context.Background()
+			for i := range 3 {
+				_, err := getKey(c, ctx, addr, "bad")
+				var ffe *FillFailedError
+				if !errors.As(err, &ffe) || !strings.HasPrefix(ffe.Msg, "loader failed for key") {
+					t.Fatalf("Get %d of a key whose error is not UTF-8: %v, want its FillFailedError", i, err)
+				}
+				if _, err := getKey(c, ctx, addr, "k"); err != nil {
+					t.Fatalf("Get after it: %v", err)
+				}
+			}
+		})
+	}
 }

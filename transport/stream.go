@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -403,9 +405,16 @@ func failureStatus(f *peerpb.Failure) error {
 }
 
 // statusFailure is the Failure frame of a status error (what toStatus made).
+// Its message is made valid UTF-8 (invalid bytes become U+FFFD): proto3 does not marshal
+// other strings, and an answer that cannot be marshalled would end the stream for every call
+// on it — a loader's error naming a binary key would make its owner look unreachable.
 func statusFailure(err error) *peerpb.Failure {
 	st := status.Convert(err)
-	return &peerpb.Failure{Code: uint32(st.Code()), Message: st.Message(), Reason: reason(st)}
+	msg := st.Message()
+	if !utf8.ValidString(msg) {
+		msg = strings.ToValidUTF8(msg, "\uFFFD")
+	}
+	return &peerpb.Failure{Code: uint32(st.Code()), Message: msg, Reason: reason(st)}
 }
 
 // stream returns the open stream to the peer, opening one when there is none or the last

@@ -265,11 +265,16 @@ func (ss *serverStream) answerHit(id uint64, resp *peerpb.GetResponse, callerMax
 		// Written with the answers to the other calls of the same read: the loop flushes
 		// before it waits for more (flushHits), so at 1 caller each answer goes at once
 		// and at many, one write carries many answers.
-		err := ss.framed.Queue(r)
-		if err == nil && len(ss.framed.wbuf) >= maxKeptFrameBuffer/2 {
-			err = ss.framed.Flush()
+		if err := ss.framed.Queue(r); err != nil {
+			ss.sendMu.Unlock()
+			ss.fail(id, status.Errorf(codes.Internal, "transport: get answer: %v", err))
+			return
 		}
-		ss.unflushed = err == nil
+		ss.unflushed = true
+		if len(ss.framed.wbuf) >= maxKeptFrameBuffer/2 {
+			ss.framed.Flush() // an error ends the stream: the next Recv fails
+			ss.unflushed = false
+		}
 		ss.sendMu.Unlock()
 		return
 	}
@@ -334,6 +339,11 @@ func (ss *serverStream) write() {
 		clear(batch)
 		ss.sendMu.Unlock()
 		if err != nil {
+			if ss.framed != nil {
+				// Its frames after the failed one are lost: end the connection, so that
+				// the peer's calls fail at once rather than at their deadlines.
+				ss.framed.conn.Close()
+			}
 			ss.drain()
 			return
 		}

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -123,19 +124,29 @@ func (f *framed[S, R]) Recv() (R, error) {
 	if n > f.maxRecv {
 		return zero, fmt.Errorf("%w: %d bytes, limit %d", errFrameTooLarge, n, f.maxRecv)
 	}
-	buf := f.rbuf
-	if cap(buf) < n {
-		buf = make([]byte, n)
-		if n <= maxKeptFrameBuffer {
-			f.rbuf = buf
+	var buf []byte
+	if n <= maxKeptFrameBuffer {
+		if cap(f.rbuf) < n {
+			f.rbuf = make([]byte, max(n, 2*cap(f.rbuf), 512))
 		}
-	}
-	buf = buf[:n]
-	if _, err := io.ReadFull(f.r, buf); err != nil {
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
+		buf = f.rbuf[:n]
+		if _, err := io.ReadFull(f.r, buf); err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return zero, err
 		}
-		return zero, err
+	} else {
+		// A large frame's buffer grows with the bytes that come, not with the length
+		// announced: a peer that announces MaxMessageSize and sends nothing holds no memory.
+		var b bytes.Buffer
+		if _, err := io.CopyN(&b, f.r, int64(n)); err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return zero, err
+		}
+		buf = b.Bytes()
 	}
 	m := f.newR()
 	// Unmarshal copies what it keeps: buf is reused for the next frame.

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -361,5 +362,21 @@ func TestStreamErrorNotUTF8(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A frame announced large is read as its bytes come: a peer that announces MaxMessageSize
+// and sends a few bytes does not make the reader hold MaxMessageSize.
+func TestFramedRecvGrowsWithTheBytes(t *testing.T) {
+	in := append(binary.BigEndian.AppendUint32(nil, 8<<20), 1, 2, 3)
+	r := newFramed[*peerpb.GetCall](nil, bufio.NewReader(bytes.NewReader(in)), 16<<20, newGetReply)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	if _, err := r.Recv(); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("Recv of a cut frame: %v, want io.ErrUnexpectedEOF", err)
+	}
+	runtime.ReadMemStats(&after)
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 1<<20 {
+		t.Fatalf("reading 3 bytes of a frame announced at 8 MiB allocated %d bytes", grew)
 	}
 }

@@ -88,7 +88,7 @@ func (c *Cache[V]) miss(ctx context.Context, key string) (Entry[V], Source, erro
 		if err == nil {
 			defer done()
 		}
-		c.runInline(ctx, key, cl)
+		c.run(ctx, key, cl, nil, true)
 		if err := ctx.Err(); err != nil {
 			return Entry[V]{}, 0, err
 		}
@@ -175,22 +175,12 @@ type result[V any] struct {
 	err error
 }
 
-// run is a fill: it runs the loader once for cl and completes cl, on a worker (goRun) or on
-// the goroutine of the Get that started it (Config.InlineFill). parent is the
-// context of the Get that started the fill; only its values are used.
-func (c *Cache[V]) run(parent context.Context, key string, cl *call[V], slot *Limiter) {
-	c.fill(parent, key, cl, slot, false)
-}
-
-// runInline is run on the goroutine of the Get that started the fill (Config.InlineFill),
-// under that Get's ctx: when ctx ends, the loader's ctx does too, and a fill that fails then
-// is abandoned — nothing is stored, and its waiters start over.
-func (c *Cache[V]) runInline(parent context.Context, key string, cl *call[V]) {
-	c.fill(parent, key, cl, nil, true)
-}
-
-// fill is run, or runInline when inline is set.
-func (c *Cache[V]) fill(parent context.Context, key string, cl *call[V], slot *Limiter, inline bool) {
+// run is a fill: it runs the loader once for cl and completes cl. On a worker (goRun), only
+// the values of parent — the context of the Get that started the fill — are used. Inline, on
+// the goroutine of that Get (Config.InlineFill), the loader runs under parent itself: when
+// parent ends, so does the loader's ctx, and a fill that fails then is abandoned — nothing is
+// stored, and its waiters start over.
+func (c *Cache[V]) run(parent context.Context, key string, cl *call[V], slot *Limiter, inline bool) {
 	defer c.wg.Done()
 	if slot != nil {
 		defer slot.Release()

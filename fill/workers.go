@@ -46,7 +46,7 @@ func (c *Cache[V]) work(t fillTask[V]) {
 	idle := time.NewTimer(workerIdle)
 	defer idle.Stop()
 	for {
-		c.run(t.ctx, t.key, t.cl, t.slot)
+		c.run(t.ctx, t.key, t.cl, t.slot, false)
 		t = fillTask[V]{} // holds nothing while it waits
 		if c.idleWorkers.Add(1) > maxIdleWorkers {
 			c.idleWorkers.Add(-1)

@@ -229,9 +229,9 @@ func (s *muxStream) failure() error {
 	return status.Errorf(codes.Unavailable, "transport: get stream broke: %v", s.err)
 }
 
-// write sends the queued frames, in order, until the stream breaks. Callers never send
-// themselves: a Send can block for as long as the peer does not read (it is paused, say),
-// and a caller must be free to leave at its deadline.
+// write sends the queued frames, in order, until the stream breaks: every frame a caller does
+// not send itself (see get), since a Send can block for as long as the peer does not read
+// (it is paused, say), and a caller must be free to leave at its deadline.
 func (s *muxStream) write() {
 	var batch []*peerpb.GetCall
 	for {
@@ -301,7 +301,7 @@ func (s *muxStream) startKeepalive(every, timeout time.Duration) {
 		switch r := s.reads.Load(); {
 		case r != s.kaSeen:
 			s.kaSeen, s.kaPinged = r, false
-			s.keepalive.Reset(every)
+			s.keepalive.Reset(s.kaEvery)
 		case !s.kaPinged:
 			s.kaPinged = true
 			s.queue = append(s.queue, &peerpb.GetCall{})

@@ -54,6 +54,14 @@ type framed[S, R proto.Message] struct {
 	maxRecv int
 	newR    func() R
 	wbuf    []byte // frames queued and not yet written
+	// The frame Recv is reading: its header's bytes read so far, and its body's (in rbuf,
+	// or in large above maxKeptFrameBuffer).
+	hdr   [4]byte
+	hdrN  int
+	bodyN int
+	large *bytes.Buffer
+	// wdl is the connection's write deadline, as the last Send set it.
+	wdl time.Time
 }
 
 func newFramed[S, R proto.Message](conn net.Conn, br *bufio.Reader, maxRecv int, newR func() R) *framed[S, R] {
@@ -75,9 +83,19 @@ func (f *framed[S, R]) Queue(m S) error {
 }
 
 // Flush writes the queued frames in one write.
-func (f *framed[S, R]) Flush() error {
+func (f *framed[S, R]) Flush() error { return f.flushBy(time.Time{}) }
+
+// flushBy is Flush that gives up at deadline (zero: never). It sets the connection's write
+// deadline only when it differs from the one set last, which stays set.
+func (f *framed[S, R]) flushBy(deadline time.Time) error {
 	if len(f.wbuf) == 0 {
 		return nil
+	}
+	if !deadline.Equal(f.wdl) {
+		if err := f.conn.SetWriteDeadline(deadline); err != nil {
+			return err
+		}
+		f.wdl = deadline
 	}
 	_, err := f.conn.Write(f.wbuf)
 	if cap(f.wbuf) > maxKeptFrameBuffer {
@@ -89,65 +107,71 @@ func (f *framed[S, R]) Flush() error {
 }
 
 // Send writes m's frame (and any queued before it).
-func (f *framed[S, R]) Send(m S) error {
+func (f *framed[S, R]) Send(m S) error { return f.SendBy(m, time.Time{}) }
+
+// SendBy is Send that gives up at deadline (zero: never), which leaves the connection
+// unusable: the frame may be half written. A caller sends its own frame with it, so that a
+// peer that reads nothing (paused, say) cannot hold the caller past its deadline.
+func (f *framed[S, R]) SendBy(m S, deadline time.Time) error {
 	if err := f.Queue(m); err != nil {
 		return err
 	}
-	return f.Flush()
+	return f.flushBy(deadline)
 }
 
-// SendBy is Send that gives up at deadline, which leaves the connection unusable: the frame
-// may be half written. A caller sends its own frame with it, so that a peer that reads
-// nothing (paused, say) cannot hold the caller past its deadline.
-func (f *framed[S, R]) SendBy(m S, deadline time.Time) error {
-	if deadline.IsZero() {
-		return f.Send(m)
-	}
-	if err := f.conn.SetWriteDeadline(deadline); err != nil {
-		return err
-	}
-	err := f.Send(m)
-	if err == nil {
-		err = f.conn.SetWriteDeadline(time.Time{})
-	}
-	return err
-}
-
-// Recv reads the next frame.
+// Recv reads the next frame. It can be resumed: when a read deadline ends it part-way
+// through a frame, what it read is kept, and the next Recv goes on from there — a caller
+// reading its own answer (muxStream.readFor) leaves at its deadline without breaking the
+// stream for the others.
 func (f *framed[S, R]) Recv() (R, error) {
 	var zero R
-	var hdr [4]byte
-	if _, err := io.ReadFull(f.r, hdr[:]); err != nil {
-		return zero, err
+	for f.hdrN < len(f.hdr) {
+		k, err := f.r.Read(f.hdr[f.hdrN:])
+		f.hdrN += k
+		if err != nil {
+			if f.hdrN > 0 && errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return zero, err
+		}
 	}
-	n := int(binary.BigEndian.Uint32(hdr[:]))
+	n := int(binary.BigEndian.Uint32(f.hdr[:]))
 	if n > f.maxRecv {
 		return zero, fmt.Errorf("%w: %d bytes, limit %d", errFrameTooLarge, n, f.maxRecv)
 	}
 	var buf []byte
 	if n <= maxKeptFrameBuffer {
 		if cap(f.rbuf) < n {
+			// Only at a frame's start: rbuf holds what was read of this one.
 			f.rbuf = make([]byte, max(n, 2*cap(f.rbuf), 512))
 		}
 		buf = f.rbuf[:n]
-		if _, err := io.ReadFull(f.r, buf); err != nil {
-			if errors.Is(err, io.EOF) {
-				err = io.ErrUnexpectedEOF
+		for f.bodyN < n {
+			k, err := f.r.Read(buf[f.bodyN:])
+			f.bodyN += k
+			if err != nil {
+				if errors.Is(err, io.EOF) {
+					err = io.ErrUnexpectedEOF
+				}
+				return zero, err
 			}
-			return zero, err
 		}
 	} else {
 		// A large frame's buffer grows with the bytes that come, not with the length
 		// announced: a peer that announces MaxMessageSize and sends nothing holds no memory.
-		var b bytes.Buffer
-		if _, err := io.CopyN(&b, f.r, int64(n)); err != nil {
+		if f.large == nil {
+			f.large = new(bytes.Buffer)
+		}
+		if _, err := io.CopyN(f.large, f.r, int64(n-f.large.Len())); err != nil {
 			if errors.Is(err, io.EOF) {
 				err = io.ErrUnexpectedEOF
 			}
 			return zero, err
 		}
-		buf = b.Bytes()
+		buf = f.large.Bytes()
+		f.large = nil
 	}
+	f.hdrN, f.bodyN = 0, 0
 	m := f.newR()
 	// Unmarshal copies what it keeps: buf is reused for the next frame.
 	if err := proto.Unmarshal(buf, m); err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -79,8 +80,10 @@ type muxStream struct {
 
 	nextID atomic.Uint64
 	// reads counts the frames read: the keepalive of a framed stream pings when it stays
-	// still (see keepalive).
-	reads atomic.Uint64
+	// still (see keepalive). readerReads counts those the reader read on a framed stream;
+	// their callers read the others.
+	reads       atomic.Uint64
+	readerReads atomic.Uint64
 	// keepalive is the framed stream's keepalive timer; nil on a gRPC stream, whose
 	// connection has gRPC's. It and the three fields after it are guarded by mu.
 	keepalive *time.Timer
@@ -91,6 +94,14 @@ type muxStream struct {
 	// sendMu is held by whoever calls stream.Send: the writer, for each batch, or a caller
 	// sending its own frame (see get).
 	sendMu sync.Mutex
+	// readMu is held by whoever calls stream.Recv: the reader, or on a framed stream a
+	// caller reading its own reply (see readFor).
+	readMu sync.Mutex
+	// rwake (1) tells the reader of a framed stream that calls wait with nobody reading.
+	rwake chan struct{}
+	// interrupt ends a framed stream's Recv at once (a caller reading for itself whose ctx
+	// ended); made once, as AfterFunc takes it for every such caller.
+	interrupt func()
 
 	mu sync.Mutex // guards pending, queue and err
 	// pending holds the calls sent and not yet answered, by id.
@@ -99,6 +110,9 @@ type muxStream struct {
 	queue []*peerpb.GetCall
 	// err is why the stream broke; set once, with done closed.
 	err error
+	// peerBroke says err came from reading or writing the connection, not from this side
+	// (Forget, Close, a keepalive): see errStaleStream.
+	peerBroke bool
 }
 
 // newMuxStream starts the reader and writer of an open stream; wg counts them.
@@ -110,9 +124,14 @@ func newMuxStream(stream callStream, cancel context.CancelFunc, maxSend, maxCall
 		slots:   make(chan struct{}, maxCalls),
 		wake:    make(chan struct{}, 1),
 		done:    make(chan struct{}),
+		rwake:   make(chan struct{}, 1),
 		pending: make(map[uint64]*streamCall),
 	}
 	s.framed, _ = stream.(*clientFramed)
+	if s.framed != nil {
+		conn := s.framed.conn
+		s.interrupt = func() { conn.SetReadDeadline(time.Now()) }
+	}
 	s.calls.New = func() any { return &streamCall{reply: make(chan streamResult, 1)} }
 	wg.Add(2)
 	go func() { defer wg.Done(); s.read() }()
@@ -159,6 +178,10 @@ func (s *muxStream) get(ctx context.Context, req *peerpb.GetRequest) (*peerpb.Ge
 		return nil, s.failure()
 	}
 	s.pending[call.Id] = c
+	// A call on a framed stream nobody was waiting on: if the stream turns out broken before
+	// anything is read, the peer closed it while it was idle, unseen (see errStaleStream).
+	idle := s.framed != nil && len(s.pending) == 1 && !s.kaPinged
+	reads := s.reads.Load()
 	// With few calls in flight and nothing queued, the caller sends its own frame, saving
 	// the hand-off to the writer (at 1 caller the hand-offs are the call's cost). Such a
 	// Send cannot block: grpc-go's SendMsg waits only once 64 KiB of the stream's frames
@@ -179,36 +202,123 @@ func (s *muxStream) get(ctx context.Context, req *peerpb.GetRequest) (*peerpb.Ge
 		}
 		s.sendMu.Unlock()
 		if err != nil && !errors.Is(err, io.EOF) {
-			s.breakWith(err) // the reply channel gets the failure
+			s.breakIO(err) // the reply channel gets the failure
 		}
 	} else {
 		s.signal()
 	}
 
-	select {
-	case r := <-c.reply:
+	// On a framed stream nobody else reads, the caller reads its own reply: at 1 caller
+	// the reader's hand-off to the caller was half a remote hit's time (README,
+	// Performance). Otherwise the one who reads hands it over.
+	if s.framed != nil && s.readMu.TryLock() {
+		r, ok := s.readFor(ctx, c)
+		if !ok && !s.leave(call.Id) {
+			r, ok = <-c.reply, true // handed over as it left
+		}
+		s.readMu.Unlock()
+		if s.awaited() {
+			s.wakeReader()
+		}
+		if ok {
+			return s.result(c, r, idle, reads)
+		}
 		<-s.slots
 		s.calls.Put(c)
-		if r.unary {
-			return nil, errAskUnary
-		}
-		return r.resp, r.err
+		<-ctx.Done() // its deadline has passed; its timer may not have fired yet
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
+	select {
+	case r := <-c.reply:
+		return s.result(c, r, idle, reads)
 	case <-ctx.Done():
-		s.mu.Lock()
-		_, waiting := s.pending[call.Id]
-		if waiting {
-			delete(s.pending, call.Id)
-			if s.err == nil {
-				s.queue = append(s.queue, &peerpb.GetCall{Id: call.Id, Cancel: true})
-			}
-		}
-		s.mu.Unlock()
+		waiting := s.leave(call.Id)
 		<-s.slots
 		if waiting {
-			s.signal()
 			s.calls.Put(c)
 		} // else the reader has taken it and sends its reply: c cannot be reused
 		return nil, status.FromContextError(ctx.Err()).Err()
+	}
+}
+
+// result is get's answer once c's reply r has come. A call sent on an idle framed stream
+// that broke from the peer's side before anything was read is errStaleStream.
+func (s *muxStream) result(c *streamCall, r streamResult, idle bool, reads uint64) (*peerpb.GetResponse, error) {
+	<-s.slots
+	s.calls.Put(c)
+	if r.unary {
+		return nil, errAskUnary
+	}
+	if r.err != nil && idle && s.reads.Load() == reads && s.brokeFromPeer() {
+		return nil, errStaleStream
+	}
+	return r.resp, r.err
+}
+
+// leave takes the call id, whose caller's ctx ended, off the stream: its reply is no longer
+// waited for, and the peer is told to drop it. It reports whether the call was still
+// waiting; if not, its reply has been or is being handed to its streamCall.
+func (s *muxStream) leave(id uint64) bool {
+	s.mu.Lock()
+	_, waiting := s.pending[id]
+	if waiting {
+		delete(s.pending, id)
+		if s.err == nil {
+			s.queue = append(s.queue, &peerpb.GetCall{Id: id, Cancel: true})
+		}
+	}
+	s.mu.Unlock()
+	if waiting {
+		s.signal()
+	}
+	return waiting
+}
+
+// readFor reads a framed stream for the caller of c, who holds readMu, until c's reply has
+// come (returned, ok) or ctx ends (not ok); the replies of others it reads it hands to
+// their callers, as the reader does. The connection's read deadline is ctx's, and ctx's
+// cancellation ends the read at once.
+func (s *muxStream) readFor(ctx context.Context, c *streamCall) (streamResult, bool) {
+	conn := s.framed.conn
+	d, _ := ctx.Deadline()
+	if err := conn.SetReadDeadline(d); err != nil {
+		s.breakIO(err) // c's reply is the failure
+	}
+	if ctx.Done() != nil {
+		stop := context.AfterFunc(ctx, s.interrupt)
+		defer stop()
+	}
+	for {
+		select {
+		case r := <-c.reply:
+			return r, true
+		default:
+		}
+		err := s.readOne()
+		if err == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
+			continue // a reply handed over, or the stream broke and c's reply is its failure
+		}
+		if ctx.Err() != nil || (!d.IsZero() && !time.Now().Before(d)) {
+			return streamResult{}, false
+		}
+		// Interrupted for a caller that read before this one and left: read on.
+		if err := conn.SetReadDeadline(d); err != nil {
+			s.breakIO(err)
+		}
+	}
+}
+
+// awaited reports whether calls wait for replies, or a ping for its answer.
+func (s *muxStream) awaited() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.pending) > 0 || s.kaPinged
+}
+
+func (s *muxStream) wakeReader() {
+	select {
+	case s.rwake <- struct{}{}:
+	default:
 	}
 }
 
@@ -249,7 +359,7 @@ func (s *muxStream) write() {
 		s.sendMu.Unlock()
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
-				s.breakWith(err)
+				s.breakIO(err)
 			}
 			// io.EOF: the peer ended the stream, and its status is what the reader's Recv
 			// returns (Unimplemented from a peer without GetStream, say); the reader fails
@@ -306,6 +416,7 @@ func (s *muxStream) startKeepalive(every, timeout time.Duration) {
 			s.kaPinged = true
 			s.queue = append(s.queue, &peerpb.GetCall{})
 			s.keepalive.Reset(timeout)
+			defer s.wakeReader() // its answer must be read
 		default:
 			s.mu.Unlock()
 			s.breakWith(fmt.Errorf("transport: no answer to a keepalive ping within %v", timeout))
@@ -335,40 +446,91 @@ const (
 	directSendBytes = 6 << 10
 )
 
-// read hands each reply to its caller until the stream breaks, then fails every call still
-// waiting.
+// read reads the stream and hands each reply to its caller until the stream breaks (then
+// every call still waiting fails). A framed stream's reader reads only while calls wait and
+// no caller reads for itself: woken by rwake, until no call waits; so a framed stream
+// nobody waits on is not read at all (see errStaleStream).
 func (s *muxStream) read() {
+	if s.framed == nil {
+		for s.readOne() == nil {
+		}
+		return
+	}
 	for {
-		r, err := s.stream.Recv()
-		if err != nil {
-			s.breakWith(err)
+		select {
+		case <-s.rwake:
+		case <-s.done:
 			return
 		}
-		s.reads.Add(1)
-		if r.GetId() == 0 {
-			s.pingAnswered()
-			continue
+		s.readMu.Lock()
+		err := s.framed.conn.SetReadDeadline(time.Time{})
+		for err == nil && s.awaited() {
+			if err = s.readOne(); err == nil {
+				s.readerReads.Add(1)
+			} else if errors.Is(err, os.ErrDeadlineExceeded) {
+				// Interrupted for a caller that read before it and left.
+				err = s.framed.conn.SetReadDeadline(time.Time{})
+			}
 		}
-		s.mu.Lock()
-		c, ok := s.pending[r.GetId()]
-		delete(s.pending, r.GetId())
-		s.mu.Unlock()
-		if !ok {
-			continue // its caller left (and sent a cancel the peer had not read yet)
+		s.readMu.Unlock()
+		if err != nil {
+			s.breakIO(err)
+			return
 		}
-		res := streamResult{resp: r.GetResponse(), unary: r.GetUnary()}
-		if f := r.GetFailure(); f != nil {
-			res = streamResult{err: failureStatus(f)}
-		} else if res.resp == nil {
-			res.resp = &peerpb.GetResponse{}
+		if s.awaited() {
+			s.wakeReader() // a call came as it stopped, and found readMu held
 		}
-		c.reply <- res
 	}
+}
+
+// readOne reads one frame and hands it to its caller. An error breaks the stream, except a
+// read deadline's on a framed stream, which changes nothing (Recv resumes where it was).
+func (s *muxStream) readOne() error {
+	r, err := s.stream.Recv()
+	if err != nil {
+		if s.framed == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
+			s.breakIO(err)
+		}
+		return err
+	}
+	s.reads.Add(1)
+	if r.GetId() == 0 {
+		s.pingAnswered()
+		return nil
+	}
+	s.mu.Lock()
+	c, ok := s.pending[r.GetId()]
+	delete(s.pending, r.GetId())
+	s.mu.Unlock()
+	if !ok {
+		return nil // its caller left (and sent a cancel the peer had not read yet)
+	}
+	res := streamResult{resp: r.GetResponse(), unary: r.GetUnary()}
+	if f := r.GetFailure(); f != nil {
+		res = streamResult{err: failureStatus(f)}
+	} else if res.resp == nil {
+		res.resp = &peerpb.GetResponse{}
+	}
+	c.reply <- res
+	return nil
+}
+
+// breakIO is breakWith for an error of the connection itself: the peer closed or reset it,
+// or it could not be read or written.
+func (s *muxStream) breakIO(err error) { s.breakAs(err, true) }
+
+// brokeFromPeer reports whether the stream broke by breakIO.
+func (s *muxStream) brokeFromPeer() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.peerBroke
 }
 
 // breakWith marks the stream broken by err (the first cause wins) and fails every call
 // waiting on it.
-func (s *muxStream) breakWith(err error) {
+func (s *muxStream) breakWith(err error) { s.breakAs(err, false) }
+
+func (s *muxStream) breakAs(err error, fromPeer bool) {
 	s.mu.Lock()
 	if s.err != nil {
 		s.mu.Unlock()
@@ -377,7 +539,7 @@ func (s *muxStream) breakWith(err error) {
 	if err == nil {
 		err = errors.New("stream ended")
 	}
-	s.err = err
+	s.err, s.peerBroke = err, fromPeer
 	pending := s.pending
 	s.pending = nil
 	s.queue = nil
@@ -546,6 +708,9 @@ func (p *peerConn) getOnStream(ctx context.Context, req *peerpb.GetRequest) (*pe
 		s, err := p.stream(ctx)
 		if err == nil {
 			resp, err := s.get(ctx, req)
+			if err == errStaleStream {
+				resp, err = p.getAgain(ctx, req)
+			}
 			if err == errAskUnary {
 				return p.rpc.Get(ctx, req) // a large value (ServerConfig.MaxStreamAnswer)
 			}
@@ -558,6 +723,19 @@ func (p *peerConn) getOnStream(ctx context.Context, req *peerpb.GetRequest) (*pe
 		p.unaryGets.Store(true)
 	}
 	return p.rpc.Get(ctx, req)
+}
+
+// getAgain sends a Get again, once, on a new stream, after errStaleStream.
+func (p *peerConn) getAgain(ctx context.Context, req *peerpb.GetRequest) (*peerpb.GetResponse, error) {
+	s, err := p.stream(ctx)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := s.get(ctx, req)
+	if err == errStaleStream {
+		return nil, s.failure()
+	}
+	return resp, err
 }
 
 // closeStream ends p's stream, if any, and any opened after; their calls fail as
@@ -582,6 +760,13 @@ func (c *Client) startWork() bool {
 	c.wg.Add(1)
 	return true
 }
+
+// errStaleStream is get's answer when its call was the only one on a framed stream and the
+// stream broke from the peer's side before anything was read: the peer closed it while it
+// stood idle — nobody reads a framed stream no call waits on, so that went unseen — as a
+// restarting peer does. The Get is sent again, once, on a new stream (Gets are reads: a
+// peer that did get the first has answered nobody).
+var errStaleStream = errors.New("transport: get stream closed by the peer while idle")
 
 // errAskUnary is get's answer when the peer asks for a unary call.
 var errAskUnary = errors.New("transport: ask with a unary call")

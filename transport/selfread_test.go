@@ -1,0 +1,179 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/corralcache/corral/transport/peerpb"
+)
+
+// streamOf is the Client's open stream to addr.
+func streamOf(t *testing.T, c *Client, addr string) *muxStream {
+	t.Helper()
+	p, err := c.conn(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := p.mux.Load()
+	if s == nil {
+		t.Fatal("no stream")
+	}
+	return s
+}
+
+// A Get alone on a framed stream reads its reply itself: the stream's reader, whose hand-off
+// to the caller was half a remote hit's time at one caller, never reads.
+func TestCallerReadsItsOwnReply(t *testing.T) {
+	addr, _ := serve(t, newHitHandler(), ServerConfig{})
+	c := newClient(t, ClientConfig{})
+	ctx := context.Background()
+	const n = 50
+	for i := range n {
+		resp, err := getKey(c, ctx, addr, fmt.Sprint("k", i%5))
+		if err != nil || !resp.GetFound() {
+			t.Fatalf("Get %d: %v, %v", i, resp, err)
+		}
+	}
+	s := streamOf(t, c, addr)
+	if s.framed == nil {
+		t.Fatal("not a framed stream")
+	}
+	if got := s.reads.Load(); got != n {
+		t.Fatalf("%d frames read, want %d", got, n)
+	}
+	if got := s.readerReads.Load(); got != 0 {
+		t.Fatalf("the reader read %d of %d replies, want none", got, n)
+	}
+}
+
+// A caller reading for the stream hands the others their replies, and when its own ctx
+// ends it leaves without breaking the stream: the others' replies still come.
+func TestReadingCallerLeaves(t *testing.T) {
+	h := newHitHandler()
+	addr, _ := serve(t, h, ServerConfig{})
+	c := newClient(t, ClientConfig{})
+	if _, err := getKey(c, context.Background(), addr, "warm"); err != nil {
+		t.Fatal(err)
+	}
+	s := streamOf(t, c, addr)
+
+	hangCtx, cancel := context.WithCancel(context.Background())
+	hung := make(chan error, 1)
+	go func() {
+		_, err := getKey(c, hangCtx, addr, "hang")
+		hung <- err
+	}()
+	<-h.entered // its call is in; its caller reads the stream (or waits for it to be read)
+	// A slow Get waits while the hung one reads; the hung one leaves; the slow one's reply
+	// must still be read, by the reader.
+	slow := make(chan error, 1)
+	go func() {
+		_, err := getKey(c, context.Background(), addr, "slow")
+		slow <- err
+	}()
+	<-h.slowIn
+	for range 20 { // hits read by whoever reads, while both wait
+		if _, err := getKey(c, context.Background(), addr, "warm"); err != nil {
+			t.Fatalf("Get beside a reading caller: %v", err)
+		}
+	}
+	cancel()
+	if err := <-hung; err != context.Canceled {
+		t.Fatalf("the hung Get: %v, want exactly context.Canceled", err)
+	}
+	close(h.release)
+	if err := <-slow; err != nil {
+		t.Fatalf("the slow Get, after the reading caller left: %v", err)
+	}
+	if _, err := getKey(c, context.Background(), addr, "warm"); err != nil {
+		t.Fatal(err)
+	}
+	if s.broken() || streamOf(t, c, addr) != s {
+		t.Fatal("the stream broke or was replaced")
+	}
+}
+
+// A framed Recv that a read deadline ends part-way through a frame goes on from there.
+func TestFramedRecvResumes(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	f := newFramed[*peerpb.GetCall](a, newFrameReader(a), 1<<20, newGetReply)
+	want := &peerpb.GetReply{Id: 7, Response: &peerpb.GetResponse{Found: true, Entry: &peerpb.Entry{Value: make([]byte, 300)}}}
+	frame := frameOf(want)
+	for _, cut := range []int{0, 2, 4, 5, len(frame) - 1} {
+		go b.Write(frame[:cut])
+		if cut > 0 {
+			time.Sleep(10 * time.Millisecond) // pipe writes block until read: let it land
+		}
+		a.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+		if _, err := f.Recv(); !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("cut at %d: Recv = %v, want the deadline", cut, err)
+		}
+		a.SetReadDeadline(time.Time{})
+		go b.Write(frame[cut:])
+		got, err := f.Recv()
+		if err != nil || got.GetId() != 7 || len(got.GetResponse().GetEntry().GetValue()) != 300 {
+			t.Fatalf("cut at %d: resumed Recv = %v, %v", cut, got, err)
+		}
+	}
+	// A large frame too.
+	big := &peerpb.GetReply{Id: 8, Response: &peerpb.GetResponse{Entry: &peerpb.Entry{Value: make([]byte, 100<<10)}}}
+	frame = frameOf(big)
+	go b.Write(frame[:50<<10])
+	time.Sleep(10 * time.Millisecond)
+	a.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+	if _, err := f.Recv(); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("large: Recv = %v, want the deadline", err)
+	}
+	a.SetReadDeadline(time.Time{})
+	go b.Write(frame[50<<10:])
+	if got, err := f.Recv(); err != nil || got.GetId() != 8 {
+		t.Fatalf("large: resumed Recv = %v, %v", got, err)
+	}
+	b.Close()
+	if _, err := f.Recv(); err != io.EOF {
+		t.Fatalf("Recv after close: %v, want io.EOF", err)
+	}
+}
+
+// Nobody reads an idle framed stream, so a peer that closed it — restarting at the same
+// address — goes unseen until the next Get, which is sent again on a new stream instead of
+// failing (and failing its key over to another member).
+func TestStaleIdleStreamGetsSentAgain(t *testing.T) {
+	h := newHitHandler()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	srv := serveOn(t, h, ServerConfig{}, lis)
+	c := newClient(t, ClientConfig{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := getKey(c, ctx, addr, "k"); err != nil {
+		t.Fatal(err)
+	}
+	old := streamOf(t, c, addr)
+	srv.Stop(ctx)
+	lis2, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serveOn(t, h, ServerConfig{}, lis2)
+	if old.broken() {
+		t.Fatal("the idle stream was read") // the test would prove nothing
+	}
+	if _, err := getKey(c, ctx, addr, "k"); err != nil {
+		t.Fatalf("Get after the peer restarted: %v", err)
+	}
+	if !old.broken() || streamOf(t, c, addr) == old {
+		t.Fatal("the Get did not go on a new stream")
+	}
+}

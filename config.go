@@ -69,12 +69,14 @@ type Config struct {
 	// PeekTimeout bounds the question a new owner asks the previous owner of a key on its first
 	// miss after a membership change, before it loads; 0 = 250 ms.
 	PeekTimeout time.Duration
-	// SilentPeerTimeout is how long a request waits on a peer before checking that the peer
-	// still answers: a probe bounded by this same time, repeated while the request waits. A
-	// peer that does not answer it (paused, cut off) is taken as unreachable and the request
-	// fails over to the key's next owner; one that answers is filling slowly, and the request
-	// waits on. 0 = 300 ms: a silent owner costs at most 600 ms before the successor is asked
-	// (a hit takes a millisecond), and a probe survives one TCP retransmission (200 ms).
+	// SilentPeerTimeout is how long a peer may leave a question unanswered while requests
+	// wait on it. Gets wait on the peer's stream, which is pinged every half of it while they
+	// wait; other requests (writes, leases) probe the peer once they have waited it, and again
+	// after each such interval. A peer that leaves a ping or probe unanswered this long
+	// (paused, cut off) is taken as unreachable and the request fails over to the key's next
+	// owner; one that answers is filling slowly, and the request waits on. 0 = 300 ms: a
+	// silent owner costs at most 600 ms before the successor is asked (450 ms for a Get; a hit
+	// takes a millisecond), and a ping or probe survives one TCP retransmission (200 ms).
 	// Negative = never probe.
 	SilentPeerTimeout time.Duration
 	// PeekWindow is how long after a membership change a new owner asks the previous owner;

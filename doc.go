@@ -53,10 +53,11 @@
 // # Failures: crashes, pauses, partitions
 //
 // A refused or reset connection fails over at once. A silent owner — paused, cut off, its
-// answers lost — is found by a probe: a request that has waited Config.SilentPeerTimeout
-// (300 ms) asks the owner a question it answers without filling, and one it does not answer
-// within the same time fails over, so a silent owner costs at most 600 ms, not the request's
-// deadline. A peer found unreachable is skipped by the requests after it for a while (a
+// answers lost — is found by asking it a question it answers without filling: while Gets wait
+// on an owner's stream it is pinged every half Config.SilentPeerTimeout (300 ms), and a
+// request other than a Get probes it once it has waited that long; an owner that leaves one
+// unanswered for SilentPeerTimeout fails over, so a silent owner costs at most 600 ms, not the
+// request's deadline. A peer found unreachable is skipped by the requests after it for a while (a
 // breaker, fed by what requests see, long before failure detection by gossip agrees), and the
 // first time this happens the node probes every member at once: a node cut off from all of
 // them learns it from one request and fills its keys itself — one extra fill per isolated

@@ -347,7 +347,7 @@ func (g *Group[V]) write(ctx context.Context, key string, local func(version uin
 	for redraw := 0; ; redraw++ {
 		drawn := n.version.Next()
 		var version uint64
-		_, err := n.onOwner(ctx, key,
+		_, err := n.onOwner(ctx, key, false,
 			func() error { var err error; version, err = local(drawn); return err },
 			func(ctx context.Context, st *memberState) error {
 				var err error

@@ -141,7 +141,7 @@ func (g *Group[V]) Lease(ctx context.Context, key string, o LeaseOptions) (Lease
 	until := time.Now().Add(o.Wait)
 	for range maxLeaseMoves {
 		var ans leaseAnswer[V]
-		_, err := n.onOwner(ctx, key,
+		_, err := n.onOwner(ctx, key, false,
 			func() error {
 				var err error
 				ans, err = g.acquire(ctx, key, o.Fill, until)

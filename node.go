@@ -143,7 +143,7 @@ func New(cfg Config) (*Node, error) {
 	if err == nil {
 		cc := transport.ClientConfig{
 			TLS: clientTLS, MaxMessageSize: msgSize, CallTimeout: cfg.PeerTimeout,
-			OnCall: n.metrics.peerCall,
+			SilentPeerTimeout: cfg.SilentPeerTimeout, OnCall: n.metrics.peerCall,
 		}
 		if cfg.Host != nil {
 			cc.Dialer = cfg.Host.DialContext

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/corralcache/corral/fill"
@@ -24,7 +23,7 @@ var errNoMembers = errors.New("corral: no member to route to")
 // once the failure or the leave is seen — so a crash costs one refill, not one per replica.
 // With Config.LocalFallback it runs locally instead. It returns the name of the member that
 // ran the operation.
-func (n *Node) onOwner(ctx context.Context, key string, local func() error,
+func (n *Node) onOwner(ctx context.Context, key string, streamed bool, local func() error,
 	remote func(context.Context, *memberState) error) (string, error) {
 	v := n.view.Load()
 	r := v.ring
@@ -50,7 +49,7 @@ func (n *Node) onOwner(ctx context.Context, key string, local func() error,
 			r = r.Without(owner)
 			continue
 		}
-		err := n.callPeer(ctx, st, remote)
+		err := n.callPeer(ctx, st, streamed, remote)
 		if err == nil || !n.failover(ctx, st, err) {
 			if ctx.Err() == nil {
 				n.breakers.reset(st.PeerAddr) // it answered
@@ -70,79 +69,40 @@ func (n *Node) onOwner(ctx context.Context, key string, local func() error,
 	}
 }
 
-// callPeer runs call under a context that also ends when the member leaves the view, so
-// that a request to a member found dead fails over at once rather than at its deadline, or
-// when the member has gone silent: once the call has waited Config.SilentPeerTimeout, and
-// again after each such interval, the member is asked a probe (a warm pull of nothing,
-// bounded by SilentPeerTimeout too), and a member that does not answer it — paused, cut off,
-// its answers lost — is given up as unreachable. A member that answers the probe is filling
-// slowly, and the call waits on. So a silent owner costs at most twice SilentPeerTimeout
-// before the key's next owner is asked, not the call's whole deadline; the probe's own bound
-// leaves room for one TCP retransmission (200 ms), so one lost packet does not fail it.
-func (n *Node) callPeer(ctx context.Context, st *memberState, call func(context.Context, *memberState) error) error {
+// callPeer runs call to st. A Get on the owner's stream (streamed) runs as it is: the
+// transport watches the stream for silence (ClientConfig.SilentPeerTimeout), Forget ends it
+// when the member leaves the view, and GetFrom refuses a member that has left — none of
+// which costs a Get a context or a timer. Any other call runs under a context that also
+// ends when the member leaves the view, so that a request to a member found dead fails over
+// at once rather than at its deadline, and is given up once the member has gone silent
+// (untilSilent). A silent owner costs at most twice SilentPeerTimeout either way.
+func (n *Node) callPeer(ctx context.Context, st *memberState, streamed bool, call func(context.Context, *memberState) error) error {
+	if streamed {
+		return call(ctx, st)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(st.gone, cancel)
 	defer stop()
-	return n.watchSilence(ctx, cancel, st.PeerAddr, func(ctx context.Context) error { return call(ctx, st) })
+	return n.untilSilent(ctx, st.PeerAddr, func(ctx context.Context) error { return call(ctx, st) })
 }
 
 // untilSilent runs call to the peer at addr under a context that ends once addr has gone
-// silent (see callPeer): a peer that does not answer a probe after each SilentPeerTimeout of
-// waiting. It then returns a *transport.UnreachableError.
+// silent: a peer that does not answer a probe after each SilentPeerTimeout of waiting
+// (transport.Client.UntilSilent). It then returns a *transport.UnreachableError.
 func (n *Node) untilSilent(ctx context.Context, addr string, call func(context.Context) error) error {
-	if n.cfg.SilentPeerTimeout < 0 {
-		return call(ctx)
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	return n.watchSilence(ctx, cancel, addr, call)
+	return n.client.UntilSilent(ctx, addr, n.probe(), call)
 }
 
-// watchSilence is untilSilent under a context of the caller's own, which cancel ends: one
-// context per remote Get, not two (a remote hit's cost is in such allocations).
-func (n *Node) watchSilence(ctx context.Context, cancel context.CancelFunc, addr string, call func(context.Context) error) error {
-	every := n.cfg.SilentPeerTimeout
-	if every < 0 {
-		return call(ctx)
-	}
-	var silent atomic.Bool
-	var t *time.Timer
-	var tmu sync.Mutex // guards t's Reset against its Stop: the probe runs on the timer's goroutine
-	stopped := false
-	t = time.AfterFunc(every, func() {
-		if n.answers(ctx, addr) {
-			tmu.Lock()
-			if !stopped {
-				t.Reset(every)
-			}
-			tmu.Unlock()
-			return
-		}
-		silent.Store(true)
-		cancel()
-	})
-	err := call(ctx)
-	tmu.Lock()
-	stopped = true
-	t.Stop()
-	tmu.Unlock()
-	if silent.Load() {
-		return &transport.UnreachableError{Addr: addr, Err: fmt.Errorf("no answer to a probe after waiting %v", every)}
-	}
-	return err
-}
-
-// answers reports whether the peer at addr answers a probe within SilentPeerTimeout. Any answer counts, an
-// error included; only silence (or a refused connection) does not. It is false, too, once ctx
-// ends: the call it watches is over.
+// answers reports whether the peer at addr answers a probe within SilentPeerTimeout (see
+// transport.Client.Answers): false, too, once ctx ends.
 func (n *Node) answers(ctx context.Context, addr string) bool {
-	ctx, cancel := context.WithTimeout(ctx, n.cfg.SilentPeerTimeout)
-	defer cancel()
-	_, err := n.client.Get(ctx, addr, &peerpb.GetRequest{
-		Header: n.header(context.Background()), Key: []byte("probe"), Peek: true,
-	})
-	return ctx.Err() == nil && !transport.IsUnreachable(err)
+	return n.client.Answers(ctx, addr, n.probe())
+}
+
+// probe is what untilSilent and answers ask: a Peek of nothing.
+func (n *Node) probe() *peerpb.GetRequest {
+	return &peerpb.GetRequest{Header: n.header(context.Background()), Key: []byte("probe"), Peek: true}
 }
 
 // failover reports whether a request to st that failed with err goes to the next owner.
@@ -173,7 +133,7 @@ func (g *Group[V]) fetch(ctx context.Context, key string) (V, error) {
 	var val V
 	n := g.node
 	outer := fill.Outer(ctx)
-	_, err := n.onOwner(ctx, key,
+	_, err := n.onOwner(ctx, key, true,
 		func() error {
 			// Acting owner after a failover (or the view changed under us): fill here; the
 			// value lives in the local store, so keep no near copy.
@@ -183,7 +143,7 @@ func (g *Group[V]) fetch(ctx context.Context, key string) (V, error) {
 			return err
 		},
 		func(ctx context.Context, st *memberState) error {
-			resp, err := n.client.Get(ctx, st.PeerAddr, &peerpb.GetRequest{
+			resp, err := n.client.GetFrom(ctx, st.PeerAddr, st.gone.Done(), &peerpb.GetRequest{
 				Header: n.header(outer), Group: g.name, Key: []byte(key),
 			})
 			if err != nil {

@@ -31,6 +31,11 @@ const (
 	// handshake takes milliseconds, is taken as unreachable.
 	DefaultConnectTimeout = 2 * time.Second
 
+	// DefaultSilentPeerTimeout is ClientConfig.SilentPeerTimeout's default: a silent peer
+	// costs a Get at most 600 ms (a hit takes a millisecond), and a ping survives one TCP
+	// retransmission (200 ms).
+	DefaultSilentPeerTimeout = 300 * time.Millisecond
+
 	// reconnectMaxBackoff caps the wait between connection attempts to one
 	// address (gRPC's default is 120s). Calls during the wait fail at once
 	// as unreachable; a member that restarted at the same address should be
@@ -84,6 +89,15 @@ type ClientConfig struct {
 	// 0 = DefaultKeepaliveTimeout; negative is an error.
 	KeepaliveTimeout time.Duration
 
+	// SilentPeerTimeout is how long Gets may wait on a peer's stream with nothing read from
+	// it before the client pings the peer on it. A peer that does not answer the ping within
+	// as long again — paused, cut off, its answers lost — has its stream broken: every Get
+	// waiting on it fails as unreachable. One that answers is filling slowly, and the Gets
+	// wait on. So a silent peer costs a Get at most twice SilentPeerTimeout, not its
+	// deadline. Gets the peer answers as unary calls are watched by probes instead, as
+	// UntilSilent watches any call. 0 = DefaultSilentPeerTimeout; negative = never.
+	SilentPeerTimeout time.Duration
+
 	// MaxStreamCalls bounds the Gets in flight at once to one peer, on its stream: a Get
 	// past it waits for a free slot (or its ctx). Keep it at most the peers'
 	// ServerConfig.MaxStreamCalls, or they answer the excess with ErrStreamFull.
@@ -115,6 +129,8 @@ func DefaultClientConfig() ClientConfig {
 		ConnectTimeout:   DefaultConnectTimeout,
 		KeepaliveTime:    DefaultKeepaliveTime,
 		KeepaliveTimeout: DefaultKeepaliveTimeout,
+
+		SilentPeerTimeout: DefaultSilentPeerTimeout,
 	}
 }
 
@@ -161,6 +177,9 @@ func (cfg ClientConfig) validate() (ClientConfig, error) {
 	if cfg.KeepaliveTimeout == 0 {
 		cfg.KeepaliveTimeout = def.KeepaliveTimeout
 	}
+	if cfg.SilentPeerTimeout == 0 {
+		cfg.SilentPeerTimeout = def.SilentPeerTimeout
+	}
 	return cfg, nil
 }
 
@@ -185,6 +204,7 @@ type Client struct {
 	connectTimeout   time.Duration
 	keepaliveTime    time.Duration // a framed stream's, as gRPC's connections'
 	keepaliveTimeout time.Duration
+	silent           time.Duration // SilentPeerTimeout; negative: never
 
 	// conns maps a peer address to its *peerConn. A sync.Map because the
 	// hot path is a read of a key that is written once per peer: Load takes
@@ -266,6 +286,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	}
 	c.framing = cfg.TLS == nil
 	c.connectTimeout, c.keepaliveTime, c.keepaliveTimeout = cfg.ConnectTimeout, cfg.KeepaliveTime, cfg.KeepaliveTimeout
+	c.silent = cfg.SilentPeerTimeout
 	if cfg.Dialer != nil {
 		c.dialOpts = append(c.dialOpts, grpc.WithContextDialer(cfg.Dialer))
 		c.dialConn = cfg.Dialer
@@ -281,9 +302,25 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 // this Client keeps to addr (stream.go), with its deadline and cancellation; its result is
 // what a unary call's would be.
 func (c *Client) Get(ctx context.Context, addr string, req *peerpb.GetRequest) (*peerpb.GetResponse, error) {
+	return c.GetFrom(ctx, addr, nil, req)
+}
+
+// GetFrom is Get from a member of the caller's cluster that has left it once left is
+// closed: then the Get fails at once as unreachable rather than ask the member's address
+// again. Forget ends the Gets in flight when a member leaves; GetFrom closes the gap between
+// the caller's last look at its members and its Forget. left nil: never.
+func (c *Client) GetFrom(ctx context.Context, addr string, left <-chan struct{}, req *peerpb.GetRequest) (*peerpb.GetResponse, error) {
 	p, err := c.conn(addr)
 	if err != nil {
 		return nil, err
+	}
+	if left != nil {
+		// After conn: a Forget that did not come before it finds p and ends its stream.
+		select {
+		case <-left:
+			return nil, &UnreachableError{Addr: addr, Err: errLeft}
+		default:
+		}
 	}
 	callCtx, cancel := c.callContext(ctx)
 	start := time.Now()

@@ -8,8 +8,10 @@ import (
 	"net"
 	"os"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"github.com/corralcache/corral/memnet"
 	"github.com/corralcache/corral/transport/peerpb"
 )
 
@@ -176,4 +178,70 @@ func TestStaleIdleStreamGetsSentAgain(t *testing.T) {
 	if !old.broken() || streamOf(t, c, addr) == old {
 		t.Fatal("the Get did not go on a new stream")
 	}
+}
+
+// A Get waiting on a peer that goes silent (paused) fails as unreachable once a ping has gone
+// unanswered for SilentPeerTimeout: within 1.5 × SilentPeerTimeout of being sent. A peer that
+// answers its pings is filling slowly, and a Get on it waits on, far past that. Virtual time,
+// on an in-memory network.
+func TestStreamSilentPeer(t *testing.T) {
+	for _, framing := range []bool{true, false} {
+		t.Run(fmt.Sprintf("framing=%v", framing), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { testStreamSilentPeer(t, framing) })
+		})
+	}
+}
+
+func testStreamSilentPeer(t *testing.T, framing bool) {
+	const silent = 200 * time.Millisecond
+	nw, err := memnet.New(memnet.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := nw.NewHost(), nw.NewHost()
+	lis, err := b.Listen(7000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHitHandler()
+	serveOn(t, h, ServerConfig{}, lis)
+	c := newClient(t, ClientConfig{Dialer: a.DialContext, SilentPeerTimeout: silent})
+	c.framing = framing
+	addr := b.Addr(7000)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	// Slow, not silent: released after 5 s, answering pings all along.
+	go func() {
+		<-h.slowIn
+		time.Sleep(5 * time.Second)
+		close(h.release)
+	}()
+	start := time.Now()
+	if _, err := getKey(c, ctx, addr, "slow"); err != nil {
+		t.Fatalf("a Get on a slow fill: %v", err)
+	}
+	if took := time.Since(start); took < 5*time.Second {
+		t.Fatalf("the slow Get took %v", took)
+	}
+	s := streamOf(t, c, addr)
+
+	// Silent: paused as the Get arrives.
+	go func() {
+		<-h.entered
+		b.Pause()
+	}()
+	start = time.Now()
+	_, err = getKey(c, ctx, addr, "hang")
+	took := time.Since(start)
+	if !IsUnreachable(err) {
+		t.Fatalf("a Get on a silent peer: %v, want unreachable", err)
+	}
+	if took < silent || took > silent*3/2 {
+		t.Fatalf("a Get on a silent peer failed after %v, want within [%v, %v]", took, silent, silent*3/2)
+	}
+	if !s.broken() {
+		t.Fatal("the stream did not break")
+	}
+	b.Resume()
 }

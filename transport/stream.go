@@ -90,13 +90,24 @@ type muxStream struct {
 	kaEvery   time.Duration // the silence after which it pings
 	kaSeen    uint64        // reads when it last looked
 	kaPinged  bool          // a ping is out, unanswered
+	// pings holds when each ping out was sent, oldest first: the peer answers them in
+	// order. Guarded by mu.
+	pings []time.Time
+	// The silence watch (checkSilence), guarded by mu: silent is the Client's
+	// SilentPeerTimeout (≤ 0: no watch); watch is its timer, running while watching, which
+	// is while calls wait.
+	silent   time.Duration
+	watch    *time.Timer
+	watching bool
 
 	// sendMu is held by whoever calls stream.Send: the writer, for each batch, or a caller
 	// sending its own frame (see get).
 	sendMu sync.Mutex
-	// readMu is held by whoever calls stream.Recv: the reader, or on a framed stream a
-	// caller reading its own reply (see readFor).
-	readMu sync.Mutex
+	// reading (1) holds a token while someone calls stream.Recv: the reader, or on a
+	// framed stream a caller reading its own reply (see readFor). A channel, not a mutex:
+	// the reader waits for it, and in a testing/synctest bubble a goroutine waiting on a
+	// mutex stops virtual time.
+	reading chan struct{}
 	// rwake (1) tells the reader of a framed stream that calls wait with nobody reading.
 	rwake chan struct{}
 	// interrupt ends a framed stream's Recv at once (a caller reading for itself whose ctx
@@ -116,8 +127,9 @@ type muxStream struct {
 }
 
 // newMuxStream starts the reader and writer of an open stream; wg counts them.
-func newMuxStream(stream callStream, cancel context.CancelFunc, maxSend, maxCalls int, wg *sync.WaitGroup) *muxStream {
+func newMuxStream(stream callStream, cancel context.CancelFunc, maxSend, maxCalls int, silent time.Duration, wg *sync.WaitGroup) *muxStream {
 	s := &muxStream{
+		silent:  silent,
 		stream:  stream,
 		cancel:  cancel,
 		maxSend: maxSend,
@@ -125,6 +137,7 @@ func newMuxStream(stream callStream, cancel context.CancelFunc, maxSend, maxCall
 		wake:    make(chan struct{}, 1),
 		done:    make(chan struct{}),
 		rwake:   make(chan struct{}, 1),
+		reading: make(chan struct{}, 1),
 		pending: make(map[uint64]*streamCall),
 	}
 	s.framed, _ = stream.(*clientFramed)
@@ -180,8 +193,16 @@ func (s *muxStream) get(ctx context.Context, req *peerpb.GetRequest) (*peerpb.Ge
 	s.pending[call.Id] = c
 	// A call on a framed stream nobody was waiting on: if the stream turns out broken before
 	// anything is read, the peer closed it while it was idle, unseen (see errStaleStream).
-	idle := s.framed != nil && len(s.pending) == 1 && !s.kaPinged
+	idle := s.framed != nil && len(s.pending) == 1 && len(s.pings) == 0
 	reads := s.reads.Load()
+	if s.silent > 0 && !s.watching {
+		s.watching = true
+		if s.watch == nil {
+			s.watch = time.AfterFunc(s.silent/2, s.checkSilence)
+		} else {
+			s.watch.Reset(s.silent / 2)
+		}
+	}
 	// With few calls in flight and nothing queued, the caller sends its own frame, saving
 	// the hand-off to the writer (at 1 caller the hand-offs are the call's cost). Such a
 	// Send cannot block: grpc-go's SendMsg waits only once 64 KiB of the stream's frames
@@ -211,12 +232,12 @@ func (s *muxStream) get(ctx context.Context, req *peerpb.GetRequest) (*peerpb.Ge
 	// On a framed stream nobody else reads, the caller reads its own reply: at 1 caller
 	// the reader's hand-off to the caller was half a remote hit's time (README,
 	// Performance). Otherwise the one who reads hands it over.
-	if s.framed != nil && s.readMu.TryLock() {
+	if s.framed != nil && s.tryRead() {
 		r, ok := s.readFor(ctx, c)
 		if !ok && !s.leave(call.Id) {
 			r, ok = <-c.reply, true // handed over as it left
 		}
-		s.readMu.Unlock()
+		<-s.reading
 		if s.awaited() {
 			s.wakeReader()
 		}
@@ -274,7 +295,17 @@ func (s *muxStream) leave(id uint64) bool {
 	return waiting
 }
 
-// readFor reads a framed stream for the caller of c, who holds readMu, until c's reply has
+// tryRead takes the reading token if nobody holds it.
+func (s *muxStream) tryRead() bool {
+	select {
+	case s.reading <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+// readFor reads a framed stream for the caller of c, who holds the reading token, until c's reply has
 // come (returned, ok) or ctx ends (not ok); the replies of others it reads it hands to
 // their callers, as the reader does. The connection's read deadline is ctx's, and ctx's
 // cancellation ends the read at once.
@@ -312,7 +343,7 @@ func (s *muxStream) readFor(ctx context.Context, c *streamCall) (streamResult, b
 func (s *muxStream) awaited() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.pending) > 0 || s.kaPinged
+	return len(s.pending) > 0 || len(s.pings) > 0
 }
 
 func (s *muxStream) wakeReader() {
@@ -414,23 +445,59 @@ func (s *muxStream) startKeepalive(every, timeout time.Duration) {
 			s.keepalive.Reset(s.kaEvery)
 		case !s.kaPinged:
 			s.kaPinged = true
-			s.queue = append(s.queue, &peerpb.GetCall{})
 			s.keepalive.Reset(timeout)
-			defer s.wakeReader() // its answer must be read
+			s.pingLocked()
 		default:
 			s.mu.Unlock()
 			s.breakWith(fmt.Errorf("transport: no answer to a keepalive ping within %v", timeout))
 			return
 		}
 		s.mu.Unlock()
-		s.signal()
 	})
+}
+
+// checkSilence is the silence watch: every half SilentPeerTimeout while calls wait on the
+// stream, it pings the peer, and when a ping has gone unanswered for SilentPeerTimeout the
+// peer is silent — paused, cut off, its answers lost — and the stream breaks, failing every
+// call on it at once as unreachable. A call sent to a silent peer waits at most 1.5 ×
+// SilentPeerTimeout: the next ping within half of it, then that ping's wait. A peer that
+// answers its pings is filling slowly, and its calls wait on; a ping's wait leaves room for
+// one TCP retransmission (200 ms by default). One timer per stream, running while calls wait
+// on it: none per call.
+func (s *muxStream) checkSilence() {
+	s.mu.Lock()
+	silent := false
+	switch {
+	case s.err != nil || !s.watching:
+	case len(s.pending) == 0:
+		s.watching = false // the next call to wait starts it again
+	case len(s.pings) > 0 && time.Since(s.pings[0]) >= s.silent:
+		silent = true
+	default:
+		s.pingLocked()
+		s.watch.Reset(s.silent / 2)
+	}
+	s.mu.Unlock()
+	if silent {
+		s.breakWith(fmt.Errorf("transport: no answer to a ping within %v while Gets waited", s.silent))
+	}
+}
+
+// pingLocked sends the peer a ping, under mu.
+func (s *muxStream) pingLocked() {
+	s.pings = append(s.pings, time.Now())
+	s.queue = append(s.queue, &peerpb.GetCall{})
+	s.signal()
+	s.wakeReader() // its answer must be read
 }
 
 // pingAnswered restarts the keepalive's wait once a ping is answered.
 func (s *muxStream) pingAnswered() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if len(s.pings) > 0 {
+		s.pings = s.pings[1:]
+	}
 	if s.keepalive != nil && s.err == nil {
 		s.kaSeen, s.kaPinged = s.reads.Load(), false
 		s.keepalive.Reset(s.kaEvery)
@@ -462,7 +529,11 @@ func (s *muxStream) read() {
 		case <-s.done:
 			return
 		}
-		s.readMu.Lock()
+		select {
+		case s.reading <- struct{}{}:
+		case <-s.done:
+			return
+		}
 		err := s.framed.conn.SetReadDeadline(time.Time{})
 		for err == nil && s.awaited() {
 			if err = s.readOne(); err == nil {
@@ -472,13 +543,13 @@ func (s *muxStream) read() {
 				err = s.framed.conn.SetReadDeadline(time.Time{})
 			}
 		}
-		s.readMu.Unlock()
+		<-s.reading
 		if err != nil {
 			s.breakIO(err)
 			return
 		}
 		if s.awaited() {
-			s.wakeReader() // a call came as it stopped, and found readMu held
+			s.wakeReader() // a call came as it stopped, and found the token held
 		}
 	}
 }
@@ -547,6 +618,9 @@ func (s *muxStream) breakAs(err error, fromPeer bool) {
 	if s.keepalive != nil {
 		s.keepalive.Stop()
 	}
+	if s.watch != nil {
+		s.watch.Stop()
+	}
 	s.mu.Unlock()
 	s.cancel()
 	fail := s.failure()
@@ -613,10 +687,21 @@ func (p *peerConn) stream(ctx context.Context) (*muxStream, error) {
 	}
 	opening := p.opening
 	p.mu.Unlock()
+	// A peer that does not complete a connection within twice SilentPeerTimeout is as
+	// silent as one that stops answering on it: the caller gives up, and the opening goes
+	// on, up to ConnectTimeout, for the calls after.
+	var silent <-chan time.Time
+	if d := 2 * p.client.silent; d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		silent = t.C
+	}
 	select {
 	case <-opening:
 	case <-ctx.Done():
 		return nil, status.FromContextError(ctx.Err()).Err()
+	case <-silent:
+		return nil, status.Errorf(codes.Unavailable, "transport: no connection to %s within %v", p.addr, 2*p.client.silent)
 	}
 	p.mu.Lock()
 	openErr := p.openErr
@@ -652,7 +737,7 @@ func (p *peerConn) open() {
 		var st peerpb.Peer_GetStreamClient
 		st, err = p.rpc.GetStream(ctx)
 		if err == nil {
-			s = newMuxStream(st, cancel, p.client.maxMessage, p.client.maxStreamCalls, &p.client.wg)
+			s = newMuxStream(st, cancel, p.client.maxMessage, p.client.maxStreamCalls, p.client.silent, &p.client.wg)
 		} else {
 			cancel()
 		}
@@ -696,7 +781,7 @@ func (p *peerConn) openFramed() (*muxStream, error) {
 		}
 		return nil, status.Errorf(codes.Unavailable, "transport: framed stream to %s: %v", p.addr, err)
 	}
-	s := newMuxStream(f, func() { conn.Close() }, c.maxMessage, c.maxStreamCalls, &c.wg)
+	s := newMuxStream(f, func() { conn.Close() }, c.maxMessage, c.maxStreamCalls, c.silent, &c.wg)
 	s.startKeepalive(c.keepaliveTime, c.keepaliveTimeout)
 	return s, nil
 }
@@ -712,7 +797,7 @@ func (p *peerConn) getOnStream(ctx context.Context, req *peerpb.GetRequest) (*pe
 				resp, err = p.getAgain(ctx, req)
 			}
 			if err == errAskUnary {
-				return p.rpc.Get(ctx, req) // a large value (ServerConfig.MaxStreamAnswer)
+				return p.unaryGet(ctx, req) // a large value (ServerConfig.MaxStreamAnswer)
 			}
 			if status.Code(err) != codes.Unimplemented {
 				return resp, err
@@ -722,7 +807,7 @@ func (p *peerConn) getOnStream(ctx context.Context, req *peerpb.GetRequest) (*pe
 		}
 		p.unaryGets.Store(true)
 	}
-	return p.rpc.Get(ctx, req)
+	return p.unaryGet(ctx, req)
 }
 
 // getAgain sends a Get again, once, on a new stream, after errStaleStream.
@@ -770,5 +855,8 @@ var errStaleStream = errors.New("transport: get stream closed by the peer while 
 
 // errAskUnary is get's answer when the peer asks for a unary call.
 var errAskUnary = errors.New("transport: ask with a unary call")
+
+// errLeft is GetFrom's when the member has left.
+var errLeft = errors.New("transport: the member left")
 
 var errForgotten = fmt.Errorf("transport: connection closed (the member left)")

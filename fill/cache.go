@@ -60,6 +60,8 @@ type Config[V any] struct {
 	// one of them filling again. So a Get still leaves when its ctx ends, but a fill may run
 	// more than once for one miss: set it only for a loader whose repeat is cheap and
 	// harmless (corral's near cache: its loader asks the key's owner, which fills once).
+	// The loader must return once its ctx ends (at the fill timeout, if not before): no
+	// timer ends an inline fill for it, and the Gets waiting on the fill wait that long.
 	// Off by default.
 	InlineFill bool
 	// SweepInterval is how often the cache drops the entries that can no longer be served

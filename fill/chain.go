@@ -23,6 +23,21 @@ type link struct {
 	choice    *choice // the fill's SetExpiry and SetVersion choices; nil for links that came over the wire
 }
 
+// fillCtx is a loader's context: its parent's, with the fill's link at the head of the chain
+// and the loader's choices, in one allocation.
+type fillCtx struct {
+	context.Context
+	link   link
+	choice choice
+}
+
+func (c *fillCtx) Value(key any) any {
+	if key == (chainKey{}) {
+		return &c.link
+	}
+	return c.Context.Value(key)
+}
+
 func chainOf(ctx context.Context) *link {
 	l, _ := ctx.Value(chainKey{}).(*link)
 	return l

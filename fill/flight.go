@@ -185,22 +185,26 @@ func (c *Cache[V]) run(parent context.Context, key string, cl *call[V], slot *Li
 	if slot != nil {
 		defer slot.Release()
 	}
-	x := &choice{}
 	base := parent
 	if !inline {
 		base = context.WithoutCancel(parent)
 	}
-	ctx := context.WithValue(base, chainKey{},
-		&link{parent: chainOf(parent), name: c.cfg.Name, key: key, choice: x})
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.FillTimeout)
+	fc := &fillCtx{Context: base}
+	fc.link = link{parent: chainOf(parent), name: c.cfg.Name, key: key, choice: &fc.choice}
+	x := &fc.choice
+	ctx, cancel := context.WithTimeout(fc, c.cfg.FillTimeout)
 	defer cancel()
-	// The fill ends at the fill timeout even when the loader ignores its context: the timer
-	// completes cl with an error, and the loader's late result is dropped. A timer is cheaper
-	// than running the loader on a goroutine of its own.
-	timer := time.AfterFunc(c.cfg.FillTimeout, func() {
-		c.complete(key, cl, nil, result[V]{err: &TimeoutError{Timeout: c.cfg.FillTimeout}}, 0)
-	})
-	defer timer.Stop()
+	var timer *time.Timer
+	if !inline {
+		// A fill on a worker ends at the fill timeout even when the loader ignores its
+		// context: the timer completes cl with an error, and the loader's late result is
+		// dropped. A timer is cheaper than running the loader on a goroutine of its own.
+		// An inline loader must return at its ctx's end itself (Config.InlineFill).
+		timer = time.AfterFunc(c.cfg.FillTimeout, func() {
+			c.complete(key, cl, nil, result[V]{err: &TimeoutError{Timeout: c.cfg.FillTimeout}}, 0)
+		})
+		defer timer.Stop()
+	}
 
 	start, startNano := time.Now(), c.clock.NowNano()
 	var r result[V]
@@ -219,7 +223,9 @@ func (c *Cache[V]) run(parent context.Context, key string, cl *call[V], slot *Li
 	}
 	// What the fill's end costs is paid before its waiters are woken, not after: a waiter
 	// woken on this P runs only once this goroutine parks.
-	timer.Stop()
+	if timer != nil {
+		timer.Stop()
+	}
 	cancel()
 	if inline && r.err != nil && parent.Err() != nil {
 		r.err, x = errAbandoned, nil // complete stores nothing and marks cl abandoned

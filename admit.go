@@ -41,6 +41,9 @@ func (n *Node) admitHeader(h *peerpb.Header) error {
 	if name == "" || name == n.cfg.Name {
 		return nil
 	}
+	if n.firstAsked.Load() == 0 {
+		n.firstAsked.CompareAndSwap(0, time.Now().UnixNano())
+	}
 	if _, ok := n.view.Load().members[name]; !ok {
 		n.strangers.add(name, h.GetSenderAddr(), time.Now().Add(max(n.cfg.PeekWindow, time.Minute)))
 	}

@@ -390,7 +390,7 @@ func (g *Group[V]) acquire(ctx context.Context, key string, fillFor time.Duratio
 		}
 		if l == nil {
 			floor := g.tombs.Floor(key)
-			if _, movedHere := v.peekCandidates(key, g.node.cfg.PeekWindow, time.Now()); movedHere {
+			if _, movedHere := v.peekCandidates(key, g.node.cfg.PeekWindow, time.Now(), g.node.askedAt()); movedHere {
 				// The key's owner changed lately: a member may still hold it. One caller looks
 				// (a warm pull) under a placeholder that keeps the others waiting.
 				ph := t.grantLocked(key, true, floor, v.owner(key), 2*g.node.cfg.PeekTimeout+time.Second)

@@ -26,6 +26,10 @@ import (
 // Node is one member of a corral cluster: gossip membership, the peer gRPC server and client,
 // and the groups registered on it. Create it with New and stop it with Close.
 type Node struct {
+	// firstAsked is when another member first asked this node anything (Unix nanoseconds;
+	// 0: never): see view.peekCandidates.
+	firstAsked atomic.Int64
+
 	cfg       Config
 	log       *slog.Logger
 	ringCfg   ring.Config
@@ -509,4 +513,12 @@ func (n *Node) stopTransport(ctx context.Context) {
 	n.server.Stop(stopCtx)
 	<-n.serverDone
 	n.client.Close()
+}
+
+// askedAt is when another member first asked this node anything; zero if none has.
+func (n *Node) askedAt() time.Time {
+	if t := n.firstAsked.Load(); t != 0 {
+		return time.Unix(0, t)
+	}
+	return time.Time{}
 }

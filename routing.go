@@ -181,7 +181,7 @@ const maxWidePeek = 64
 func (g *Group[V]) warmPull(ctx context.Context, key string) (fill.Entry[V], bool) {
 	n := g.node
 	v := n.view.Load()
-	cands, moved := v.peekCandidates(key, n.cfg.PeekWindow, time.Now())
+	cands, moved := v.peekCandidates(key, n.cfg.PeekWindow, time.Now(), n.askedAt())
 	if !moved {
 		return fill.Entry[V]{}, false
 	}

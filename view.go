@@ -105,7 +105,12 @@ func (v *view) lookup(name string) *memberState {
 // reports whether key's owner changed within the window at all: if none of the candidates
 // holds it, it may be anywhere, and the caller asks every member. Nothing for keys whose
 // owner did not change.
-func (v *view) peekCandidates(key string, window time.Duration, now time.Time) (cands []*memberState, moved bool) {
+//
+// The time this node joined counts from asked instead when that is later: when a member
+// first asked it anything. A node whose admission the others delayed — one back under its
+// name at a new address waits for memberlist to forget its old self, a minute or more —
+// begins to own keys in their views only then.
+func (v *view) peekCandidates(key string, window time.Duration, now, asked time.Time) (cands []*memberState, moved bool) {
 	if window < 0 {
 		return nil, false
 	}
@@ -126,7 +131,7 @@ func (v *view) peekCandidates(key string, window time.Duration, now time.Time) (
 		}
 		add(h.ring.Owner(key))
 	}
-	if !v.joined.IsZero() && now.Sub(v.joined) <= window {
+	if !v.joined.IsZero() && (now.Sub(v.joined) <= window || now.Sub(asked) <= window) {
 		add(v.ring.Without(v.self).Owner(key))
 	}
 	return cands, moved

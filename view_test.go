@@ -52,7 +52,7 @@ func TestPeekCandidates(t *testing.T) {
 		if v1.ring.Owner(key) != "d" {
 			continue
 		}
-		got, moved := v1.peekCandidates(key, window, t0.Add(time.Second))
+		got, moved := v1.peekCandidates(key, window, t0.Add(time.Second), time.Time{})
 		if !moved || !slices.Contains(names2(got), without.Owner(key)) {
 			t.Fatalf("%q: candidates %v (moved %v), want %s among them", key, names2(got), moved, without.Owner(key))
 		}
@@ -62,7 +62,7 @@ func TestPeekCandidates(t *testing.T) {
 		t.Fatal("d owns no key")
 	}
 	// Past the window: nobody is asked.
-	if got, moved := v1.peekCandidates(keys[0], window, t0.Add(2*time.Minute)); got != nil || moved {
+	if got, moved := v1.peekCandidates(keys[0], window, t0.Add(2*time.Minute), time.Time{}); got != nil || moved {
 		t.Fatalf("past the window: %v %v", names2(got), moved)
 	}
 
@@ -71,7 +71,7 @@ func TestPeekCandidates(t *testing.T) {
 	v2, _, _ := nextView(v1, members("a", "b", "c", "d", "e"), rc, t1, window, nil)
 	for _, key := range keys {
 		if v1.ring.Owner(key) == "d" && v2.ring.Owner(key) == "d" {
-			if got, moved := v2.peekCandidates(key, window, t1.Add(time.Second)); len(got) != 0 || moved {
+			if got, moved := v2.peekCandidates(key, window, t1.Add(time.Second), time.Time{}); len(got) != 0 || moved {
 				t.Fatalf("%q: d owned it before and still asks %v", key, names2(got))
 			}
 		}
@@ -89,7 +89,7 @@ func TestPeekCandidates(t *testing.T) {
 		if v2.ring.Owner(key) != "a" || v3.ring.Owner(key) != "d" {
 			continue
 		}
-		got, moved := v3.peekCandidates(key, window, t2.Add(time.Second))
+		got, moved := v3.peekCandidates(key, window, t2.Add(time.Second), time.Time{})
 		if !moved || !slices.Contains(names2(got), "a") || got[0].PeerAddr != "a:2" {
 			t.Fatalf("%q: candidates %v, want a first", key, names2(got))
 		}
@@ -114,5 +114,38 @@ func TestFoundingMemberHasNotJoined(t *testing.T) {
 	v1, _, _ := nextView(v0, members("a", "b"), rc, time.Unix(1000, 0), time.Minute, nil)
 	if !v1.joined.IsZero() {
 		t.Fatal("the oldest member counts as joined")
+	}
+}
+
+// A member that joined an older cluster asks the owner on the ring without it for PeekWindow
+// after it joined — or after another member first asked it anything, when that is later: the
+// others may admit it long after it saw them (a name back at a new address waits for
+// memberlist to forget its old self), and it owns keys in their views only then.
+func TestJoinedCountsFromFirstAsked(t *testing.T) {
+	rc := ring.DefaultConfig()
+	solo, _ := ring.New([]string{"c"}, rc)
+	v0 := &view{self: "c", ring: solo, members: map[string]*memberState{}}
+	t0 := time.Unix(1000, 0)
+	v1, _, _ := nextView(v0, members("a", "b", "c"), rc, t0, time.Minute, nil)
+	if v1.joined != t0 {
+		t.Fatalf("joined = %v, want %v", v1.joined, t0)
+	}
+	var key string
+	for i := 0; key == "" && i < 10000; i++ {
+		if k := fmt.Sprint("k", i); v1.ring.Owner(k) == "c" {
+			key = k
+		}
+	}
+	later := t0.Add(90 * time.Second)
+	if _, moved := v1.peekCandidates(key, time.Minute, later, time.Time{}); moved {
+		t.Fatal("a key asked for past the window, never asked by others, counts as moved")
+	}
+	got, moved := v1.peekCandidates(key, time.Minute, later, t0.Add(80*time.Second))
+	want := v1.ring.Without("c").Owner(key)
+	if !moved || len(got) != 1 || got[0].Name != want {
+		t.Fatalf("asked 10s ago: candidates %v (moved %v), want [%s]", names2(got), moved, want)
+	}
+	if _, moved := v1.peekCandidates(key, time.Minute, later.Add(time.Minute), t0.Add(80*time.Second)); moved {
+		t.Fatal("past the window after the first ask, the key counts as moved")
 	}
 }

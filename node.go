@@ -26,10 +26,6 @@ import (
 // Node is one member of a corral cluster: gossip membership, the peer gRPC server and client,
 // and the groups registered on it. Create it with New and stop it with Close.
 type Node struct {
-	// firstAsked is when another member first asked this node anything (Unix nanoseconds;
-	// 0: never): see view.peekCandidates.
-	firstAsked atomic.Int64
-
 	cfg       Config
 	log       *slog.Logger
 	ringCfg   ring.Config
@@ -84,6 +80,10 @@ type Node struct {
 	draining  atomic.Bool // left the cluster: peers get warm pulls only
 	closeOnce sync.Once
 	closeErr  error
+
+	// firstAsked is when another member first asked this node anything (Unix nanoseconds;
+	// 0: never): see view.peekCandidates.
+	firstAsked atomic.Int64
 }
 
 // New starts a node: it binds the peer gRPC port and the gossip port, and joins the seeds in

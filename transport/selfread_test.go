@@ -103,46 +103,59 @@ func TestReadingCallerLeaves(t *testing.T) {
 
 // A framed Recv that a read deadline ends part-way through a frame goes on from there.
 func TestFramedRecvResumes(t *testing.T) {
-	a, b := net.Pipe()
-	defer a.Close()
-	defer b.Close()
+	a, b := tcpPair(t)
 	f := newFramed[*peerpb.GetCall](a, newFrameReader(a), 1<<20, newGetReply)
-	want := &peerpb.GetReply{Id: 7, Response: &peerpb.GetResponse{Found: true, Entry: &peerpb.Entry{Value: make([]byte, 300)}}}
-	frame := frameOf(want)
-	for _, cut := range []int{0, 2, 4, 5, len(frame) - 1} {
-		go b.Write(frame[:cut])
-		if cut > 0 {
-			time.Sleep(10 * time.Millisecond) // pipe writes block until read: let it land
+	// On TCP a write returns once the kernel holds the bytes: each part below is there to
+	// read before Recv's deadline starts.
+	resumes := func(name string, frame []byte, cut int, id uint64) {
+		t.Helper()
+		if _, err := b.Write(frame[:cut]); err != nil {
+			t.Fatal(err)
 		}
-		a.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+		a.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
 		if _, err := f.Recv(); !errors.Is(err, os.ErrDeadlineExceeded) {
-			t.Fatalf("cut at %d: Recv = %v, want the deadline", cut, err)
+			t.Fatalf("%s, cut at %d: Recv = %v, want the deadline", name, cut, err)
 		}
 		a.SetReadDeadline(time.Time{})
-		go b.Write(frame[cut:])
+		if _, err := b.Write(frame[cut:]); err != nil {
+			t.Fatal(err)
+		}
 		got, err := f.Recv()
-		if err != nil || got.GetId() != 7 || len(got.GetResponse().GetEntry().GetValue()) != 300 {
-			t.Fatalf("cut at %d: resumed Recv = %v, %v", cut, got, err)
+		if err != nil || got.GetId() != id {
+			t.Fatalf("%s, cut at %d: resumed Recv = %v, %v", name, cut, got, err)
 		}
 	}
-	// A large frame too.
-	big := &peerpb.GetReply{Id: 8, Response: &peerpb.GetResponse{Entry: &peerpb.Entry{Value: make([]byte, 100<<10)}}}
-	frame = frameOf(big)
-	go b.Write(frame[:50<<10])
-	time.Sleep(10 * time.Millisecond)
-	a.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
-	if _, err := f.Recv(); !errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Fatalf("large: Recv = %v, want the deadline", err)
+	small := frameOf(&peerpb.GetReply{Id: 7, Response: &peerpb.GetResponse{Found: true, Entry: &peerpb.Entry{Value: make([]byte, 300)}}})
+	for _, cut := range []int{0, 2, 4, 5, len(small) - 1} {
+		resumes("small", small, cut, 7)
 	}
-	a.SetReadDeadline(time.Time{})
-	go b.Write(frame[50<<10:])
-	if got, err := f.Recv(); err != nil || got.GetId() != 8 {
-		t.Fatalf("large: resumed Recv = %v, %v", got, err)
-	}
+	large := frameOf(&peerpb.GetReply{Id: 8, Response: &peerpb.GetResponse{Entry: &peerpb.Entry{Value: make([]byte, 100<<10)}}})
+	resumes("large", large, 50<<10, 8)
 	b.Close()
 	if _, err := f.Recv(); err != io.EOF {
 		t.Fatalf("Recv after close: %v, want io.EOF", err)
 	}
+}
+
+// tcpPair returns the two ends of a loopback TCP connection, closed when the test ends.
+func tcpPair(t *testing.T) (net.Conn, net.Conn) {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	a, err := net.Dial("tcp", lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	b, err := lis.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return a, b
 }
 
 // Nobody reads an idle framed stream, so a peer that closed it — restarting at the same

@@ -32,7 +32,7 @@ const (
 	DefaultConnectTimeout = 2 * time.Second
 
 	// DefaultSilentPeerTimeout is ClientConfig.SilentPeerTimeout's default: a silent peer
-	// costs a Get at most 600 ms (a hit takes a millisecond), and a ping survives one TCP
+	// costs a Get at most 450 ms (a hit takes a millisecond), and a ping survives one TCP
 	// retransmission (200 ms).
 	DefaultSilentPeerTimeout = 300 * time.Millisecond
 
@@ -89,13 +89,13 @@ type ClientConfig struct {
 	// 0 = DefaultKeepaliveTimeout; negative is an error.
 	KeepaliveTimeout time.Duration
 
-	// SilentPeerTimeout is how long Gets may wait on a peer's stream with nothing read from
-	// it before the client pings the peer on it. A peer that does not answer the ping within
-	// as long again — paused, cut off, its answers lost — has its stream broken: every Get
-	// waiting on it fails as unreachable. One that answers is filling slowly, and the Gets
-	// wait on. So a silent peer costs a Get at most twice SilentPeerTimeout, not its
-	// deadline. Gets the peer answers as unary calls are watched by probes instead, as
-	// UntilSilent watches any call. 0 = DefaultSilentPeerTimeout; negative = never.
+	// SilentPeerTimeout is how long a peer may leave a ping unanswered while Gets wait on
+	// its stream, which is pinged every half of it while they do. A peer that does — paused,
+	// cut off, its answers lost — has its stream broken: every Get waiting on it fails as
+	// unreachable. One that answers is filling slowly, and the Gets wait on. So a silent peer
+	// costs a Get at most 1.5 × SilentPeerTimeout, not its deadline. Gets the peer answers as
+	// unary calls are watched by probes instead, as UntilSilent watches any call (at most
+	// twice SilentPeerTimeout). 0 = DefaultSilentPeerTimeout; negative = never.
 	SilentPeerTimeout time.Duration
 
 	// MaxStreamCalls bounds the Gets in flight at once to one peer, on its stream: a Get

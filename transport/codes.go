@@ -102,6 +102,10 @@ func fromStatus(ctx context.Context, addr string, err error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return ctxErr
 	}
+	var ue *UnreachableError
+	if errors.As(err, &ue) {
+		return err // already this package's (UntilSilent's, say)
+	}
 	st, ok := status.FromError(err)
 	if !ok {
 		// gRPC returns status errors from every call; keep anything else

@@ -2,14 +2,11 @@ package transport
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/corralcache/corral/transport/peerpb"
@@ -85,10 +82,5 @@ func (p *peerConn) unaryGet(ctx context.Context, req *peerpb.GetRequest) (*peerp
 		resp, err = p.rpc.Get(ctx, req)
 		return err
 	})
-	var ue *UnreachableError
-	if errors.As(err, &ue) {
-		// A status error, as the call's own are: Client.Get maps them.
-		return nil, status.Error(codes.Unavailable, ue.Err.Error())
-	}
 	return resp, err
 }

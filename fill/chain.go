@@ -3,6 +3,8 @@ package fill
 import (
 	"context"
 	"strings"
+	"sync"
+	"time"
 )
 
 // A fill chain is the list of fills that the current call is part of: a loader's context
@@ -23,19 +25,104 @@ type link struct {
 	choice    *choice // the fill's SetExpiry and SetVersion choices; nil for links that came over the wire
 }
 
-// fillCtx is a loader's context: its parent's, with the fill's link at the head of the chain
-// and the loader's choices, in one allocation.
+// fillCtx is a loader's context: its parent's, with the fill's link at the head of the chain,
+// the loader's choices, and the fill timeout as its deadline, in one allocation. It ends at
+// its deadline, when its parent ends, or when the fill is over (end).
+//
+// It makes the context.WithDeadline it stands for only when asked for something only a real
+// one has — Done, or a value other than the chain — because a deadline's timer costs a fill
+// more than the rest of a remote hit's bookkeeping, and the near cache's loader needs none:
+// the transport reads the deadline and waits on Canceller's Done instead, and ends the call
+// at its deadline itself. Until then Err works it out.
 type fillCtx struct {
-	context.Context
-	link   link
-	choice choice
+	context.Context // the parent, or on a worker the parent without its cancellation
+	link            link
+	choice          choice
+	deadline        time.Time // the fill timeout's
+
+	mu    sync.Mutex
+	err   error           // the first Err that was not nil: it never changes after
+	ended bool            // the fill is over
+	real  context.Context // made on demand, with stop (see above)
+	stop  context.CancelFunc
+}
+
+func (c *fillCtx) Deadline() (time.Time, bool) {
+	if d, ok := c.Context.Deadline(); ok && d.Before(c.deadline) {
+		return d, true
+	}
+	return c.deadline, true
+}
+
+func (c *fillCtx) Done() <-chan struct{} { return c.made().Done() }
+
+func (c *fillCtx) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return c.err
+	}
+	if c.real != nil {
+		c.err = c.real.Err()
+		return c.err
+	}
+	if err := c.Context.Err(); err != nil {
+		c.err = err
+	} else if !time.Now().Before(c.deadline) {
+		c.err = context.DeadlineExceeded
+	} else if c.ended {
+		c.err = context.Canceled
+	}
+	return c.err
 }
 
 func (c *fillCtx) Value(key any) any {
 	if key == (chainKey{}) {
 		return &c.link
 	}
-	return c.Context.Value(key)
+	// Any other key may be the context package's own, looking for the cancelCtx to hang a
+	// child on or to read the cause from: only the real context answers that right.
+	return c.made().Value(key)
+}
+
+// Canceller returns the context whose end ends c before its deadline: c's parent's (a
+// fill's end also ends c, but nothing its loader called is still waiting then). The
+// transport waits on its Done rather than on c's, which would cost c its timer.
+func (c *fillCtx) Canceller() context.Context {
+	if p, ok := c.Context.(interface{ Canceller() context.Context }); ok {
+		return p.Canceller()
+	}
+	return c.Context
+}
+
+// made returns c's real context, making it if it is not made yet: one that has ended
+// already if c has (with the same Err).
+func (c *fillCtx) made() context.Context {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.real != nil:
+	case c.err != nil: // Err has said why c ended: so must Cause
+		real, cancel := context.WithCancelCause(c.Context)
+		cancel(c.err)
+		c.real, c.stop = real, func() {}
+	default:
+		c.real, c.stop = context.WithDeadline(c.Context, c.deadline)
+		if c.ended {
+			c.stop()
+		}
+	}
+	return c.real
+}
+
+// end ends c: the fill is over.
+func (c *fillCtx) end() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ended = true
+	if c.real != nil {
+		c.stop()
+	}
 }
 
 func chainOf(ctx context.Context) *link {
@@ -59,9 +146,20 @@ func InChain(ctx context.Context, name, key string) bool {
 }
 
 // Chain returns ctx's fill chain as "name/key" strings, outermost first, or nil.
-func Chain(ctx context.Context) []string {
+func Chain(ctx context.Context) []string { return chainFrom(chainOf(ctx)) }
+
+// OuterChain is Chain(Outer(ctx)), without making the context.
+func OuterChain(ctx context.Context) []string {
+	l := chainOf(ctx)
+	if l != nil {
+		l = l.parent
+	}
+	return chainFrom(l)
+}
+
+func chainFrom(l *link) []string {
 	var out []string
-	for l := chainOf(ctx); l != nil; l = l.parent {
+	for ; l != nil; l = l.parent {
 		out = append(out, l.name+"/"+l.key)
 	}
 	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {

@@ -189,11 +189,10 @@ func (c *Cache[V]) run(parent context.Context, key string, cl *call[V], slot *Li
 	if !inline {
 		base = context.WithoutCancel(parent)
 	}
-	fc := &fillCtx{Context: base}
+	start, startNano := time.Now(), c.clock.NowNano()
+	fc := &fillCtx{Context: base, deadline: start.Add(c.cfg.FillTimeout)}
 	fc.link = link{parent: chainOf(parent), name: c.cfg.Name, key: key, choice: &fc.choice}
 	x := &fc.choice
-	ctx, cancel := context.WithTimeout(fc, c.cfg.FillTimeout)
-	defer cancel()
 	var timer *time.Timer
 	if !inline {
 		// A fill on a worker ends at the fill timeout even when the loader ignores its
@@ -206,17 +205,16 @@ func (c *Cache[V]) run(parent context.Context, key string, cl *call[V], slot *Li
 		defer timer.Stop()
 	}
 
-	start, startNano := time.Now(), c.clock.NowNano()
 	var r result[V]
 	if c.cfg.Fills != nil {
-		if err := c.cfg.Fills.Acquire(ctx); err != nil {
+		if err := c.cfg.Fills.Acquire(fc); err != nil {
 			r.err = fmt.Errorf("waiting for a fill slot: %w", err)
 		} else {
 			defer c.cfg.Fills.Release()
 		}
 	}
 	if r.err == nil {
-		r = c.loadSafe(ctx, key)
+		r = c.loadSafe(fc, key)
 	}
 	if c.cfg.OnFill != nil {
 		c.cfg.OnFill(time.Since(start), r.err)
@@ -226,7 +224,7 @@ func (c *Cache[V]) run(parent context.Context, key string, cl *call[V], slot *Li
 	if timer != nil {
 		timer.Stop()
 	}
-	cancel()
+	fc.end()
 	if inline && r.err != nil && parent.Err() != nil {
 		r.err, x = errAbandoned, nil // complete stores nothing and marks cl abandoned
 	}
@@ -237,22 +235,33 @@ func (c *Cache[V]) run(parent context.Context, key string, cl *call[V], slot *Li
 // fill timeout's error, whichever comes first; the later call does nothing.
 func (c *Cache[V]) complete(key string, cl *call[V], x *choice, r result[V], startNano int64) {
 	now := c.clock.NowNano()
-	var e *entry[V]
+	var (
+		e              *entry[V] // what may be stored: allocated only if it would be kept
+		fresh, stale   int64
+		version        uint64
+		fillMicros     uint32
+		notFound, kept bool
+	)
 	if x != nil { // the loader returned, so x is no longer written
-		version := cl.version
+		version = cl.version
 		if x.copied {
 			version = x.version
 		}
-		e = &entry[V]{value: r.v, version: version, fillMicros: micros(time.Duration(now - startNano))}
+		fillMicros = micros(time.Duration(now - startNano))
 		switch {
 		case r.err == nil:
-			e.fresh, e.stale = c.lifetime(now, x)
+			fresh, stale = c.lifetime(now, x)
+			kept = true
 		case errors.Is(r.err, ErrNotFound) && c.cfg.NegativeTTL > 0:
+			notFound, kept = true, true
+			fresh = deadline(now, c.cfg.NegativeTTL)
+			stale = fresh
+		}
+	}
+	if kept && stale > now {
+		e = &entry[V]{value: r.v, fresh: fresh, stale: stale, version: version, fillMicros: fillMicros}
+		if notFound {
 			e.flags.Store(flagNotFound)
-			e.fresh = deadline(now, c.cfg.NegativeTTL)
-			e.stale = e.fresh
-		default:
-			e = nil
 		}
 	}
 
@@ -264,7 +273,7 @@ func (c *Cache[V]) complete(key string, cl *call[V], x *choice, r result[V], sta
 	cl.completed = true
 	// A value the loader gave no lifetime (SetExpiry(ctx, 0, 0)) is returned but not stored;
 	// nor is a copy older than a write known here (it was on its way when the write landed).
-	stored := e != nil && e.stale > now && !cl.revoked && !c.closed &&
+	stored := e != nil && !cl.revoked && !c.closed &&
 		(!x.copied || x.version >= c.tombs.Floor(key))
 	if stored {
 		c.store.Set(key, e)
@@ -287,7 +296,8 @@ func (c *Cache[V]) complete(key string, cl *call[V], x *choice, r result[V], sta
 		cl.stale.endRefresh() // the stale entry stays; a later read may retry
 	}
 	if r.err == nil {
-		cl.entry = e.export(now)
+		cl.entry = Entry[V]{Value: r.v, FreshFor: remaining(fresh, now), StaleFor: remaining(stale, now),
+			Version: version, FillTime: time.Duration(fillMicros) * time.Microsecond}
 	}
 	cl.err = r.err
 	close(cl.done)

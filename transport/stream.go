@@ -48,12 +48,27 @@ const DefaultMaxStreamAnswer = 64 << 10
 // stream's failure, and only while the call is in pending.
 type streamCall struct {
 	reply chan streamResult // buffered (1): the reader never waits for the caller
+	// deadline is when the stream ends the call (expire) if its answer has not come: zero
+	// for none. Set while the call is pending.
+	deadline time.Time
 }
 
 type streamResult struct {
 	resp  *peerpb.GetResponse
 	err   error // a status error, as a unary call would return
 	unary bool  // the peer asks for a unary call (a large value)
+}
+
+// cancelOf returns the context whose end ends a call under ctx before ctx's deadline: ctx
+// itself, or what its Canceller method returns. A fill's loader context (package fill) has
+// one: it ends at its deadline or when its Canceller does, and its own Done costs a timer,
+// which a Get on a stream does without — the stream ends the call at its deadline (expire)
+// and waits on the Canceller's Done, nil when only the deadline ends it.
+func cancelOf(ctx context.Context) context.Context {
+	if c, ok := ctx.(interface{ Canceller() context.Context }); ok {
+		return c.Canceller()
+	}
+	return ctx
 }
 
 // callStream is a caller's side of a GetStream: gRPC's, or a framed connection's (frame.go).
@@ -99,6 +114,11 @@ type muxStream struct {
 	silent   time.Duration
 	watch    *time.Timer
 	watching bool
+	// expiry ends the calls whose deadline passed (expire): one timer per stream, set for
+	// expiryAt (zero: not set), at or before the earliest deadline of the calls pending.
+	// Guarded by mu.
+	expiry   *time.Timer
+	expiryAt time.Time
 
 	// sendMu is held by whoever calls stream.Send: the writer, for each batch, or a caller
 	// sending its own frame (see get).
@@ -164,18 +184,30 @@ func (s *muxStream) broken() bool {
 
 // get sends req and waits for its reply until ctx ends. Its errors are status errors, as a
 // unary call's are: fromStatus maps them.
+//
+// Under a fill's context, the stream ends the call at ctx's deadline itself (expire), and
+// before it when cancelOf(ctx) ends: the Get makes no timer of its own.
 func (s *muxStream) get(ctx context.Context, req *peerpb.GetRequest) (*peerpb.GetResponse, error) {
 	select {
 	case s.slots <- struct{}{}:
-	case <-ctx.Done():
-		return nil, status.FromContextError(ctx.Err()).Err()
-	case <-s.done:
-		return nil, s.failure()
+	default:
+		select {
+		case s.slots <- struct{}{}:
+		case <-ctx.Done():
+			return nil, status.FromContextError(ctx.Err()).Err()
+		case <-s.done:
+			return nil, s.failure()
+		}
 	}
 	call := &peerpb.GetCall{Id: s.nextID.Add(1), Request: req, MaxReplySize: uint32(min(s.maxSend, math.MaxUint32))}
-	if d, ok := ctx.Deadline(); ok {
-		call.TimeoutNanos = max(int64(time.Until(d)), 1)
+	deadline, hasDeadline := ctx.Deadline()
+	if hasDeadline {
+		call.TimeoutNanos = max(int64(time.Until(deadline)), 1)
 	}
+	cancel := cancelOf(ctx)
+	// A ctx with a Canceller ends at its deadline by its own reckoning (its Err says so
+	// from then on): the stream ends the call then. Any other ctx's Done does.
+	expires := hasDeadline && cancel != ctx
 	size := proto.Size(call)
 	if size > s.maxSend {
 		<-s.slots
@@ -191,6 +223,13 @@ func (s *muxStream) get(ctx context.Context, req *peerpb.GetRequest) (*peerpb.Ge
 		return nil, s.failure()
 	}
 	s.pending[call.Id] = c
+	c.deadline = time.Time{}
+	if expires {
+		c.deadline = deadline
+		if s.expiryAt.IsZero() || deadline.Before(s.expiryAt) {
+			s.expireAt(deadline)
+		}
+	}
 	// A call on a framed stream nobody was waiting on: if the stream turns out broken before
 	// anything is read, the peer closed it while it was idle, unseen (see errStaleStream).
 	idle := s.framed != nil && len(s.pending) == 1 && len(s.pings) == 0
@@ -216,8 +255,7 @@ func (s *muxStream) get(ctx context.Context, req *peerpb.GetRequest) (*peerpb.Ge
 	if direct {
 		var err error
 		if s.framed != nil {
-			d, _ := ctx.Deadline()
-			err = s.framed.SendBy(call, d)
+			err = s.framed.SendBy(call, deadline)
 		} else {
 			err = s.stream.Send(call)
 		}
@@ -233,7 +271,7 @@ func (s *muxStream) get(ctx context.Context, req *peerpb.GetRequest) (*peerpb.Ge
 	// the reader's hand-off to the caller was half a remote hit's time (README,
 	// Performance). Otherwise the one who reads hands it over.
 	if s.framed != nil && s.tryRead() {
-		r, ok := s.readFor(ctx, c)
+		r, ok := s.readFor(ctx, cancel, deadline, c)
 		if !ok && !s.leave(call.Id) {
 			r, ok = <-c.reply, true // handed over as it left
 		}
@@ -246,13 +284,19 @@ func (s *muxStream) get(ctx context.Context, req *peerpb.GetRequest) (*peerpb.Ge
 		}
 		<-s.slots
 		s.calls.Put(c)
-		<-ctx.Done() // its deadline has passed; its timer may not have fired yet
-		return nil, status.FromContextError(ctx.Err()).Err()
+		if cancel == ctx {
+			<-ctx.Done() // its deadline has passed; its timer may not have fired yet
+		}
+		err := ctx.Err()
+		if err == nil { // a fill's context that made its timer: it has not fired yet
+			err = context.DeadlineExceeded
+		}
+		return nil, status.FromContextError(err).Err()
 	}
 	select {
-	case r := <-c.reply:
+	case r := <-c.reply: // or the expiry's
 		return s.result(c, r, idle, reads)
-	case <-ctx.Done():
+	case <-cancel.Done():
 		waiting := s.leave(call.Id)
 		<-s.slots
 		if waiting {
@@ -261,6 +305,56 @@ func (s *muxStream) get(ctx context.Context, req *peerpb.GetRequest) (*peerpb.Ge
 		return nil, status.FromContextError(ctx.Err()).Err()
 	}
 }
+
+// expireAt sets the expiry timer for at, under mu.
+func (s *muxStream) expireAt(at time.Time) {
+	s.expiryAt = at
+	if s.expiry == nil {
+		s.expiry = time.AfterFunc(time.Until(at), s.expire)
+	} else {
+		s.expiry.Reset(time.Until(at))
+	}
+}
+
+// expire ends the calls whose deadline has passed, as a caller that leaves at its deadline
+// would (leave), and sets the expiry timer for the earliest deadline of the others. Each
+// call makes no timer of its own: a stream's calls under fills' contexts have deadlines
+// later than the calls before them (FillTimeout on), so the timer, once set, is seldom moved.
+func (s *muxStream) expire() {
+	now := time.Now()
+	var ended []*streamCall
+	s.mu.Lock()
+	if s.err != nil {
+		s.mu.Unlock()
+		return
+	}
+	var next time.Time
+	for id, c := range s.pending {
+		switch {
+		case c.deadline.IsZero():
+		case !c.deadline.After(now):
+			delete(s.pending, id)
+			s.queue = append(s.queue, &peerpb.GetCall{Id: id, Cancel: true})
+			ended = append(ended, c)
+		case next.IsZero() || c.deadline.Before(next):
+			next = c.deadline
+		}
+	}
+	s.expiryAt = time.Time{}
+	if !next.IsZero() {
+		s.expireAt(next)
+	}
+	s.mu.Unlock()
+	if len(ended) > 0 {
+		s.signal()
+	}
+	for _, c := range ended {
+		c.reply <- streamResult{err: errExpired}
+	}
+}
+
+// errExpired is the answer of a call the stream ended at its deadline.
+var errExpired = status.FromContextError(context.DeadlineExceeded).Err()
 
 // result is get's answer once c's reply r has come. A call sent on an idle framed stream
 // that broke from the peer's side before anything was read is errStaleStream.
@@ -307,16 +401,15 @@ func (s *muxStream) tryRead() bool {
 
 // readFor reads a framed stream for the caller of c, who holds the reading token, until c's reply has
 // come (returned, ok) or ctx ends (not ok); the replies of others it reads it hands to
-// their callers, as the reader does. The connection's read deadline is ctx's, and ctx's
-// cancellation ends the read at once.
-func (s *muxStream) readFor(ctx context.Context, c *streamCall) (streamResult, bool) {
+// their callers, as the reader does. The connection's read deadline is d, ctx's, and
+// cancel's end (cancelOf(ctx)) ends the read at once.
+func (s *muxStream) readFor(ctx, cancel context.Context, d time.Time, c *streamCall) (streamResult, bool) {
 	conn := s.framed.conn
-	d, _ := ctx.Deadline()
 	if err := conn.SetReadDeadline(d); err != nil {
 		s.breakIO(err) // c's reply is the failure
 	}
-	if ctx.Done() != nil {
-		stop := context.AfterFunc(ctx, s.interrupt)
+	if cancel.Done() != nil {
+		stop := context.AfterFunc(cancel, s.interrupt)
 		defer stop()
 	}
 	for {
@@ -329,7 +422,7 @@ func (s *muxStream) readFor(ctx context.Context, c *streamCall) (streamResult, b
 		if err == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
 			continue // a reply handed over, or the stream broke and c's reply is its failure
 		}
-		if ctx.Err() != nil || (!d.IsZero() && !time.Now().Before(d)) {
+		if cancel.Err() != nil || (!d.IsZero() && !time.Now().Before(d)) {
 			return streamResult{}, false
 		}
 		// Interrupted for a caller that read before this one and left: read on.
@@ -620,6 +713,9 @@ func (s *muxStream) breakAs(err error, fromPeer bool) {
 	}
 	if s.watch != nil {
 		s.watch.Stop()
+	}
+	if s.expiry != nil {
+		s.expiry.Stop()
 	}
 	s.mu.Unlock()
 	s.cancel()

@@ -117,10 +117,13 @@ func (n *Node) failover(ctx context.Context, st *memberState, err error) bool {
 
 // header is the request header: this node, its ring epoch, its clock and the fill chain of
 // ctx.
-func (n *Node) header(ctx context.Context) *peerpb.Header {
+func (n *Node) header(ctx context.Context) *peerpb.Header { return n.headerWith(fill.Chain(ctx)) }
+
+// headerWith is header with the fill chain given.
+func (n *Node) headerWith(chain []string) *peerpb.Header {
 	v := n.view.Load()
 	h := &peerpb.Header{Sender: v.self, Epoch: v.ring.Epoch(), Clock: n.version.Now(), SenderAddr: n.peerAddr}
-	for _, link := range fill.Chain(ctx) {
+	for _, link := range chain {
 		h.Chain = append(h.Chain, []byte(link))
 	}
 	return h
@@ -132,19 +135,18 @@ func (n *Node) header(ctx context.Context) *peerpb.Header {
 func (g *Group[V]) fetch(ctx context.Context, key string) (V, error) {
 	var val V
 	n := g.node
-	outer := fill.Outer(ctx)
 	_, err := n.onOwner(ctx, key, true,
 		func() error {
 			// Acting owner after a failover (or the view changed under us): fill here; the
 			// value lives in the local store, so keep no near copy.
 			fill.SetExpiry(ctx, 0, 0)
 			var err error
-			val, err = g.local.Get(outer, key)
+			val, err = g.local.Get(fill.Outer(ctx), key)
 			return err
 		},
 		func(ctx context.Context, st *memberState) error {
 			resp, err := n.client.GetFrom(ctx, st.PeerAddr, st.gone.Done(), &peerpb.GetRequest{
-				Header: n.header(outer), Group: g.name, Key: []byte(key),
+				Header: n.headerWith(fill.OuterChain(ctx)), Group: g.name, Key: []byte(key),
 			})
 			if err != nil {
 				return err
@@ -233,7 +235,7 @@ func (g *Group[V]) peekAll(ctx context.Context, key string, sts []*memberState) 
 func (g *Group[V]) peek(ctx context.Context, st *memberState, key string) (fill.Entry[V], bool) {
 	n := g.node
 	resp, err := n.client.Get(ctx, st.PeerAddr, &peerpb.GetRequest{
-		Header: n.header(fill.Outer(ctx)), Group: g.name, Key: []byte(key), Peek: true,
+		Header: n.headerWith(fill.OuterChain(ctx)), Group: g.name, Key: []byte(key), Peek: true,
 	})
 	if err != nil || !resp.GetFound() || resp.GetEntry().GetFreshForNanos() <= 0 || checkVersion(resp.GetEntry().GetVersion()) != nil {
 		return fill.Entry[V]{}, false

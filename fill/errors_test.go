@@ -200,6 +200,12 @@ func TestChainCrossesAsStrings(t *testing.T) {
 	if !InChain(ctx, "orders", "a/b") || InChain(ctx, "orders", "a") {
 		t.Fatal("InChain disagrees with the chain")
 	}
+	if got, want := OuterChain(ctx), Chain(Outer(ctx)); len(got) != 1 || got[0] != "users/1" || len(want) != 1 || want[0] != got[0] {
+		t.Fatalf("OuterChain = %q, Chain(Outer) = %q, want [users/1]", got, want)
+	}
+	if got := OuterChain(context.Background()); got != nil {
+		t.Fatalf("OuterChain of no chain = %q", got)
+	}
 	c, _ := newTest(t, (&counting{}).load, Config[string]{Name: "orders"})
 	if _, err := c.Get(ctx, "a/b"); !errors.Is(err, ErrFillCycle) {
 		t.Fatalf("Get under a chain holding the key = %v", err)

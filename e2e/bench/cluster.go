@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -153,6 +154,61 @@ func (b *bed) workers() []*worker {
 		}
 	}
 	return ws
+}
+
+// procIO is a process's read and write system calls so far (/proc/PID/io's syscr and syscw).
+type procIO struct{ reads, writes int64 }
+
+// syscalls returns the read and write system calls of every process of the bed so far, by
+// name (c0, c1, ..., g0, ..., redis).
+func (b *bed) syscalls() map[string]procIO {
+	pids := map[string]int{}
+	for _, w := range b.workers() {
+		pids[w.name] = w.Pid()
+	}
+	if b.redis != nil {
+		pids["redis"] = b.redis.Pid()
+	}
+	out := map[string]procIO{}
+	for name, pid := range pids {
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+		if err != nil {
+			continue
+		}
+		var io procIO
+		for _, line := range strings.Split(string(raw), "\n") {
+			k, v, _ := strings.Cut(line, ": ")
+			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			switch k {
+			case "syscr":
+				io.reads = n
+			case "syscw":
+				io.writes = n
+			}
+		}
+		out[name] = io
+	}
+	return out
+}
+
+// printSyscalls prints, for each process that made any, the read and write system calls per
+// Get of a run.
+func printSyscalls(run string, before, after map[string]procIO, ops int64) {
+	names := make([]string, 0, len(after))
+	for name := range after {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	for _, name := range names {
+		r := after[name].reads - before[name].reads
+		w := after[name].writes - before[name].writes
+		if r+w < ops/100 {
+			continue
+		}
+		fmt.Fprintf(&b, " %s %.2f r + %.2f w", name, float64(r)/float64(ops), float64(w)/float64(ops))
+	}
+	fmt.Fprintf(os.Stderr, "syscalls per Get, %s:%s\n", run, b.String())
 }
 
 // cpu returns the CPU time used so far by every process of the bed, Redis included.

@@ -34,6 +34,7 @@ type plan struct {
 	// steady state.
 	Settle     time.Duration
 	ProfileDir string // if set, CPU profiles and traces of corral's and the echo's remote-hit runs go here
+	Syscalls   bool   // print each remote-hit run's read and write system calls per Get, per process
 }
 
 func fullPlan() plan {
@@ -76,6 +77,7 @@ func main() {
 	quick := flag.Bool("quick", false, "run every step briefly (checks the harness; the numbers mean nothing)")
 	only := flag.String("steps", strings.Join(allSteps, ","), "measurements to run, comma-separated")
 	profile := flag.String("profile", "", "write CPU profiles and execution traces of the caller and owner processes during corral's and the echo's remote-hit runs to this directory")
+	syscalls := flag.Bool("syscalls", false, "print the read and write system calls per Get of each process during each remote-hit run (from /proc/PID/io)")
 	callers := flag.String("callers", "", "concurrent callers of the remote-hit rows, comma-separated (default 1,16,64)")
 	flag.Parse()
 
@@ -86,6 +88,7 @@ func main() {
 		p = quickPlan()
 	}
 	p.ProfileDir = *profile
+	p.Syscalls = *syscalls
 	if *callers != "" {
 		p.RemoteCallers = nil
 		for _, f := range strings.Split(*callers, ",") {

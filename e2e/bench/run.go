@@ -329,9 +329,12 @@ func measureRun(ctx context.Context, b *bed, p plan, rep *report, r remoteRun, c
 			profiled = append(profiled, w)
 		}
 	}
-	cpu0 := b.cpu()
+	cpu0, io0 := b.cpu(), b.syscalls()
 	res, err := loadOnce(ctx, b, p, r, callers, p.RemoteMaxOps, p.RemoteDuration)
 	cpu := b.cpu() - cpu0
+	if p.Syscalls && res.Ops > 0 {
+		printSyscalls(key, io0, b.syscalls(), res.Ops)
+	}
 	for _, w := range profiled {
 		if err := w.call(ctx, "pprof.stop", nil, nil); err != nil {
 			return err

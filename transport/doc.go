@@ -53,6 +53,11 @@
 // the stream's receive loop; every other Get runs on a goroutine of its own,
 // so a slow fill never delays the hits queued behind it.
 //
+// A Get under a context with a Canceller method (a fill's loader context, from
+// package fill: it ends at its deadline or when its Canceller ends, and its
+// Done costs it a timer) is ended at its deadline by the stream, one timer per
+// stream, and waits on the Canceller's Done: the Get makes no timer of its own.
+//
 // When a stream breaks — the connection was lost, Forget or Close closed it,
 // the peer stopped — every Get waiting on it fails at once as unreachable, so
 // failover starts then, not at each call's deadline; the next Get opens a new

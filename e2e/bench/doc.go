@@ -30,7 +30,8 @@
 // Flags: -out FILE (default RESULTS.md), -steps local,remote,stampede,crash,memory,ring (a
 // subset), -callers 1,16,64 (the remote-hit rows' concurrencies), -quick (every step briefly,
 // to check the harness), -profile DIR (CPU profiles and execution traces of the caller and
-// owner processes during corral's and the echo's remote-hit runs).
+// owner processes during corral's and the echo's remote-hit runs), -syscalls (each remote-hit
+// run's read and write system calls per Get, per process, from /proc/PID/io, on stderr).
 //
 // The tests (go test -race ./...) check the pieces — the Redis starter, the worker launcher,
 // groupcache and corral nodes as processes, the stampede counters — and run the whole

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
-
-	"github.com/corralcache/corral/memnet"
 )
 
 // fillLikeCtx is a context with a Canceller, as a fill's loader context is: it ends at its
@@ -57,20 +55,8 @@ func TestStreamEndsACallAtItsDeadline(t *testing.T) {
 }
 
 func testStreamEndsACallAtItsDeadline(t *testing.T, framing bool, callers int) {
-	nw, err := memnet.New(memnet.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, b := nw.NewHost(), nw.NewHost()
-	lis, err := b.Listen(7000)
-	if err != nil {
-		t.Fatal(err)
-	}
 	h := newHitHandler()
-	serveOn(t, h, ServerConfig{}, lis)
-	c := newClient(t, ClientConfig{Dialer: a.DialContext, SilentPeerTimeout: -1})
-	c.framing = framing
-	addr := b.Addr(7000)
+	c, addr, b := serveOnMemnet(t, h, ClientConfig{SilentPeerTimeout: -1}, framing)
 	if _, err := getKey(c, context.Background(), addr, "k"); err != nil {
 		t.Fatal(err) // the stream is open, and k held
 	}

@@ -205,8 +205,10 @@ func TestStreamSilentPeer(t *testing.T) {
 	}
 }
 
-func testStreamSilentPeer(t *testing.T, framing bool) {
-	const silent = 200 * time.Millisecond
+// serveOnMemnet serves h on a memnet host and returns a Client (cfg, with the host's dialer)
+// on another, framing or not, the Server's address and its host.
+func serveOnMemnet(t *testing.T, h Handler, cfg ClientConfig, framing bool) (*Client, string, *memnet.Host) {
+	t.Helper()
 	nw, err := memnet.New(memnet.Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -216,11 +218,17 @@ func testStreamSilentPeer(t *testing.T, framing bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := newHitHandler()
 	serveOn(t, h, ServerConfig{}, lis)
-	c := newClient(t, ClientConfig{Dialer: a.DialContext, SilentPeerTimeout: silent})
+	cfg.Dialer = a.DialContext
+	c := newClient(t, cfg)
 	c.framing = framing
-	addr := b.Addr(7000)
+	return c, b.Addr(7000), b
+}
+
+func testStreamSilentPeer(t *testing.T, framing bool) {
+	const silent = 200 * time.Millisecond
+	h := newHitHandler()
+	c, addr, b := serveOnMemnet(t, h, ClientConfig{SilentPeerTimeout: silent}, framing)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
@@ -245,7 +253,7 @@ func testStreamSilentPeer(t *testing.T, framing bool) {
 		b.Pause()
 	}()
 	start = time.Now()
-	_, err = getKey(c, ctx, addr, "hang")
+	_, err := getKey(c, ctx, addr, "hang")
 	took := time.Since(start)
 	if !IsUnreachable(err) {
 		t.Fatalf("a Get on a silent peer: %v, want unreachable", err)

@@ -66,9 +66,11 @@ func (c *fillCtx) Err() error {
 		c.err = c.real.Err()
 		return c.err
 	}
+	// A deadline of the parent's, earlier than c's own, ends c when it ends the parent (its
+	// timer), as it would end a real child: not a moment before.
 	if err := c.Context.Err(); err != nil {
 		c.err = err
-	} else if !time.Now().Before(c.deadline) {
+	} else if d, ok := c.Context.Deadline(); (!ok || d.After(c.deadline)) && !time.Now().Before(c.deadline) {
 		c.err = context.DeadlineExceeded
 	} else if c.ended {
 		c.err = context.Canceled

@@ -155,3 +155,30 @@ func TestNestedLoaderContextCanceller(t *testing.T) {
 		t.Fatalf("Get = %q, %v", v, err)
 	}
 }
+
+// lateParent is a context at the instant its deadline has passed and its timer has not
+// fired yet: Err is still nil.
+type lateParent struct{ context.Context }
+
+func (lateParent) Deadline() (time.Time, bool) { return time.Now().Add(-time.Second), true }
+
+// A loader's context whose parent's deadline comes first ends when the parent does, not a
+// moment before: a caller that sees the fill fail then finds its own ctx.Err() set.
+func TestLoaderContextEndsWithItsParentsDeadline(t *testing.T) {
+	capture(t, Config[string]{FillTimeout: time.Minute, InlineFill: true}, lateParent{context.Background()}, func(ctx context.Context) {
+		if err := ctx.Err(); err != nil {
+			t.Errorf("Err = %v while the parent's is nil", err)
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		parent, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		capture(t, Config[string]{FillTimeout: time.Minute, InlineFill: true}, parent, func(ctx context.Context) {
+			if d, _ := ctx.Deadline(); !d.Equal(time.Now().Add(time.Second)) {
+				t.Errorf("Deadline = %v, want the parent's", d)
+			}
+			<-parent.Done()
+			checkEnded(t, ctx, context.DeadlineExceeded)
+		})
+	})
+}

@@ -19,7 +19,12 @@ type fillLikeCtx struct {
 	dones           *atomic.Int32
 }
 
-func (c fillLikeCtx) Deadline() (time.Time, bool) { return c.deadline, true }
+func (c fillLikeCtx) Deadline() (time.Time, bool) {
+	if d, ok := c.Context.Deadline(); ok && d.Before(c.deadline) {
+		return d, true
+	}
+	return c.deadline, true
+}
 
 // Done is the canceller's: it does not close at the deadline, as it should — the test
 // fails if it is asked for at all.
@@ -32,8 +37,8 @@ func (c fillLikeCtx) Err() error {
 	if err := c.Context.Err(); err != nil {
 		return err
 	}
-	if !time.Now().Before(c.deadline) {
-		return context.DeadlineExceeded
+	if d, ok := c.Context.Deadline(); (!ok || d.After(c.deadline)) && !time.Now().Before(c.deadline) {
+		return context.DeadlineExceeded // its own deadline; the canceller's ends the canceller
 	}
 	return nil
 }
@@ -41,9 +46,10 @@ func (c fillLikeCtx) Err() error {
 func (c fillLikeCtx) Canceller() context.Context { return c.Context }
 
 // A Get under a context with a Canceller ends at its deadline — the stream ends it, and the
-// owner is told to drop it — and when its canceller ends, on both kinds of stream, for a
-// caller reading its own answer and for one waiting on another's read; and it never waits
-// on the context's Done, which would cost a fill's context a timer.
+// owner is told to drop it — and when its canceller ends, or reaches its own earlier
+// deadline (then not before the canceller's Err says so: a caller checks it), on both kinds
+// of stream, for a caller reading its own answer and for one waiting on another's read; and
+// it never waits on the context's Done, which would cost a fill's context a timer.
 func TestStreamEndsACallAtItsDeadline(t *testing.T) {
 	for _, framing := range []bool{true, false} {
 		for _, callers := range []int{1, 2} {
@@ -64,8 +70,11 @@ func testStreamEndsACallAtItsDeadline(t *testing.T, framing bool, callers int) {
 
 	var dones atomic.Int32
 	const timeout = time.Second
-	for _, cancelFirst := range []bool{false, true} {
+	for _, end := range []string{"deadline", "cancel", "canceller's deadline"} {
 		parent, cancel := context.WithCancel(context.Background())
+		if end == "canceller's deadline" {
+			parent, cancel = context.WithTimeout(context.Background(), timeout/2)
+		}
 		ctx := fillLikeCtx{Context: parent, deadline: time.Now().Add(timeout), dones: &dones}
 		start := time.Now()
 		errs := make(chan error, callers)
@@ -77,10 +86,14 @@ func testStreamEndsACallAtItsDeadline(t *testing.T, framing bool, callers int) {
 		}
 		synctest.Wait() // the Gets wait on the owner
 		want, wantTook := context.DeadlineExceeded, timeout
-		if cancelFirst {
+		switch end {
+		case "cancel":
 			want, wantTook = context.Canceled, timeout/4
 			time.AfterFunc(timeout/4, cancel)
-		} else {
+		case "canceller's deadline":
+			wantTook = timeout / 2
+			fallthrough
+		default:
 			// The owner's answer at the deadline (the call carries it) is not what ends
 			// the Gets: the owner is cut off.
 			b.Pause()
@@ -88,7 +101,10 @@ func testStreamEndsACallAtItsDeadline(t *testing.T, framing bool, callers int) {
 		for range callers {
 			err := <-errs
 			if took := time.Since(start); !errors.Is(err, want) || took != wantTook {
-				t.Fatalf("cancelled first %v: Get = %v after %v, want %v after %v", cancelFirst, err, took, want, wantTook)
+				t.Fatalf("ended by its %s: Get = %v after %v, want %v after %v", end, err, took, want, wantTook)
+			}
+			if end == "canceller's deadline" && parent.Err() == nil {
+				t.Fatal("the Get ended at its canceller's deadline before the canceller did")
 			}
 		}
 		b.Resume()

@@ -71,6 +71,12 @@ func cancelOf(ctx context.Context) context.Context {
 	return ctx
 }
 
+// deadlineOf reports whether d is ctx's deadline or later: ctx's Done then closes by d.
+func deadlineOf(ctx context.Context, d time.Time) bool {
+	cd, ok := ctx.Deadline()
+	return ok && !cd.After(d)
+}
+
 // callStream is a caller's side of a GetStream: gRPC's, or a framed connection's (frame.go).
 type callStream interface {
 	Send(*peerpb.GetCall) error
@@ -205,9 +211,10 @@ func (s *muxStream) get(ctx context.Context, req *peerpb.GetRequest) (*peerpb.Ge
 		call.TimeoutNanos = max(int64(time.Until(deadline)), 1)
 	}
 	cancel := cancelOf(ctx)
-	// A ctx with a Canceller ends at its deadline by its own reckoning (its Err says so
-	// from then on): the stream ends the call then. Any other ctx's Done does.
-	expires := hasDeadline && cancel != ctx
+	// A ctx with a Canceller ends at its own deadline by its own reckoning (its Err says so
+	// from then on): the stream ends the call then. A deadline that is the Canceller's, and
+	// any other ctx's, its Done ends.
+	expires := hasDeadline && cancel != ctx && !deadlineOf(cancel, deadline)
 	size := proto.Size(call)
 	if size > s.maxSend {
 		<-s.slots
@@ -284,8 +291,8 @@ func (s *muxStream) get(ctx context.Context, req *peerpb.GetRequest) (*peerpb.Ge
 		}
 		<-s.slots
 		s.calls.Put(c)
-		if cancel == ctx {
-			<-ctx.Done() // its deadline has passed; its timer may not have fired yet
+		if deadlineOf(cancel, deadline) {
+			<-cancel.Done() // its deadline has passed; its timer may not have fired yet
 		}
 		err := ctx.Err()
 		if err == nil { // a fill's context that made its timer: it has not fired yet

@@ -85,12 +85,18 @@ func micros(d time.Duration) uint32 {
 
 // export returns the entry as seen at now.
 func (e *entry[V]) export(now int64) Entry[V] {
+	return exported(e.value, e.fresh, e.stale, e.version, e.fillMicros, now)
+}
+
+// exported is an entry of these fields as seen at now, for export and for a fill whose value
+// is returned without an entry being stored.
+func exported[V any](v V, fresh, stale int64, version uint64, fillMicros uint32, now int64) Entry[V] {
 	return Entry[V]{
-		Value:    e.value,
-		FreshFor: remaining(e.fresh, now),
-		StaleFor: remaining(e.stale, now),
-		Version:  e.version,
-		FillTime: e.fillTime(),
+		Value:    v,
+		FreshFor: remaining(fresh, now),
+		StaleFor: remaining(stale, now),
+		Version:  version,
+		FillTime: time.Duration(fillMicros) * time.Microsecond,
 	}
 }
 

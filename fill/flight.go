@@ -296,8 +296,7 @@ func (c *Cache[V]) complete(key string, cl *call[V], x *choice, r result[V], sta
 		cl.stale.endRefresh() // the stale entry stays; a later read may retry
 	}
 	if r.err == nil {
-		cl.entry = Entry[V]{Value: r.v, FreshFor: remaining(fresh, now), StaleFor: remaining(stale, now),
-			Version: version, FillTime: time.Duration(fillMicros) * time.Microsecond}
+		cl.entry = exported(r.v, fresh, stale, version, fillMicros, now)
 	}
 	cl.err = r.err
 	close(cl.done)

@@ -50,21 +50,57 @@ func demo(ctx context.Context, args []string, out io.Writer) error {
 
 // demoResult is the origin calls of each strategy in each phase.
 type demoResult struct {
-	naive, perReplica, corral [2]int64 // [burst at expiry, burst after the owner was killed]
+	naive, perReplica, corral [2]int64  // [burst at expiry, burst after the owner was killed]
+	corralCalls               [2][]span // when each of corral's origin calls ran
+	perReplicaCalls           []span    // and per-replica single-flight's in burst 1
 	owner                     string
 	sources                   map[string]int // X-Corral-Source of the first burst's answers
 }
 
-// demoOrigin is a slow HTTP origin that counts the calls it gets.
+// span is when one origin call ran, from its arrival to its answer.
+type span struct{ start, end time.Time }
+
+// expiries says how corral's origin calls in one burst came about: each call after the first
+// must have begun at least ttl after the one before it ended (the stored value had expired,
+// which a burst that outlasts the TTL sees); a call that began sooner was a second fill of a
+// fresh value, and a call that began before the one before it ended was a concurrent fill.
+func expiries(calls []span, ttl time.Duration) (n int, err error) {
+	for i, c := range calls {
+		if i == 0 {
+			continue
+		}
+		prev := calls[i-1]
+		switch {
+		case c.start.Before(prev.end):
+			return 0, fmt.Errorf("origin call %d began %v before call %d ended: concurrent fills", i+1, prev.end.Sub(c.start), i)
+		case c.start.Sub(prev.end) < ttl:
+			return 0, fmt.Errorf("origin call %d began %v after call %d ended, within the TTL (%v): a fresh value filled again", i+1, c.start.Sub(prev.end), i, ttl)
+		}
+	}
+	return len(calls), nil
+}
+
+// demoOrigin is a slow HTTP origin that counts the calls it gets and remembers when each ran.
 type demoOrigin struct {
 	*httptest.Server
 	calls atomic.Int64
+	mu    sync.Mutex
+	spans []span // in order of arrival
 }
 
 func startDemoOrigin(latency time.Duration) *demoOrigin {
 	o := &demoOrigin{}
 	o.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		o.calls.Add(1)
+		o.mu.Lock()
+		i := len(o.spans)
+		o.spans = append(o.spans, span{start: time.Now()})
+		o.mu.Unlock()
+		defer func() {
+			o.mu.Lock()
+			o.spans[i].end = time.Now()
+			o.mu.Unlock()
+		}()
 		select {
 		case <-time.After(latency):
 		case <-r.Context().Done():
@@ -149,10 +185,10 @@ func runDemo(ctx context.Context, cfg demoConfig) (*demoResult, error) {
 	}
 	p("burst 1: %d requests (%d per replica) as %q expires", len(addrs)*cfg.callers, cfg.callers, cfg.key)
 	res.naive[0] = measure(origin, func() error { return naiveCacheAside(len(addrs), cfg.callers, originGet) })
-	res.perReplica[0] = measure(origin, func() error { return perReplicaSingleFlight(len(addrs), cfg.callers, originGet) })
+	res.perReplica[0], res.perReplicaCalls = measureSpans(origin, func() error { return perReplicaSingleFlight(len(addrs), cfg.callers, originGet) })
 	time.Sleep(cfg.ttl + cfg.latency) // the warm value expires
 	var burstErr error
-	res.corral[0] = measure(origin, func() error {
+	res.corral[0], res.corralCalls[0] = measureSpans(origin, func() error {
 		burstErr = burst(len(addrs), cfg.callers, corralGet(addrs, res.sources))
 		return burstErr
 	})
@@ -175,7 +211,7 @@ func runDemo(ctx context.Context, cfg demoConfig) (*demoResult, error) {
 	p("burst 2: %d requests on the %d survivors as %q expires again", len(survivors)*cfg.callers, len(survivors), cfg.key)
 	res.naive[1] = measure(origin, func() error { return naiveCacheAside(len(survivors), cfg.callers, originGet) })
 	res.perReplica[1] = measure(origin, func() error { return perReplicaSingleFlight(len(survivors), cfg.callers, originGet) })
-	res.corral[1] = measure(origin, func() error {
+	res.corral[1], res.corralCalls[1] = measureSpans(origin, func() error {
 		burstErr = burst(len(survivors), cfg.callers, corralGet(survivors, nil))
 		return burstErr
 	})
@@ -187,6 +223,18 @@ func measure(o *demoOrigin, f func() error) int64 {
 	before := o.calls.Load()
 	f()
 	return o.calls.Load() - before
+}
+
+// measureSpans is measure with when each of the calls ran. The handler writes a call's end
+// before its answer leaves, so every call that f waited for has ended.
+func measureSpans(o *demoOrigin, f func() error) (int64, []span) {
+	o.mu.Lock()
+	first := len(o.spans)
+	o.mu.Unlock()
+	n := measure(o, f)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return n, append([]span(nil), o.spans[first:]...)
 }
 
 func startReplicas(ctx context.Context, cfg demoConfig, originTemplate string) ([]*replica, error) {
@@ -286,5 +334,14 @@ func (r *demoResult) print(out io.Writer, cfg demoConfig) {
 	tw.Flush()
 	fmt.Fprintf(out, "\nHow corral answered burst 1 (X-Corral-Source): fill %d, coalesced %d, peer %d, near %d, hit %d.\n",
 		r.sources["fill"], r.sources["coalesced"], r.sources["peer"], r.sources["near"], r.sources["hit"])
+	for i, calls := range r.corralCalls {
+		if n, err := expiries(calls, cfg.ttl); err != nil {
+			fmt.Fprintf(out, "corral, burst %d: %v.\n", i+1, err)
+			return
+		} else if n > 1 {
+			fmt.Fprintf(out, "corral, burst %d: the burst outlasted the TTL (%v) on this machine, so %q expired %d times during it: one origin call each.\n",
+				i+1, cfg.ttl, cfg.key, n)
+		}
+	}
 	fmt.Fprintf(out, "corral: one origin call per expiry in the whole cluster, and one after its owner (%s) died.\n", r.owner)
 }

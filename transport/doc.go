@@ -65,6 +65,10 @@
 // doubling to 2 s). Each side bounds the Gets in flight on one stream
 // (ClientConfig.MaxStreamCalls: a caller waits for a slot;
 // ServerConfig.MaxStreamCalls: a call past it is answered with ErrStreamFull).
+// Hits, answered at once, are bounded by what the peer reads: once 4 MiB of
+// answers wait for the Server's writer, its receive loop reads no more calls
+// until the writer has taken them, so a peer that asks and does not read is
+// held back by TCP's or HTTP/2's flow control rather than growing the queue.
 // A value the Server holds that is larger than ServerConfig.MaxStreamAnswer
 // (64 KiB) is not sent on the stream, where every answer behind it would wait
 // for its transfer: the caller is told to ask again with a unary call, whose

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -51,8 +52,8 @@ type replyStream interface {
 // serveStream serves stream (see GetStream) until it ends; ctx is the stream's. The receive
 // loop may outlive it until stream's Recv returns (p.loops counts it).
 func (p *peerService) serveStream(ctx context.Context, stream replyStream) {
-	ss := &serverStream{p: p, stream: stream, ctx: ctx,
-		wake: make(chan struct{}, 1), calls: make(map[uint64]context.CancelFunc)}
+	ss := &serverStream{p: p, stream: stream, ctx: ctx, wake: make(chan struct{}, 1),
+		drained: make(chan struct{}, 1), calls: make(map[uint64]context.CancelFunc)}
 	ss.framed, _ = stream.(*serverFramed)
 	writerDone := make(chan struct{})
 	go func() { defer close(writerDone); ss.write() }()
@@ -80,6 +81,7 @@ func (p *peerService) serveStream(ctx context.Context, stream replyStream) {
 	ss.closed = true
 	ss.mu.Unlock()
 	ss.signal()
+	ss.signalDrained() // a receive loop held back by a full queue reads on: pushes are dropped now
 	<-writerDone
 	// A hit the receive loop is sending itself (answerHit) is sent before the handler
 	// returns: grpc-go does not allow a Send after. One it starts later sees closed.
@@ -90,6 +92,22 @@ func (p *peerService) serveStream(ctx context.Context, stream replyStream) {
 	ss.sendMu.Unlock()
 }
 
+// maxQueuedAnswers bounds the bytes of answers queued on one stream and not yet taken by its
+// writer: past it, the receive loop reads no more calls until the writer takes them. A peer
+// that sends Gets and reads no answers (or reads them slower than it asks) is then held back
+// by the transport's flow control instead of growing the queue; calls on goroutines of their
+// own are bounded apart, by MaxStreamCalls. The writer holds one batch besides, so a stream
+// keeps at most about twice this, plus one answer.
+const maxQueuedAnswers = 4 << 20
+
+// frameOverhead is what a queued answer counts for beside its message: its frame header and
+// slice slot.
+const frameOverhead = 16
+
+// testHookHeldBack, if set, is called each time a receive loop waits for its writer to take
+// a full queue of answers.
+var testHookHeldBack func()
+
 // receive reads the peer's calls until the stream ends, answering hits at once and starting
 // a goroutine for every other call.
 func (ss *serverStream) receive() {
@@ -98,6 +116,16 @@ func (ss *serverStream) receive() {
 	for {
 		if ss.framed != nil {
 			ss.flushHits()
+		}
+		for ss.queued.Load() >= maxQueuedAnswers {
+			if testHookHeldBack != nil {
+				testHookHeldBack()
+			}
+			select {
+			case <-ss.drained:
+			case <-ss.ctx.Done():
+				return // the stream is over
+			}
 		}
 		call, err := ss.stream.Recv()
 		if err != nil {
@@ -115,7 +143,7 @@ func (ss *serverStream) receive() {
 		}
 		req := call.GetRequest()
 		if req == nil && id == 0 {
-			ss.push(&peerpb.GetReply{}) // a ping (frame.go)
+			ss.push(&peerpb.GetReply{}, 0) // a ping (frame.go)
 			continue
 		}
 		if req == nil {
@@ -196,6 +224,11 @@ type serverStream struct {
 	unflushed bool
 	ctx       context.Context
 	wake      chan struct{} // (1) tells the writer something is queued
+	// drained (1) tells a receive loop held back by a full queue that the writer took it.
+	drained chan struct{}
+	// queued is the bytes of the answers in queue (their messages' sizes plus
+	// frameOverhead each): written under mu, read by the receive loop without it.
+	queued atomic.Int64
 
 	// running counts the calls running on goroutines of their own.
 	running sync.WaitGroup
@@ -228,14 +261,14 @@ func (ss *serverStream) answer(id uint64, resp *peerpb.GetResponse, callerMax ui
 		// call, an HTTP/2 stream of its own whose frames interleave with the others'.
 		// (A value a fill just made goes on the stream: it may not be held, and asking
 		// again could fill again.)
-		ss.push(&peerpb.GetReply{Id: id, Unary: true})
+		ss.push(&peerpb.GetReply{Id: id, Unary: true}, 0)
 		return
 	}
 	if size > limit {
 		ss.fail(id, status.Errorf(codes.ResourceExhausted, "transport: get answer of %d bytes exceeds %s MaxMessageSize %d", size, side, limit))
 		return
 	}
-	ss.push(r)
+	ss.push(r, size)
 }
 
 // answerHit is answer for a hit on the receive loop: when nothing is queued and the writer
@@ -303,18 +336,29 @@ func (ss *serverStream) fail(id uint64, err error) {
 	if _, ok := status.FromError(err); !ok {
 		err = toStatus(ss.ctx, err)
 	}
-	ss.push(&peerpb.GetReply{Id: id, Failure: statusFailure(err)})
+	r := &peerpb.GetReply{Id: id, Failure: statusFailure(err)}
+	ss.push(r, proto.Size(r))
 }
 
-func (ss *serverStream) push(r *peerpb.GetReply) {
+// push queues r, of size bytes (its proto.Size; 0 for one known to be a few bytes), for the
+// writer.
+func (ss *serverStream) push(r *peerpb.GetReply, size int) {
 	ss.mu.Lock()
 	if ss.closed {
 		ss.mu.Unlock()
 		return // the writer has ended
 	}
 	ss.queue = append(ss.queue, r)
+	ss.queued.Add(int64(size + frameOverhead))
 	ss.mu.Unlock()
 	ss.signal()
+}
+
+func (ss *serverStream) signalDrained() {
+	select {
+	case ss.drained <- struct{}{}:
+	default:
+	}
 }
 
 func (ss *serverStream) signal() {
@@ -333,8 +377,12 @@ func (ss *serverStream) write() {
 		ss.sendMu.Lock()
 		ss.mu.Lock()
 		batch, ss.queue = ss.queue, batch[:0]
+		full := ss.queued.Swap(0) >= maxQueuedAnswers
 		closed := ss.closed
 		ss.mu.Unlock()
+		if full {
+			ss.signalDrained()
+		}
 		err := ss.send(batch)
 		clear(batch)
 		ss.sendMu.Unlock()
@@ -363,8 +411,10 @@ func (ss *serverStream) drain() {
 	for {
 		ss.mu.Lock()
 		ss.queue = nil
+		ss.queued.Store(0)
 		closed := ss.closed
 		ss.mu.Unlock()
+		ss.signalDrained()
 		if closed {
 			return
 		}

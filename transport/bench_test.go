@@ -3,6 +3,7 @@ package transport
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"runtime"
@@ -49,17 +50,28 @@ func benchRequest() *peerpb.GetRequest {
 	return &peerpb.GetRequest{Header: &peerpb.Header{Sender: "node-a", Epoch: 3}, Group: "g", Key: []byte("key-0001")}
 }
 
-// BenchmarkGet is one remote Get through Client and Server.
-// BenchmarkGet: Gets on a framed stream (plaintext) and on the gRPC stream (TLS, or a peer
-// without framing), one process for both sides.
+// BenchmarkGet is one remote Get through Client and Server: on a framed stream and on the
+// gRPC stream (a peer without framing), plaintext and with mutual TLS; one process for both
+// sides.
 func BenchmarkGet(b *testing.B) {
-	addr, _ := serve(b, &benchHandler{}, ServerConfig{})
+	plainAddr, _ := serve(b, &benchHandler{}, ServerConfig{})
+	ca := newTestCA(b)
+	tlsAddr, _ := serve(b, &benchHandler{}, ServerConfig{TLS: &tls.Config{
+		Certificates: []tls.Certificate{ca.issue(b, "server")},
+		ClientCAs:    ca.pool,
+		ClientAuth:   tls.RequireAndVerifyClientCert,
+	}})
+	clientTLS := &tls.Config{Certificates: []tls.Certificate{ca.issue(b, "client")}, RootCAs: ca.pool}
 	for _, path := range []struct {
-		name    string
-		framing bool
-	}{{"framed", true}, {"grpc", false}} {
+		name         string
+		framing, tls bool
+	}{{"framed", true, false}, {"grpc", false, false}, {"framed+tls", true, true}, {"grpc+tls", false, true}} {
 		b.Run(path.name, func(b *testing.B) {
-			c := newClient(b, ClientConfig{})
+			addr, cfg := plainAddr, ClientConfig{}
+			if path.tls {
+				addr, cfg = tlsAddr, ClientConfig{TLS: clientTLS}
+			}
+			c := newClient(b, cfg)
 			c.framing = path.framing
 			ctx := context.Background()
 			if _, err := c.Get(ctx, addr, benchRequest()); err != nil {

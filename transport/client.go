@@ -197,8 +197,11 @@ type Client struct {
 	onCall         func(method, code string, d time.Duration)
 	dialOpts       []grpc.DialOption // fixed in NewClient; shared by every connection
 
-	// framing is set when Gets may travel on framed streams (frame.go): without TLS.
+	// framing is set when Gets may travel on framed streams (frame.go): always, but in
+	// tests of the gRPC stream.
 	framing bool
+	// tls is ClientConfig.TLS, for framed connections; nil: plaintext.
+	tls *tls.Config
 	// dialConn makes a framed stream's connection: ClientConfig.Dialer, or TCP.
 	dialConn         func(ctx context.Context, addr string) (net.Conn, error)
 	connectTimeout   time.Duration
@@ -284,7 +287,11 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 			}),
 		},
 	}
-	c.framing = cfg.TLS == nil
+	c.framing = true
+	if cfg.TLS != nil {
+		c.tls = cfg.TLS.Clone()
+		c.tls.NextProtos = nil // a framed connection's TLS negotiates no protocol: the preface chose it
+	}
 	c.connectTimeout, c.keepaliveTime, c.keepaliveTimeout = cfg.ConnectTimeout, cfg.KeepaliveTime, cfg.KeepaliveTimeout
 	c.silent = cfg.SilentPeerTimeout
 	if cfg.Dialer != nil {

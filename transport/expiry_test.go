@@ -51,18 +51,18 @@ func (c fillLikeCtx) Canceller() context.Context { return c.Context }
 // of stream, for a caller reading its own answer and for one waiting on another's read; and
 // it never waits on the context's Done, which would cost a fill's context a timer.
 func TestStreamEndsACallAtItsDeadline(t *testing.T) {
-	for _, framing := range []bool{true, false} {
+	for _, path := range streamPaths {
 		for _, callers := range []int{1, 2} {
-			t.Run(fmt.Sprintf("framing=%v/callers=%d", framing, callers), func(t *testing.T) {
-				synctest.Test(t, func(t *testing.T) { testStreamEndsACallAtItsDeadline(t, framing, callers) })
+			t.Run(fmt.Sprintf("%s/callers=%d", path.name, callers), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) { testStreamEndsACallAtItsDeadline(t, path, callers) })
 			})
 		}
 	}
 }
 
-func testStreamEndsACallAtItsDeadline(t *testing.T, framing bool, callers int) {
+func testStreamEndsACallAtItsDeadline(t *testing.T, path streamPath, callers int) {
 	h := newHitHandler()
-	c, addr, b := serveOnMemnet(t, h, ClientConfig{SilentPeerTimeout: -1}, framing)
+	c, addr, b := serveOnMemnet(t, h, ClientConfig{SilentPeerTimeout: -1}, path)
 	if _, err := getKey(c, context.Background(), addr, "k"); err != nil {
 		t.Fatal(err) // the stream is open, and k held
 	}

@@ -3,6 +3,7 @@ package transport
 import (
 	"bufio"
 	"bytes"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -30,8 +31,12 @@ import (
 // caller). A frame longer than the reader's MaxMessageSize ends the connection. A GetCall
 // with id 0 and no request is a ping, answered by a GetReply with id 0 and nothing else.
 //
-// Framing is plaintext only: with TLS configured, a Server does not look for the preface
-// (every connection is TLS, then gRPC), and a Client uses the gRPC stream.
+// With TLS, the preface and its answer cross in clear — eight fixed bytes, which say only
+// that frames follow — and then the caller starts a TLS handshake on the connection, with
+// the same configs, and so the same checks of each side's certificate, as gRPC's; the frames
+// travel inside it. A gRPC connection starts with its TLS handshake, which the Server tells
+// from the preface by its first bytes. A Server that does not speak framing (an older
+// corral) ends a connection that starts with the preface: the caller uses the gRPC stream.
 
 // framePreface opens a framed connection. Neither HTTP/2's preface ("PRI * HTTP/2.0...")
 // nor a TLS record (0x16 ...) starts with it.
@@ -196,8 +201,9 @@ func newGetCall() *peerpb.GetCall   { return new(peerpb.GetCall) }
 var errNoFraming = errors.New("transport: peer does not speak framed streams")
 
 // openFramed makes the caller's side of a framed connection on conn: it sends the preface
-// and reads the peer's, by deadline.
-func openFramed(conn net.Conn, deadline time.Time, maxRecv int) (*clientFramed, error) {
+// and reads the peer's, then, with tlsConfig, makes the TLS handshake on conn, all by
+// deadline.
+func openFramed(conn net.Conn, deadline time.Time, maxRecv int, tlsConfig *tls.Config) (*clientFramed, error) {
 	if err := conn.SetDeadline(deadline); err != nil {
 		return nil, err
 	}
@@ -217,8 +223,19 @@ func openFramed(conn net.Conn, deadline time.Time, maxRecv int) (*clientFramed, 
 	if string(got[:]) != framePreface {
 		return nil, errNoFraming
 	}
+	fc := conn
+	if tlsConfig != nil {
+		if br.Buffered() > 0 {
+			return nil, errors.New("transport: framed stream: bytes before the TLS handshake")
+		}
+		tc := tls.Client(conn, tlsConfig)
+		if err := tc.Handshake(); err != nil {
+			return nil, err
+		}
+		fc, br = tc, newFrameReader(tc)
+	}
 	if err := conn.SetDeadline(time.Time{}); err != nil {
 		return nil, err
 	}
-	return newFramed[*peerpb.GetCall](conn, br, maxRecv, newGetReply), nil
+	return newFramed[*peerpb.GetCall](fc, br, maxRecv, newGetReply), nil
 }

@@ -53,13 +53,16 @@ func (d *tapDialer) sent() [][]byte {
 }
 
 // serveUnframed is serve for a Server that does not speak framed streams: an older corral's.
-func serveUnframed(t *testing.T, h Handler) string {
+func serveUnframed(t *testing.T, h Handler) string { return serveUnframedWith(t, h, ServerConfig{}) }
+
+// serveUnframedWith is serveUnframed with cfg.
+func serveUnframedWith(t *testing.T, h Handler, cfg ServerConfig) string {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := NewServer(h, ServerConfig{})
+	srv, err := NewServer(h, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

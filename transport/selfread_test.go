@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -198,16 +199,27 @@ func TestStaleIdleStreamGetsSentAgain(t *testing.T) {
 // answers its pings is filling slowly, and a Get on it waits on, far past that. Virtual time,
 // on an in-memory network.
 func TestStreamSilentPeer(t *testing.T) {
-	for _, framing := range []bool{true, false} {
-		t.Run(fmt.Sprintf("framing=%v", framing), func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) { testStreamSilentPeer(t, framing) })
+	for _, path := range streamPaths {
+		t.Run(path.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { testStreamSilentPeer(t, path) })
 		})
 	}
 }
 
+// streamPath is a kind of Get stream: framed or gRPC, plaintext or TLS.
+type streamPath struct {
+	name         string
+	framing, tls bool
+}
+
+// streamPaths are the Get streams a Client opens: framed (with or without TLS), and gRPC's
+// (to a peer that does not speak framing).
+var streamPaths = []streamPath{{"framed", true, false}, {"grpc", false, false}, {"framed+tls", true, true}}
+
 // serveOnMemnet serves h on a memnet host and returns a Client (cfg, with the host's dialer)
-// on another, framing or not, the Server's address and its host.
-func serveOnMemnet(t *testing.T, h Handler, cfg ClientConfig, framing bool) (*Client, string, *memnet.Host) {
+// on another, on path, the Server's address and its host. With TLS the client does not
+// check the server's certificate: in a synctest bubble the clock says 2000.
+func serveOnMemnet(t *testing.T, h Handler, cfg ClientConfig, path streamPath) (*Client, string, *memnet.Host) {
 	t.Helper()
 	nw, err := memnet.New(memnet.Config{})
 	if err != nil {
@@ -218,17 +230,22 @@ func serveOnMemnet(t *testing.T, h Handler, cfg ClientConfig, framing bool) (*Cl
 	if err != nil {
 		t.Fatal(err)
 	}
-	serveOn(t, h, ServerConfig{}, lis)
+	var scfg ServerConfig
+	if path.tls {
+		scfg.TLS = &tls.Config{Certificates: []tls.Certificate{newTestCA(t).issue(t, "server")}}
+		cfg.TLS = &tls.Config{InsecureSkipVerify: true}
+	}
+	serveOn(t, h, scfg, lis)
 	cfg.Dialer = a.DialContext
 	c := newClient(t, cfg)
-	c.framing = framing
+	c.framing = path.framing
 	return c, b.Addr(7000), b
 }
 
-func testStreamSilentPeer(t *testing.T, framing bool) {
+func testStreamSilentPeer(t *testing.T, path streamPath) {
 	const silent = 200 * time.Millisecond
 	h := newHitHandler()
-	c, addr, b := serveOnMemnet(t, h, ClientConfig{SilentPeerTimeout: silent}, framing)
+	c, addr, b := serveOnMemnet(t, h, ClientConfig{SilentPeerTimeout: silent}, path)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 

@@ -164,9 +164,10 @@ type Server struct {
 	svc     *peerService
 	onLimit func(limit string)
 	// framing is set when framed streams are served beside gRPC on each listener
-	// (frame.go, sniff.go): without TLS.
+	// (frame.go, sniff.go): always, but in tests of an older corral.
 	framing          bool
 	handshakeTimeout time.Duration
+	tls              *tls.Config // ServerConfig.TLS, for framed connections; nil: plaintext
 
 	stopOnce sync.Once
 
@@ -215,7 +216,12 @@ func NewServer(h Handler, cfg ServerConfig) (*Server, error) {
 	if maxAnswer < 0 {
 		maxAnswer = math.MaxInt
 	}
-	return &Server{opts: opts, onLimit: cfg.OnLimit, framing: cfg.TLS == nil, handshakeTimeout: cfg.HandshakeTimeout, svc: &peerService{h: h, log: cfg.Logger, maxMessage: cfg.MaxMessageSize,
+	var framedTLS *tls.Config
+	if cfg.TLS != nil {
+		framedTLS = cfg.TLS.Clone()
+		framedTLS.NextProtos = nil // a framed connection's TLS negotiates no protocol: the preface chose it
+	}
+	return &Server{opts: opts, onLimit: cfg.OnLimit, framing: true, tls: framedTLS, handshakeTimeout: cfg.HandshakeTimeout, svc: &peerService{h: h, log: cfg.Logger, maxMessage: cfg.MaxMessageSize,
 		maxStreamCalls: cfg.MaxStreamCalls, maxStreamAnswer: maxAnswer, onLimit: cfg.OnLimit, quit: make(chan struct{})}}, nil
 }
 
@@ -245,7 +251,7 @@ func (s *Server) Serve(lis net.Listener) error {
 	onTimeout := func() { s.onLimit("peer_handshake") }
 	var gl net.Listener = handshakeListener{Listener: lis, onTimeout: onTimeout}
 	if s.framing {
-		gl = newSniffListener(lis, s.svc, s.handshakeTimeout, onTimeout)
+		gl = newSniffListener(lis, s.svc, s.handshakeTimeout, onTimeout, s.tls)
 	}
 	err := gs.Serve(gl)
 	if errors.Is(err, grpc.ErrServerStopped) {

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -15,13 +16,17 @@ import (
 
 // sniffListener serves framed connections (frame.go) itself and hands every other one to
 // gRPC, on one port: it reads the first len(framePreface) bytes of each connection, within
-// the handshake timeout, and gRPC reads them again from the connection it is given. Each
-// connection is sniffed on a goroutine of its own, so a slow one holds up no other.
+// the handshake timeout, and gRPC reads them again from the connection it is given. With
+// TLS, a framed connection's preface is followed by a TLS handshake (the Server's config,
+// so the same checks of the peer's certificate), within the same timeout, and its frames
+// travel inside TLS. Each connection is sniffed on a goroutine of its own, so a slow one
+// holds up no other.
 type sniffListener struct {
 	lis       net.Listener
 	p         *peerService
 	timeout   time.Duration // ServerConfig.HandshakeTimeout
 	onTimeout func()
+	tls       *tls.Config // ServerConfig.TLS; nil: plaintext
 
 	conns chan net.Conn // to gRPC
 	done  chan struct{} // closed by Close
@@ -35,8 +40,8 @@ type sniffListener struct {
 
 // newSniffListener starts accepting on lis; p.framedWG counts the accept loop and the
 // sniffing goroutines.
-func newSniffListener(lis net.Listener, p *peerService, timeout time.Duration, onTimeout func()) *sniffListener {
-	l := &sniffListener{lis: lis, p: p, timeout: timeout, onTimeout: onTimeout,
+func newSniffListener(lis net.Listener, p *peerService, timeout time.Duration, onTimeout func(), tlsConfig *tls.Config) *sniffListener {
+	l := &sniffListener{lis: lis, p: p, timeout: timeout, onTimeout: onTimeout, tls: tlsConfig,
 		conns: make(chan net.Conn), done: make(chan struct{}), errc: make(chan struct{}),
 		sniffing: make(map[net.Conn]struct{})}
 	p.framedWG.Add(1)
@@ -81,9 +86,7 @@ func (l *sniffListener) acceptLoop() {
 
 // sniff reads c's first bytes and serves it as a framed connection, or hands it to gRPC.
 func (l *sniffListener) sniff(c net.Conn) {
-	var prefix [len(framePreface)]byte
-	c.SetReadDeadline(time.Now().Add(l.timeout))
-	_, err := io.ReadFull(c, prefix[:])
+	fc, prefix, err := l.handshake(c)
 	l.mu.Lock()
 	delete(l.sniffing, c)
 	l.mu.Unlock()
@@ -95,23 +98,44 @@ func (l *sniffListener) sniff(c net.Conn) {
 		c.Close()
 		return
 	}
-	c.SetReadDeadline(time.Time{})
-	if string(prefix[:]) == framePreface {
-		c.SetWriteDeadline(time.Now().Add(l.timeout))
-		if _, err := io.WriteString(c, framePreface); err != nil {
-			c.Close()
-			return
-		}
-		c.SetWriteDeadline(time.Time{})
-		l.p.serveFramed(c)
+	if fc != nil {
+		l.p.serveFramed(fc)
 		return
 	}
-	hc := &handshakeConn{Conn: &prefixConn{Conn: c, prefix: prefix[:]}, onTimeout: l.onTimeout}
+	hc := &handshakeConn{Conn: &prefixConn{Conn: c, prefix: prefix}, onTimeout: l.onTimeout}
 	select {
 	case l.conns <- hc:
 	case <-l.done:
 		c.Close()
 	}
+}
+
+// handshake reads c's first bytes, by the handshake timeout. A framed connection's preface is
+// answered (and with TLS, the TLS handshake done): it returns the connection to read frames
+// from. Any other connection is gRPC's: it returns the bytes read, for gRPC to read again.
+func (l *sniffListener) handshake(c net.Conn) (framed net.Conn, prefix []byte, err error) {
+	c.SetDeadline(time.Now().Add(l.timeout))
+	var got [len(framePreface)]byte
+	if _, err := io.ReadFull(c, got[:]); err != nil {
+		return nil, nil, err
+	}
+	if string(got[:]) != framePreface {
+		c.SetDeadline(time.Time{})
+		return nil, got[:], nil
+	}
+	if _, err := io.WriteString(c, framePreface); err != nil {
+		return nil, nil, err
+	}
+	framed = c
+	if l.tls != nil {
+		tc := tls.Server(c, l.tls)
+		if err := tc.Handshake(); err != nil {
+			return nil, nil, err
+		}
+		framed = tc
+	}
+	c.SetDeadline(time.Time{})
+	return framed, nil, nil
 }
 
 // Accept returns the next connection for gRPC.

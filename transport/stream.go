@@ -2,10 +2,12 @@ package transport
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"os"
 	"strings"
 	"sync"
@@ -821,8 +823,8 @@ func (p *peerConn) stream(ctx context.Context) (*muxStream, error) {
 	return s, nil
 }
 
-// open opens a stream: a framed one when the Client has no TLS and the peer speaks framing
-// (frame.go), a gRPC one otherwise. It is bounded by ConnectTimeout (a framed connection's
+// open opens a stream: a framed one when the peer speaks framing (frame.go), a gRPC one
+// otherwise. It is bounded by ConnectTimeout (a framed connection's
 // dial and preface) or the connection's attempt (gRPC's), and ends when the connection is
 // closed.
 func (p *peerConn) open() {
@@ -876,7 +878,7 @@ func (p *peerConn) openFramed() (*muxStream, error) {
 		return nil, status.Errorf(codes.Unavailable, "transport: dial %s: %v", p.addr, err)
 	}
 	deadline, _ := ctx.Deadline()
-	f, err := openFramed(conn, deadline, c.maxMessage)
+	f, err := openFramed(conn, deadline, c.maxMessage, c.framedTLS(p.addr))
 	if err != nil {
 		conn.Close()
 		if errors.Is(err, errNoFraming) {
@@ -887,6 +889,20 @@ func (p *peerConn) openFramed() (*muxStream, error) {
 	s := newMuxStream(f, func() { conn.Close() }, c.maxMessage, c.maxStreamCalls, c.silent, &c.wg)
 	s.startKeepalive(c.keepaliveTime, c.keepaliveTimeout)
 	return s, nil
+}
+
+// framedTLS returns the TLS config of a framed connection to addr, or nil without TLS: the
+// Client's, naming the host dialed unless it names a server itself, as gRPC's TLS does.
+func (c *Client) framedTLS(addr string) *tls.Config {
+	if c.tls == nil || c.tls.ServerName != "" {
+		return c.tls
+	}
+	cfg := c.tls.Clone()
+	cfg.ServerName = addr
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		cfg.ServerName = host
+	}
+	return cfg
 }
 
 // getOnStream is Client.Get's call on p: on the stream, or as a unary call to a peer that

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -135,6 +136,88 @@ func TestMutualTLS(t *testing.T) {
 		}})
 		if _, err := c.Get(ctx, plain, req); err == nil {
 			t.Fatal("Get succeeded")
+		}
+	})
+}
+
+// With TLS, Gets travel on a framed connection too: its preface in clear, then a TLS
+// handshake, then frames that carry no value in clear; the unary calls go on gRPC's TLS
+// connection to the same port. A TLS Server that does not speak framing (an older corral)
+// gets the Gets on its gRPC stream; a framed connection that stops after its preface is
+// closed at the handshake timeout and counted.
+func TestTLSGetsTravelFramed(t *testing.T) {
+	ca := newTestCA(t)
+	serverTLS := &tls.Config{
+		Certificates: []tls.Certificate{ca.issue(t, "server")},
+		ClientCAs:    ca.pool,
+		ClientAuth:   tls.RequireAndVerifyClientCert,
+	}
+	clientTLS := &tls.Config{Certificates: []tls.Certificate{ca.issue(t, "client")}, RootCAs: ca.pool}
+	var limits limitCounter
+	h := newHitHandler()
+	addr, _ := serve(t, h, ServerConfig{TLS: serverTLS, HandshakeTimeout: 300 * time.Millisecond, OnLimit: limits.hit})
+	ctx := context.Background()
+	const value = "a value only TLS may carry"
+
+	var d tapDialer
+	c := newClient(t, ClientConfig{TLS: clientTLS, Dialer: d.dial})
+	if _, err := c.Set(ctx, addr, &peerpb.SetRequest{Entry: &peerpb.Entry{Group: "g", Key: []byte("k"), Value: []byte(value)}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		resp, err := getKey(c, ctx, addr, "k")
+		if err != nil || string(resp.GetEntry().GetValue()) != value {
+			t.Fatalf("Get %d = %v, %v", i, resp, err)
+		}
+	}
+	if s := streamOf(t, c, addr); s.framed == nil {
+		t.Fatal("the Gets went on the gRPC stream")
+	}
+	sent := d.sent()
+	if len(sent) != 2 {
+		t.Fatalf("%d connections made, want 2 (gRPC for Set, framed for the Gets)", len(sent))
+	}
+	var framedConns int
+	for _, b := range sent {
+		if bytes.HasPrefix(b, []byte(framePreface)) {
+			framedConns++
+			b = b[len(framePreface):]
+		}
+		if len(b) == 0 || b[0] != 0x16 { // a TLS handshake record
+			t.Fatalf("a connection's bytes after any preface start with %#x, want a TLS handshake", b[:min(len(b), 8)])
+		}
+		if bytes.Contains(b, []byte(value)) {
+			t.Fatal("a connection carried the value in clear")
+		}
+	}
+	if framedConns != 1 {
+		t.Fatalf("%d framed connections, want 1", framedConns)
+	}
+
+	t.Run("a TLS server without framing", func(t *testing.T) {
+		old := serveUnframedWith(t, h, ServerConfig{TLS: serverTLS})
+		c := newClient(t, ClientConfig{TLS: clientTLS})
+		for i := range 3 {
+			if resp, err := getKey(c, ctx, old, "k"); err != nil || string(resp.GetEntry().GetValue()) != value {
+				t.Fatalf("Get %d = %v, %v", i, resp, err)
+			}
+		}
+		if s := streamOf(t, c, old); s.framed != nil {
+			t.Fatal("a framed stream to a server without framing")
+		}
+	})
+
+	t.Run("a preface and no handshake", func(t *testing.T) {
+		conn := rawFramed(t, addr)
+		closedByServer(t, conn)
+		for deadline := time.Now().Add(10 * time.Second); limits.count("peer_handshake") == 0 && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if got := limits.count("peer_handshake"); got != 1 {
+			t.Fatalf("peer_handshake counted %d times, want 1", got)
+		}
+		if _, err := getKey(c, ctx, addr, "k"); err != nil {
+			t.Fatalf("a good peer after: %v", err)
 		}
 	})
 }

@@ -80,11 +80,12 @@
 // Set, Remove, Invalidate, Handoff, WaitsFor, Reconcile, Lease and FillSet stay
 // unary calls.
 //
-// # Without TLS, the stream is framed, not gRPC
+// # The stream is framed, not gRPC
 //
-// On a plaintext Client and Server the Gets' stream is not a gRPC stream but a TCP
-// connection of its own to the same port, which opens with an 8-byte preface and then
-// carries the same GetCall and GetReply messages, each behind a 4-byte length (frame.go).
+// The Gets' stream is not a gRPC stream but a TCP connection of its own to the same port,
+// which opens with an 8-byte preface and then carries the same GetCall and GetReply
+// messages, each behind a 4-byte length (frame.go); with TLS, a TLS handshake follows the
+// preface and the frames travel inside TLS.
 // gRPC hands every frame across a reader and a writer goroutine on each side; on a small
 // machine each hand-off is a thread wake-up, and they were most of a remote hit's round
 // trip. On a framed connection a caller writes its own frame to the socket and the stream's
@@ -94,9 +95,8 @@
 // framed stream keeps everything above — deadlines, cancels, errors, bounds, the failing of
 // every call at once when it breaks — and pings the peer after KeepaliveTime of silence,
 // breaking when no answer comes within KeepaliveTimeout, as gRPC's keepalive does. A peer
-// that answers the preface with anything but the preface (a corral from before framing)
-// gets its Gets on its gRPC stream. With TLS, every connection is TLS and gRPC, and the
-// Gets travel on the gRPC stream.
+// that does not answer the preface with its own (a corral from before framing, or from
+// before framing inside TLS) gets its Gets on its gRPC stream.
 //
 // # What the caller must do
 //

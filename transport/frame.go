@@ -16,7 +16,7 @@ import (
 	"github.com/corralcache/corral/transport/peerpb"
 )
 
-// Framed streams carry the Gets of a plaintext peer connection without gRPC. On a gRPC
+// Framed streams carry the Gets of a peer connection without gRPC. On a gRPC
 // stream every frame crosses four goroutines besides its caller's and its handler's — gRPC's
 // reader and writer on each side — and on a small machine each hand-off is a thread wake-up;
 // traced at 1 caller, they were most of a remote hit's round trip (README, Performance). A

@@ -68,8 +68,8 @@ type ServerConfig struct {
 	MaxStreamAnswer int
 
 	// HandshakeTimeout bounds a new connection's handshake (TLS and HTTP/2 preface, or a
-	// framed stream's preface, frame.go); a connection that has not completed it by then is
-	// closed. 0 = DefaultHandshakeTimeout;
+	// framed stream's preface and, with TLS, its TLS handshake, frame.go); a connection that
+	// has not completed it by then is closed. 0 = DefaultHandshakeTimeout;
 	// negative is an error.
 	HandshakeTimeout time.Duration
 

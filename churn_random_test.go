@@ -243,6 +243,16 @@ func TestRandomChurnNeverUndoesAWrite(t *testing.T) {
 		}
 		time.Sleep(time.Duration(100+r.IntN(300)) * time.Millisecond)
 	}
+	// On a busy machine the views may have been whole too seldom during the changes for
+	// any write: the workers go on, on the settled cluster, until some have returned.
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		logMu.Lock()
+		enough := len(writes) >= 20 && len(reads) >= 20
+		logMu.Unlock()
+		if enough {
+			break
+		}
+	}
 	close(stop)
 	workers.Wait()
 	t.Logf("changes: %v; %d writes, %d reads, %d failed Gets", changes, len(writes), len(reads), errs.Load())

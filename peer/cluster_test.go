@@ -21,8 +21,12 @@ import (
 // second with fastConfig; the margin is for a loaded CI machine under -race.
 const waitTimeout = 15 * time.Second
 
-// fastConfig is a Config with timings for loopback, about ten times faster than production, so
-// failure detection takes a few hundred milliseconds.
+// fastConfig is a Config with timings for loopback: gossip about ten times faster than
+// production, and failure detection that keeps room for a busy machine — a 2-core machine
+// running other suites under -race starves a process of the CPU for hundreds of
+// milliseconds, and with a 50 ms probe timeout and a 300 ms suspicion a live member was
+// declared dead there, failing the tests that assert it never is. A suspected member has a
+// second to refute it; a crash is seen within a few seconds.
 func fastConfig(tb testing.TB, name string) peer.Config {
 	tb.Helper()
 	return peer.Config{
@@ -30,11 +34,11 @@ func fastConfig(tb testing.TB, name string) peer.Config {
 		BindAddr:            "127.0.0.1",
 		BindPort:            0,
 		Meta:                peer.Meta{PeerAddr: peerAddrOf(name)},
-		ProbeInterval:       100 * time.Millisecond,
-		ProbeTimeout:        50 * time.Millisecond,
+		ProbeInterval:       250 * time.Millisecond,
+		ProbeTimeout:        200 * time.Millisecond,
 		GossipInterval:      20 * time.Millisecond,
 		PushPullInterval:    500 * time.Millisecond,
-		SuspicionMult:       3,
+		SuspicionMult:       4,
 		DeadNodeReclaimTime: 100 * time.Millisecond,
 		StreamTimeout:       time.Second,
 		JoinTimeout:         2 * time.Second,

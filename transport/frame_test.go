@@ -84,7 +84,8 @@ func TestGetsTravelFramed(t *testing.T) {
 	h := newHitHandler()
 	addr, _ := serve(t, h, ServerConfig{})
 	var d tapDialer
-	c := newClient(t, ClientConfig{Dialer: d.dial})
+	// No silence pings: a slow run would add a ping's frame (id 0) to the Gets.
+	c := newClient(t, ClientConfig{Dialer: d.dial, SilentPeerTimeout: -1})
 	ctx := context.Background()
 	if _, err := c.Set(ctx, addr, &peerpb.SetRequest{Entry: &peerpb.Entry{Group: "g", Key: []byte("k"), Value: []byte("v")}}); err != nil {
 		t.Fatal(err)

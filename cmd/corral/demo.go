@@ -24,6 +24,8 @@ type demoConfig struct {
 	ttl      time.Duration
 	key      string
 	progress io.Writer
+	// silentPeerTimeout is the replicas' --silent-peer-timeout; 0 = its default.
+	silentPeerTimeout time.Duration
 }
 
 func demo(ctx context.Context, args []string, out io.Writer) error {
@@ -245,6 +247,7 @@ func startReplicas(ctx context.Context, cfg demoConfig, originTemplate string) (
 			name: fmt.Sprintf("replica-%d", i+1), bind: "127.0.0.1", origin: originTemplate,
 			ttl: cfg.ttl, fillTimeout: 10 * time.Second, maxBytes: 64 << 20, maxValueBytes: 8 << 20,
 			maxGroups: 8, minMembers: 1, shutdownTimeout: 5 * time.Second,
+			silentPeerTimeout: cfg.silentPeerTimeout,
 		}
 		if i > 0 {
 			sc.join = listFlag{reps[0].d.node.GossipAddr()}

@@ -172,7 +172,7 @@ func TestRandomChurnNeverUndoesAWrite(t *testing.T) {
 	for w := range 4 {
 		r := rand.New(rand.NewPCG(seed, uint64(10+w)))
 		workers.Go(func() {
-			for i := 0; i < 3000; i++ {
+			for i := 0; i < 100_000; i++ { // bounded; stop ends it first
 				select {
 				case <-stop:
 					return
@@ -245,6 +245,7 @@ func TestRandomChurnNeverUndoesAWrite(t *testing.T) {
 	}
 	// On a busy machine the views may have been whole too seldom during the changes for
 	// any write: the workers go on, on the settled cluster, until some have returned.
+	// (Reads, local hits mostly, are many while writes wait for whole views.)
 	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		logMu.Lock()
 		enough := len(writes) >= 20 && len(reads) >= 20

@@ -3,7 +3,6 @@ package transport
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"fmt"
 	"net"
 	"runtime"
@@ -55,13 +54,8 @@ func benchRequest() *peerpb.GetRequest {
 // sides.
 func BenchmarkGet(b *testing.B) {
 	plainAddr, _ := serve(b, &benchHandler{}, ServerConfig{})
-	ca := newTestCA(b)
-	tlsAddr, _ := serve(b, &benchHandler{}, ServerConfig{TLS: &tls.Config{
-		Certificates: []tls.Certificate{ca.issue(b, "server")},
-		ClientCAs:    ca.pool,
-		ClientAuth:   tls.RequireAndVerifyClientCert,
-	}})
-	clientTLS := &tls.Config{Certificates: []tls.Certificate{ca.issue(b, "client")}, RootCAs: ca.pool}
+	serverTLS, clientTLS := newTestCA(b).mutualTLS(b)
+	tlsAddr, _ := serve(b, &benchHandler{}, ServerConfig{TLS: serverTLS})
 	for _, path := range []struct {
 		name         string
 		framing, tls bool

@@ -76,14 +76,20 @@ func (ca *testCA) issue(tb testing.TB, name string) tls.Certificate {
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }
 
-func TestMutualTLS(t *testing.T) {
-	ca := newTestCA(t)
-	serverTLS := &tls.Config{
-		Certificates: []tls.Certificate{ca.issue(t, "server")},
+// mutualTLS returns a Server's and a Client's config for mutual TLS under ca.
+func (ca *testCA) mutualTLS(tb testing.TB) (server, client *tls.Config) {
+	server = &tls.Config{
+		Certificates: []tls.Certificate{ca.issue(tb, "server")},
 		ClientCAs:    ca.pool,
 		ClientAuth:   tls.RequireAndVerifyClientCert,
-		MinVersion:   tls.VersionTLS13,
 	}
+	return server, &tls.Config{Certificates: []tls.Certificate{ca.issue(tb, "client")}, RootCAs: ca.pool}
+}
+
+func TestMutualTLS(t *testing.T) {
+	ca := newTestCA(t)
+	serverTLS, _ := ca.mutualTLS(t)
+	serverTLS.MinVersion = tls.VersionTLS13
 	h := newFakeHandler()
 	addr, _ := serve(t, h, ServerConfig{TLS: serverTLS})
 	ctx := context.Background()
@@ -146,13 +152,7 @@ func TestMutualTLS(t *testing.T) {
 // gets the Gets on its gRPC stream; a framed connection that stops after its preface is
 // closed at the handshake timeout and counted.
 func TestTLSGetsTravelFramed(t *testing.T) {
-	ca := newTestCA(t)
-	serverTLS := &tls.Config{
-		Certificates: []tls.Certificate{ca.issue(t, "server")},
-		ClientCAs:    ca.pool,
-		ClientAuth:   tls.RequireAndVerifyClientCert,
-	}
-	clientTLS := &tls.Config{Certificates: []tls.Certificate{ca.issue(t, "client")}, RootCAs: ca.pool}
+	serverTLS, clientTLS := newTestCA(t).mutualTLS(t)
 	h := newHitHandler()
 	addr, _ := serve(t, h, ServerConfig{TLS: serverTLS})
 	ctx := context.Background()

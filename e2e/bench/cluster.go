@@ -54,6 +54,12 @@ func startBed(ctx context.Context, p plan, log io.Writer) (b *bed, err error) {
 	}
 
 	// Two corral clusters over the same three processes.
+	var ca *benchCA
+	if p.TLS {
+		if ca, err = newBenchCA(); err != nil {
+			return b, err
+		}
+	}
 	for _, cl := range []struct {
 		label   string
 		name    func(int) string
@@ -62,6 +68,11 @@ func startBed(ctx context.Context, p plan, log io.Writer) (b *bed, err error) {
 		var seed corralStarted
 		for i := range nodes {
 			args := corralStartArgs{ID: cl.name(i), Label: cl.label, NearOff: cl.nearOff}
+			if ca != nil {
+				if args.TLS, err = ca.issue(cl.name(i)); err != nil {
+					return b, err
+				}
+			}
 			if i > 0 {
 				args.Seeds = []string{seed.Gossip}
 			}

@@ -17,6 +17,7 @@ type corralStartArgs struct {
 	Label   string   // cluster label
 	Seeds   []string // gossip addresses to join
 	NearOff bool     // Config.NearBytes = -1: every remote Get crosses the wire
+	TLS     *peerTLS // Config.PeerTLS; nil: plaintext
 }
 
 type corralStarted struct {
@@ -62,6 +63,12 @@ func init() {
 		}
 		if a.NearOff {
 			cfg.NearBytes = -1
+		}
+		if a.TLS != nil {
+			var err error
+			if cfg.PeerTLS, err = a.TLS.config(); err != nil {
+				return nil, err
+			}
 		}
 		n, err := corral.New(cfg)
 		if err != nil {

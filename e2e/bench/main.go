@@ -35,6 +35,7 @@ type plan struct {
 	Settle     time.Duration
 	ProfileDir string // if set, CPU profiles and traces of corral's and the echo's remote-hit runs go here
 	Syscalls   bool   // print each remote-hit run's read and write system calls per Get, per process
+	TLS        bool   // corral's peers speak mutual TLS
 }
 
 func fullPlan() plan {
@@ -79,6 +80,7 @@ func main() {
 	profile := flag.String("profile", "", "write CPU profiles and execution traces of the caller and owner processes during corral's and the echo's remote-hit runs to this directory")
 	syscalls := flag.Bool("syscalls", false, "print the read and write system calls per Get of each process during each remote-hit run (from /proc/PID/io)")
 	callers := flag.String("callers", "", "concurrent callers of the remote-hit rows, comma-separated (default 1,16,64)")
+	peerTLS := flag.Bool("tls", false, "corral's peers speak mutual TLS (the others stay plaintext)")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -89,6 +91,7 @@ func main() {
 	}
 	p.ProfileDir = *profile
 	p.Syscalls = *syscalls
+	p.TLS = *peerTLS
 	if *callers != "" {
 		p.RemoteCallers = nil
 		for _, f := range strings.Split(*callers, ",") {

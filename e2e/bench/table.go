@@ -341,6 +341,9 @@ func (r *report) markdown() string {
 	fmt.Fprintf(&b, "Measured %s on %d × %s, %s, Redis %s; `make bench-compare` (`cd e2e/bench && go run . -out RESULTS.md`), %v in all.\n",
 		m.Date, m.CPUs, m.Model, m.Go, m.Redis, r.took.Round(time.Second))
 	fmt.Fprintf(&b, "Every system ran in this one run, on 127.0.0.1, each cache node its own process. Read the ratios, not the absolute times.\n\n")
+	if r.plan.TLS {
+		fmt.Fprintf(&b, "With `-tls`: corral's peers speak mutual TLS (ECDSA P-256 certificates of one CA); groupcache, Redis and the echoes stay plaintext.\n\n")
+	}
 	b.WriteString(r.table())
 	b.WriteString("\nHow to read it:\n\n")
 	for _, s := range []string{

@@ -31,7 +31,9 @@
 // subset), -callers 1,16,64 (the remote-hit rows' concurrencies), -quick (every step briefly,
 // to check the harness), -profile DIR (CPU profiles and execution traces of the caller and
 // owner processes during corral's and the echo's remote-hit runs), -syscalls (each remote-hit
-// run's read and write system calls per Get, per process, from /proc/PID/io, on stderr).
+// run's read and write system calls per Get, per process, from /proc/PID/io, on stderr),
+// -tls (corral's peers on mutual TLS, with a CA and certificates made for the run; the
+// others stay plaintext).
 //
 // The tests (go test -race ./...) check the pieces — the Redis starter, the worker launcher,
 // groupcache and corral nodes as processes, the stampede counters — and run the whole

@@ -81,7 +81,6 @@ func (p *peerService) serveStream(ctx context.Context, stream replyStream) {
 	ss.closed = true
 	ss.mu.Unlock()
 	ss.signal()
-	ss.signalDrained() // a receive loop held back by a full queue reads on: pushes are dropped now
 	<-writerDone
 	// A hit the receive loop is sending itself (answerHit) is sent before the handler
 	// returns: grpc-go does not allow a Send after. One it starts later sees closed.

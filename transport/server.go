@@ -225,33 +225,33 @@ func NewServer(h Handler, cfg ServerConfig) (*Server, error) {
 		maxStreamCalls: cfg.MaxStreamCalls, maxStreamAnswer: maxAnswer, onLimit: cfg.OnLimit, quit: make(chan struct{})}}, nil
 }
 
-// grpcServer returns the gRPC server, making it on first use, or nil after
-// Stop.
-func (s *Server) grpcServer() *grpc.Server {
+// listen returns the gRPC server, making it on first use, and the listener it is to serve
+// on lis; nil after Stop. The sniffing listener is made under mu, with stopped unset: its
+// goroutines are counted in framedWG before Stop can begin to wait for them.
+func (s *Server) listen(lis net.Listener) (*grpc.Server, net.Listener) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stopped {
-		return nil
+		return nil, nil
 	}
 	if s.gs == nil {
 		s.gs = grpc.NewServer(s.opts...)
 		peerpb.RegisterPeerServer(s.gs, s.svc)
 	}
-	return s.gs
+	onTimeout := func() { s.onLimit("peer_handshake") }
+	if s.framing {
+		return s.gs, newSniffListener(lis, s.svc, s.handshakeTimeout, onTimeout, s.tls)
+	}
+	return s.gs, handshakeListener{Listener: lis, onTimeout: onTimeout}
 }
 
 // Serve accepts connections on lis and serves them until Stop. It returns
 // nil after Stop (also when Stop came first; lis is then closed at once),
 // or the listener's error. Serve may be called for several listeners.
 func (s *Server) Serve(lis net.Listener) error {
-	gs := s.grpcServer()
+	gs, gl := s.listen(lis)
 	if gs == nil {
 		return lis.Close()
-	}
-	onTimeout := func() { s.onLimit("peer_handshake") }
-	var gl net.Listener = handshakeListener{Listener: lis, onTimeout: onTimeout}
-	if s.framing {
-		gl = newSniffListener(lis, s.svc, s.handshakeTimeout, onTimeout, s.tls)
 	}
 	err := gs.Serve(gl)
 	if errors.Is(err, grpc.ErrServerStopped) {

@@ -69,7 +69,7 @@ func TestStreamFullIsCounted(t *testing.T) {
 	var limits limitCounter
 	h := newHitHandler()
 	addr, _ := serve(t, h, ServerConfig{MaxStreamCalls: 1, OnLimit: limits.hit})
-	c := newClient(t, ClientConfig{MaxStreamCalls: 4, CallTimeout: time.Minute})
+	c := newClient(t, ClientConfig{MaxStreamCalls: 4, CallTimeout: time.Minute, SilentPeerTimeout: -1})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	held := make(chan error, 1)

@@ -61,7 +61,7 @@ func TestCallerReadsItsOwnReply(t *testing.T) {
 func TestReadingCallerLeaves(t *testing.T) {
 	h := newHitHandler()
 	addr, _ := serve(t, h, ServerConfig{})
-	c := newClient(t, ClientConfig{})
+	c := newClient(t, ClientConfig{SilentPeerTimeout: -1})
 	if _, err := getKey(c, context.Background(), addr, "warm"); err != nil {
 		t.Fatal(err)
 	}

@@ -178,7 +178,7 @@ func TestStreamCancelReachesTheReceiver(t *testing.T) {
 func TestStreamDeadlineTravels(t *testing.T) {
 	h := newHitHandler()
 	addr, _ := serve(t, h, ServerConfig{})
-	c := newClient(t, ClientConfig{CallTimeout: time.Minute})
+	c := newClient(t, ClientConfig{CallTimeout: time.Minute, SilentPeerTimeout: -1})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	done := make(chan error, 1)
@@ -278,7 +278,7 @@ func TestStreamForgetFailsWaitingCalls(t *testing.T) {
 func TestStreamFull(t *testing.T) {
 	h := newHitHandler()
 	addr, _ := serve(t, h, ServerConfig{MaxStreamCalls: 2})
-	c := newClient(t, ClientConfig{MaxStreamCalls: 10, CallTimeout: time.Minute})
+	c := newClient(t, ClientConfig{MaxStreamCalls: 10, CallTimeout: time.Minute, SilentPeerTimeout: -1})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	held := make(chan error, 2)

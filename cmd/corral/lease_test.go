@@ -431,7 +431,9 @@ func TestRESPCommandTooLarge(t *testing.T) {
 func TestRESPWaiterThatHangsUp(t *testing.T) {
 	td := startTestDaemon(t, nil)
 	holder := dialRESP(t, td.resp)
-	if got := holder.do(t, "FILLGET", "k", "300"); !strings.HasPrefix(got, "*2\r\n+FILL\r\n") {
+	// The holder's lease lapses after 1.5 s: time enough, on a busy machine, for the node to
+	// read the hung-up waiter's request while the lease is held, and see it gone.
+	if got := holder.do(t, "FILLGET", "k", "1500"); !strings.HasPrefix(got, "*2\r\n+FILL\r\n") {
 		t.Fatalf("holder = %q", got)
 	}
 	gone := dialRESP(t, td.resp)

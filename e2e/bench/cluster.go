@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/corralcache/corral/internal/testpki"
 )
 
 // nodes is the size of every cluster.
@@ -54,9 +56,9 @@ func startBed(ctx context.Context, p plan, log io.Writer) (b *bed, err error) {
 	}
 
 	// Two corral clusters over the same three processes.
-	var ca *benchCA
+	var ca *testpki.CA
 	if p.TLS {
-		if ca, err = newBenchCA(); err != nil {
+		if ca, err = testpki.MakeCA("corral bench CA"); err != nil {
 			return b, err
 		}
 	}
@@ -69,7 +71,7 @@ func startBed(ctx context.Context, p plan, log io.Writer) (b *bed, err error) {
 		for i := range nodes {
 			args := corralStartArgs{ID: cl.name(i), Label: cl.label, NearOff: cl.nearOff}
 			if ca != nil {
-				if args.TLS, err = ca.issue(cl.name(i)); err != nil {
+				if args.TLS, err = issuePeerTLS(ca, cl.name(i)); err != nil {
 					return b, err
 				}
 			}

@@ -31,9 +31,18 @@ type CA struct {
 // NewCA returns a CA named name, valid from an hour ago for a day.
 func NewCA(tb testing.TB, name string) *CA {
 	tb.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := MakeCA(name)
 	if err != nil {
 		tb.Fatal(err)
+	}
+	return ca
+}
+
+// MakeCA is NewCA outside a test (the side-by-side benchmarks' peer TLS): it returns the error.
+func MakeCA(name string) (*CA, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
@@ -42,15 +51,15 @@ func NewCA(tb testing.TB, name string) *CA {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
-		tb.Fatal(err)
+		return nil, err
 	}
 	cert, err := x509.ParseCertificate(der)
 	if err != nil {
-		tb.Fatal(err)
+		return nil, err
 	}
 	pool := x509.NewCertPool()
 	pool.AddCert(cert)
-	return &CA{Cert: cert, Key: key, Pool: pool}
+	return &CA{Cert: cert, Key: key, Pool: pool}, nil
 }
 
 // PEM returns the CA's certificate in PEM, as ca.crt carries it.
@@ -70,20 +79,31 @@ var serial atomic.Int64
 // Issue returns a certificate for dnsName (its only name) signed by ca, and its key, in PEM.
 func (ca *CA) Issue(tb testing.TB, dnsName string, spec Spec) (certPEM, keyPEM []byte) {
 	tb.Helper()
-	der, key := ca.issue(tb, dnsName, spec)
-	kder, err := x509.MarshalECPrivateKey(key)
+	certPEM, keyPEM, err := ca.Make(dnsName, spec)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
+	return certPEM, keyPEM
 }
 
-func (ca *CA) issue(tb testing.TB, dnsName string, spec Spec) ([]byte, *ecdsa.PrivateKey) {
-	tb.Helper()
+// Make is Issue outside a test: it returns the error.
+func (ca *CA) Make(dnsName string, spec Spec) (certPEM, keyPEM []byte, err error) {
+	der, key, err := ca.issue(dnsName, spec)
+	if err != nil {
+		return nil, nil, err
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), nil
+}
+
+func (ca *CA) issue(dnsName string, spec Spec) ([]byte, *ecdsa.PrivateKey, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		tb.Fatal(err)
+		return nil, nil, err
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(time.Now().UnixNano() + serial.Add(1)), Subject: pkix.Name{CommonName: "corral"},
@@ -100,16 +120,19 @@ func (ca *CA) issue(tb testing.TB, dnsName string, spec Spec) ([]byte, *ecdsa.Pr
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.Key)
 	if err != nil {
-		tb.Fatal(err)
+		return nil, nil, err
 	}
-	return der, key
+	return der, key, nil
 }
 
 // TLSConfig returns a config with a certificate for dnsName (no IP SAN: a pod's certificate
 // names it, not its address) that trusts ca alone, both ways, TLS 1.3.
 func (ca *CA) TLSConfig(tb testing.TB, dnsName string) *tls.Config {
 	tb.Helper()
-	der, key := ca.issue(tb, dnsName, Spec{})
+	der, key, err := ca.issue(dnsName, Spec{})
+	if err != nil {
+		tb.Fatal(err)
+	}
 	return &tls.Config{
 		Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}},
 		RootCAs:      ca.Pool, ClientCAs: ca.Pool, MinVersion: tls.VersionTLS13,

@@ -44,7 +44,12 @@ func (n *Node) admitHeader(h *peerpb.Header) error {
 	if n.firstAsked.Load() == 0 {
 		n.firstAsked.CompareAndSwap(0, time.Now().UnixNano())
 	}
-	if _, ok := n.view.Load().members[name]; !ok {
+	switch _, ok := n.view.Load().members[name]; {
+	case h.GetLeaving():
+		// A member that is leaving is told of nothing (its copies are checked by whoever
+		// pulls them), however long it goes on asking while it drains.
+		n.strangers.forget(name)
+	case !ok:
 		n.strangers.add(name, h.GetSenderAddr(), time.Now().Add(max(n.cfg.PeekWindow, time.Minute)))
 	}
 	return nil

@@ -146,6 +146,10 @@ func (g *Group[V]) Get(ctx context.Context, key string) (V, error) {
 	if val, ok := g.local.GetStamped(ctx, key, v.stamp); ok {
 		return val, nil
 	}
+	if v.stopped {
+		val, _, err := g.getStopped(ctx, key)
+		return val, err
+	}
 	if v.owner(key) == v.self {
 		val, err := g.local.GetStamping(ctx, key, v.stamp)
 		if err != nil {
@@ -172,6 +176,9 @@ const (
 // GetWithSource is Get that also says how the value was found (the daemon's X-Corral-Source).
 func (g *Group[V]) GetWithSource(ctx context.Context, key string) (V, Source, error) {
 	v := g.node.view.Load()
+	if v.stopped {
+		return g.getStopped(ctx, key)
+	}
 	if v.owner(key) == v.self {
 		e, src, err := g.local.GetEntry(ctx, key)
 		if err != nil {
@@ -212,6 +219,29 @@ func (g *Group[V]) getRemote(ctx context.Context, key string) (V, Source, error)
 		return e.Value, SourceCoalesced, nil
 	}
 	return e.Value, SourcePeer, nil
+}
+
+// getStopped is Get on a node that serves nothing from its stores any more (Node.stopServing):
+// while it drains, no write reaches its copies, so it asks the key's owner among the other
+// members, as a client would; once closed, it answers ErrClosed.
+func (g *Group[V]) getStopped(ctx context.Context, key string) (V, Source, error) {
+	var val V
+	if g.node.closed.Load() {
+		return val, "", ErrClosed
+	}
+	if err := g.node.checkKey(key); err != nil {
+		return val, "", err
+	}
+	_, err := g.node.onOwner(ctx, key, true, func() error { return ErrClosed },
+		func(ctx context.Context, st *memberState) error {
+			var err error
+			val, err = g.askOwner(ctx, st, key)
+			return err
+		})
+	if err != nil {
+		return val, "", g.wrapErr(key, fromWire(err))
+	}
+	return val, SourcePeer, nil
 }
 
 // blamePeers says where the time went when the request to key's owner — the near cache's

@@ -138,6 +138,9 @@ func (g *Group[V]) Lease(ctx context.Context, key string, o LeaseOptions) (Lease
 		return Lease[V]{}, err
 	}
 	n := g.node
+	if n.closed.Load() {
+		return Lease[V]{}, ErrClosed
+	}
 	until := time.Now().Add(o.Wait)
 	for range maxLeaseMoves {
 		var ans leaseAnswer[V]

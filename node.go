@@ -77,7 +77,9 @@ type Node struct {
 	groups map[string]groupHandle
 
 	leaving   atomic.Bool // Close began: not ready, new writes fail, no hand-off is taken
-	draining  atomic.Bool // left the cluster: peers get warm pulls only
+	draining  atomic.Bool // handed off: peers get warm pulls only, and this node's own Gets go to other members (view.stopped)
+	left      atomic.Bool // left the gossip cluster: its view is no longer kept up
+	closed    atomic.Bool // Close returned, or the node was killed: every call returns ErrClosed
 	closeOnce sync.Once
 	closeErr  error
 
@@ -318,6 +320,11 @@ func (n *Node) rebuildLocked() {
 		if _, still := nv.members[st.Name]; !still || nv.members[st.Name].PeerAddr != st.PeerAddr {
 			n.client.Forget(st.PeerAddr)
 		}
+		if _, still := nv.members[st.Name]; !still {
+			// Out of the view, it is no stranger either: a member gone from every view is
+			// not one a write must reach (a new life that asks again is remembered again).
+			n.strangers.forget(st.Name)
+		}
 	}
 	for name, st := range nv.members {
 		_, was := cur.members[name]
@@ -448,14 +455,21 @@ func (n *Node) Close(ctx context.Context) error {
 // test cluster (through package internal/crash); production code calls Close. kill after
 // Close (or Close after kill) does nothing.
 func (n *Node) kill() {
-	n.closeOnce.Do(func() { n.closeErr = n.close(context.Background(), false) })
+	n.closeOnce.Do(func() {
+		n.closed.Store(true)
+		n.closeErr = n.close(context.Background(), false)
+	})
 }
 
 func init() { crash.Node = func(n any) { n.(*Node).kill() } }
 
 func (n *Node) close(ctx context.Context, graceful bool) error {
 	n.leaving.Store(true)
+	defer n.closed.Store(true)
 	var errs []error
+	if !graceful {
+		n.stopServing()
+	}
 	if graceful {
 		alone := len(n.view.Load().list) <= 1
 		if !alone {
@@ -469,10 +483,13 @@ func (n *Node) close(ctx context.Context, graceful bool) error {
 				errs = append(errs, fmt.Errorf("hand-off: %w", err))
 			}
 		}
+		// Stop serving from the stores before leaving, while every writer still tells this
+		// node: once a writer's view has dropped it, no write reaches its copies.
+		n.stopServing()
 		if err := n.members.Leave(ctx); err != nil && !errors.Is(err, peer.ErrClosed) {
 			errs = append(errs, fmt.Errorf("leave: %w", err))
 		}
-		n.draining.Store(true)
+		n.left.Store(true)
 		if n.cfg.DrainTimeout > 0 && !alone { // with no peers there is no one to drain for
 			t := time.NewTimer(n.cfg.DrainTimeout)
 			select {
@@ -505,6 +522,20 @@ func (n *Node) close(ctx context.Context, graceful bool) error {
 	n.stopClock()
 	n.metrics.unregister()
 	return errors.Join(errs...)
+}
+
+// stopServing ends reads from this node's stores: peers' Gets, Sets, Removes and Leases are
+// refused as "leaving" (they go to the key's next owner, which holds the hand-off), and this
+// node's own Gets and Leases go to the other members. Warm pulls are still answered: their
+// copies are checked by whoever takes them. A new view, stamped anew, makes the hit path
+// see it at once (Group.Get).
+func (n *Node) stopServing() {
+	n.viewMu.Lock()
+	defer n.viewMu.Unlock()
+	n.draining.Store(true)
+	v := *n.view.Load()
+	v.stopped, v.stamp = true, nextStamp(v.stamp)
+	n.view.Store(&v)
 }
 
 func (n *Node) stopTransport(ctx context.Context) {

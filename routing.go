@@ -27,8 +27,16 @@ func (n *Node) onOwner(ctx context.Context, key string, streamed bool, local fun
 	remote func(context.Context, *memberState) error) (string, error) {
 	v := n.view.Load()
 	r := v.ring
+	fallback := n.cfg.LocalFallback
+	if v.stopped {
+		// This node serves nothing itself any more: the key's owner among the others.
+		r, fallback = r.Without(v.self), false
+	}
 	for {
 		owner := r.Owner(key)
+		if owner == "" && v.stopped {
+			return "", ErrClosed // no other member to ask
+		}
 		if owner == "" {
 			return "", errNoMembers
 		}
@@ -43,7 +51,7 @@ func (n *Node) onOwner(ctx context.Context, key string, streamed bool, local fun
 		if n.breakers.skip(st.PeerAddr, time.Now()) {
 			// Found unreachable a moment ago (breaker.go): do not wait on it again.
 			n.log.Debug("corral: owner unreachable a moment ago, asking its successor", "owner", owner, "key", key)
-			if n.cfg.LocalFallback {
+			if fallback {
 				return v.self, local()
 			}
 			r = r.Without(owner)
@@ -62,7 +70,7 @@ func (n *Node) onOwner(ctx context.Context, key string, streamed bool, local fun
 			n.log.Warn("corral: owner unreachable, failing over", "owner", owner, "key", key, "err", err)
 			n.peerDown(ctx, st)
 		}
-		if n.cfg.LocalFallback {
+		if fallback {
 			return v.self, local()
 		}
 		r = r.Without(owner)
@@ -122,7 +130,8 @@ func (n *Node) header(ctx context.Context) *peerpb.Header { return n.headerWith(
 // headerWith is header with the fill chain given.
 func (n *Node) headerWith(chain []string) *peerpb.Header {
 	v := n.view.Load()
-	h := &peerpb.Header{Sender: v.self, Epoch: v.ring.Epoch(), Clock: n.version.Now(), SenderAddr: n.peerAddr}
+	h := &peerpb.Header{Sender: v.self, Epoch: v.ring.Epoch(), Clock: n.version.Now(), SenderAddr: n.peerAddr,
+		Leaving: n.leaving.Load()}
 	for _, link := range chain {
 		h.Chain = append(h.Chain, []byte(link))
 	}
@@ -145,29 +154,40 @@ func (g *Group[V]) fetch(ctx context.Context, key string) (V, error) {
 			return err
 		},
 		func(ctx context.Context, st *memberState) error {
-			resp, err := n.client.GetFrom(ctx, st.PeerAddr, st.gone.Done(), &peerpb.GetRequest{
-				Header: n.headerWith(fill.OuterChain(ctx)), Group: g.name, Key: []byte(key),
-			})
-			if err != nil {
-				return err
-			}
-			e := resp.GetEntry()
-			if err := checkVersion(e.GetVersion()); err != nil {
-				return fmt.Errorf("corral: value of %s/%q from %s: %w", g.name, key, st.Name, err)
-			}
-			n.version.Observe(e.GetVersion())
-			val, err = g.codec.Decode(e.GetValue())
-			if err != nil {
-				return fmt.Errorf("corral: value of %s/%q from %s: %w", g.name, key, st.Name, err)
-			}
-			// The copy is stored only if no write newer than it is known here by then.
-			fill.SetVersion(ctx, e.GetVersion())
-			fill.SetExpiry(ctx, g.nearLifetime(key, e), 0)
-			return nil
+			var err error
+			val, err = g.askOwner(ctx, st, key)
+			return err
 		})
 	if err != nil {
 		return val, fromWire(err)
 	}
+	return val, nil
+}
+
+// askOwner asks st, the key's owner, for the value of key on the owner's stream. Under a
+// near-cache fill's ctx it also says what the fill keeps: a near copy at the owner's version,
+// for a hot key.
+func (g *Group[V]) askOwner(ctx context.Context, st *memberState, key string) (V, error) {
+	var val V
+	n := g.node
+	resp, err := n.client.GetFrom(ctx, st.PeerAddr, st.gone.Done(), &peerpb.GetRequest{
+		Header: n.headerWith(fill.OuterChain(ctx)), Group: g.name, Key: []byte(key),
+	})
+	if err != nil {
+		return val, err
+	}
+	e := resp.GetEntry()
+	if err := checkVersion(e.GetVersion()); err != nil {
+		return val, fmt.Errorf("corral: value of %s/%q from %s: %w", g.name, key, st.Name, err)
+	}
+	n.version.Observe(e.GetVersion())
+	val, err = g.codec.Decode(e.GetValue())
+	if err != nil {
+		return val, fmt.Errorf("corral: value of %s/%q from %s: %w", g.name, key, st.Name, err)
+	}
+	// The copy is stored only if no write newer than it is known here by then.
+	fill.SetVersion(ctx, e.GetVersion())
+	fill.SetExpiry(ctx, g.nearLifetime(key, e), 0)
 	return val, nil
 }
 

@@ -130,7 +130,7 @@ func (s server) Invalidate(ctx context.Context, req *peerpb.InvalidateRequest) (
 		g.invalidate(key, req.GetVersion())
 	}
 	n.log.Debug("corral: told of a write", "group", req.GetGroup(), "key", key, "version", req.GetVersion(), "by", req.GetHeader().GetSender())
-	if n.draining.Load() {
+	if n.left.Load() {
 		return &peerpb.InvalidateResponse{}, nil // its view is no longer kept up
 	}
 	// A write or copy of the key newer than this one, which the writer had not heard of when

@@ -46,6 +46,14 @@ func (s *strangers) add(name, addr string, until time.Time) {
 	s.m[name] = stranger{addr: addr, until: until}
 }
 
+// forget drops name: it is in the view now, or has left it, or is leaving — a member that
+// every view has dropped keeps no copy a write must reach.
+func (s *strangers) forget(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.m, name)
+}
+
 // list returns the strangers remembered at now, by name, and forgets the expired ones.
 func (s *strangers) list(now time.Time) map[string]string {
 	s.mu.Lock()

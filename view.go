@@ -40,6 +40,10 @@ type view struct {
 	// Every view has a stamp of its own, so a new view unstamps every entry at once.
 	stamp uint32
 
+	// stopped is set once this node serves nothing from its stores (see Node.stopServing):
+	// its own requests go to the other members.
+	stopped bool
+
 	// joined is when this node first saw a cluster that was there before it (a member that
 	// started no later than this one): for PeekWindow after it, keys this node owns may be
 	// held by their owner on the ring without it. Zero for the founding member.
@@ -170,7 +174,7 @@ func (v *view) handoffRing(excluded map[string]bool) *ring.Ring {
 func nextView(cur *view, ms []peer.Member, rc ring.Config, now time.Time, window time.Duration, exclude map[string]string) (*view, []*memberState, error) {
 	names := make([]string, 0, len(ms))
 	nv := &view{self: cur.self, members: make(map[string]*memberState, len(ms)), excluded: exclude,
-		stamp: nextStamp(cur.stamp)}
+		stamp: nextStamp(cur.stamp), stopped: cur.stopped}
 	for _, m := range ms {
 		if exclude[m.Name] == "" {
 			names = append(names, m.Name)

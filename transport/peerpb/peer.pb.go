@@ -217,7 +217,11 @@ type Header struct {
 	Clock uint64 `protobuf:"varint,4,opt,name=clock,proto3" json:"clock,omitempty"`
 	// sender_addr is the sender's peer address, for a receiver that does not
 	// know the sender yet and must tell it of later writes.
-	SenderAddr    string `protobuf:"bytes,5,opt,name=sender_addr,json=senderAddr,proto3" json:"sender_addr,omitempty"`
+	SenderAddr string `protobuf:"bytes,5,opt,name=sender_addr,json=senderAddr,proto3" json:"sender_addr,omitempty"`
+	// leaving says the sender has begun to leave the cluster: it keeps no copy
+	// that a later write must reach, so a receiver that does not know it never
+	// remembers it as a member to tell of writes.
+	Leaving       bool `protobuf:"varint,6,opt,name=leaving,proto3" json:"leaving,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -287,6 +291,13 @@ func (x *Header) GetSenderAddr() string {
 	return ""
 }
 
+func (x *Header) GetLeaving() bool {
+	if x != nil {
+		return x.Leaving
+	}
+	return false
+}
+
 // Entry is one cached value with its remaining lifetime. Durations are
 // remaining time measured on the sender, never wall-clock instants, so clock
 // skew between nodes does not matter.
@@ -296,16 +307,24 @@ type Entry struct {
 	// key is any bytes (proto3 strings must be UTF-8; keys need not be).
 	Key   []byte `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
 	Value []byte `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
-	// fresh_for_nanos is how long the value stays fresh from now; 0 = never expires.
+	// fresh_for_nanos is how long the value stays fresh from now: ≤ 0 once it
+	// is stale; 2^63−1 = it never expires. (A FillSet's entry says its TTL
+	// here, 0 = never expires.)
 	FreshForNanos int64 `protobuf:"varint,4,opt,name=fresh_for_nanos,json=freshForNanos,proto3" json:"fresh_for_nanos,omitempty"`
-	// stale_for_nanos is how long it may be served stale after it stops being fresh.
+	// stale_for_nanos is how long from now it may still be served, fresh or
+	// stale (≥ fresh_for_nanos). (A FillSet's entry says its SWR here: how long
+	// after its TTL.)
 	StaleForNanos int64 `protobuf:"varint,5,opt,name=stale_for_nanos,json=staleForNanos,proto3" json:"stale_for_nanos,omitempty"`
 	// version is the latest write (Set or Remove) of the key that the value
 	// reflects: a copy whose version is below a write the receiver knows of is
 	// older than that write and is not stored.
 	Version uint64 `protobuf:"varint,6,opt,name=version,proto3" json:"version,omitempty"`
 	// fill_nanos is how long the loader took to produce the value.
-	FillNanos     int64 `protobuf:"varint,7,opt,name=fill_nanos,json=fillNanos,proto3" json:"fill_nanos,omitempty"`
+	FillNanos int64 `protobuf:"varint,7,opt,name=fill_nanos,json=fillNanos,proto3" json:"fill_nanos,omitempty"`
+	// not_found marks a remembered "not found" of the source (negative
+	// caching): value is empty, and the key answers not found until
+	// fresh_for_nanos has passed.
+	NotFound      bool `protobuf:"varint,8,opt,name=not_found,json=notFound,proto3" json:"not_found,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -389,6 +408,13 @@ func (x *Entry) GetFillNanos() int64 {
 	return 0
 }
 
+func (x *Entry) GetNotFound() bool {
+	if x != nil {
+		return x.NotFound
+	}
+	return false
+}
+
 type GetRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Header *Header                `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
@@ -396,7 +422,11 @@ type GetRequest struct {
 	Key    []byte                 `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
 	// peek asks only for an entry the receiver already holds; it never fills.
 	// A new owner uses it to ask the previous owner after a membership change.
-	Peek          bool `protobuf:"varint,4,opt,name=peek,proto3" json:"peek,omitempty"`
+	Peek bool `protobuf:"varint,4,opt,name=peek,proto3" json:"peek,omitempty"`
+	// wait_fill, with peek, asks the receiver to wait for a fill of the key it
+	// runs, if any, and to answer with what that fill stored. It still never
+	// starts a fill.
+	WaitFill      bool `protobuf:"varint,5,opt,name=wait_fill,json=waitFill,proto3" json:"wait_fill,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -459,12 +489,22 @@ func (x *GetRequest) GetPeek() bool {
 	return false
 }
 
+func (x *GetRequest) GetWaitFill() bool {
+	if x != nil {
+		return x.WaitFill
+	}
+	return false
+}
+
 type GetResponse struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Entry  *Entry                 `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
 	Source Source                 `protobuf:"varint,2,opt,name=source,proto3,enum=corral.peer.v1.Source" json:"source,omitempty"`
 	// found is false when a peek found nothing (entry is then unset).
-	Found         bool `protobuf:"varint,3,opt,name=found,proto3" json:"found,omitempty"`
+	Found bool `protobuf:"varint,3,opt,name=found,proto3" json:"found,omitempty"`
+	// filling, for a peek that found nothing, says a fill of the key runs on
+	// the receiver: a peek with wait_fill would get its result.
+	Filling       bool `protobuf:"varint,4,opt,name=filling,proto3" json:"filling,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -516,6 +556,13 @@ func (x *GetResponse) GetSource() Source {
 func (x *GetResponse) GetFound() bool {
 	if x != nil {
 		return x.Found
+	}
+	return false
+}
+
+func (x *GetResponse) GetFilling() bool {
+	if x != nil {
+		return x.Filling
 	}
 	return false
 }
@@ -1794,14 +1841,15 @@ var File_peer_proto protoreflect.FileDescriptor
 const file_peer_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
-	"peer.proto\x12\x0ecorral.peer.v1\"\x83\x01\n" +
+	"peer.proto\x12\x0ecorral.peer.v1\"\x9d\x01\n" +
 	"\x06Header\x12\x16\n" +
 	"\x06sender\x18\x01 \x01(\tR\x06sender\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x14\n" +
 	"\x05chain\x18\x03 \x03(\fR\x05chain\x12\x14\n" +
 	"\x05clock\x18\x04 \x01(\x04R\x05clock\x12\x1f\n" +
 	"\vsender_addr\x18\x05 \x01(\tR\n" +
-	"senderAddr\"\xce\x01\n" +
+	"senderAddr\x12\x18\n" +
+	"\aleaving\x18\x06 \x01(\bR\aleaving\"\xeb\x01\n" +
 	"\x05Entry\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\fR\x03key\x12\x14\n" +
@@ -1810,17 +1858,20 @@ const file_peer_proto_rawDesc = "" +
 	"\x0fstale_for_nanos\x18\x05 \x01(\x03R\rstaleForNanos\x12\x18\n" +
 	"\aversion\x18\x06 \x01(\x04R\aversion\x12\x1d\n" +
 	"\n" +
-	"fill_nanos\x18\a \x01(\x03R\tfillNanos\"x\n" +
+	"fill_nanos\x18\a \x01(\x03R\tfillNanos\x12\x1b\n" +
+	"\tnot_found\x18\b \x01(\bR\bnotFound\"\x95\x01\n" +
 	"\n" +
 	"GetRequest\x12.\n" +
 	"\x06header\x18\x01 \x01(\v2\x16.corral.peer.v1.HeaderR\x06header\x12\x14\n" +
 	"\x05group\x18\x02 \x01(\tR\x05group\x12\x10\n" +
 	"\x03key\x18\x03 \x01(\fR\x03key\x12\x12\n" +
-	"\x04peek\x18\x04 \x01(\bR\x04peek\"\x80\x01\n" +
+	"\x04peek\x18\x04 \x01(\bR\x04peek\x12\x1b\n" +
+	"\twait_fill\x18\x05 \x01(\bR\bwaitFill\"\x9a\x01\n" +
 	"\vGetResponse\x12+\n" +
 	"\x05entry\x18\x01 \x01(\v2\x15.corral.peer.v1.EntryR\x05entry\x12.\n" +
 	"\x06source\x18\x02 \x01(\x0e2\x16.corral.peer.v1.SourceR\x06source\x12\x14\n" +
-	"\x05found\x18\x03 \x01(\bR\x05found\"\xb2\x01\n" +
+	"\x05found\x18\x03 \x01(\bR\x05found\x12\x18\n" +
+	"\afilling\x18\x04 \x01(\bR\afilling\"\xb2\x01\n" +
 	"\aGetCall\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x124\n" +
 	"\arequest\x18\x02 \x01(\v2\x1a.corral.peer.v1.GetRequestR\arequest\x12#\n" +

@@ -50,8 +50,9 @@ type Config[V any] struct {
 	// refreshes on a later read. nil = a Limiter of DefaultMaxRefreshes of this cache's own.
 	Refreshes *Limiter
 	// Fills bounds concurrent fills (admission control); a fill over the bound waits for a
-	// slot, within its fill timeout, while its callers wait within their own contexts.
-	// nil = unbounded.
+	// slot, within its fill timeout, while its callers wait within their own contexts. A
+	// fill nested in one that holds a slot — its loader's Get, here or through other
+	// processes and back — takes none (see Limiter.AcquireFill). nil = unbounded.
 	Fills *Limiter
 	// InlineFill runs a fill on the goroutine of the Get that starts it, instead of a worker
 	// (workers.go), under that Get's ctx: it saves the hand-off to the worker and back. When

@@ -207,10 +207,10 @@ func (c *Cache[V]) run(parent context.Context, key string, cl *call[V], slot *Li
 
 	var r result[V]
 	if c.cfg.Fills != nil {
-		if err := c.cfg.Fills.Acquire(fc); err != nil {
+		if release, err := c.cfg.Fills.AcquireFill(fc, c.cfg.Name, key); err != nil {
 			r.err = fmt.Errorf("waiting for a fill slot: %w", err)
 		} else {
-			defer c.cfg.Fills.Release()
+			defer release()
 		}
 	}
 	if r.err == nil {

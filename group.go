@@ -303,11 +303,24 @@ func (e *remoteError) Unwrap() error { return e.err }
 // fillLocal is the local store's loader. For a while after a membership change made this
 // node the owner of a key it does not hold, it first looks for the copy another member still
 // holds (a warm pull), so a join, a leave or a scale-up does not cost a wave of fills.
+//
+// A copy that is stale within its grace there is taken as it is — served stale here, with
+// its one refresh started (fill refreshes a stale copy it takes) — and so is a remembered
+// not-found, for the rest of its time: a move must not turn a value the cluster may still
+// serve into a miss that the source cannot answer. A refresh loads from the source.
 func (g *Group[V]) fillLocal(ctx context.Context, key string) (V, error) {
+	if fill.IsRefresh(ctx) {
+		g.loads.Add(1)
+		return g.load(ctx, key)
+	}
 	if e, ok := g.warmPull(ctx, key); ok {
-		fill.SetExpiry(ctx, e.FreshFor, max(e.StaleFor-e.FreshFor, 0))
+		fresh := max(e.FreshFor, 0)
+		fill.SetExpiry(ctx, fresh, max(e.StaleFor-fresh, 0))
 		fill.SetVersion(ctx, e.Version)
 		g.node.metrics.handoff.WithLabelValues("received").Inc()
+		if e.NotFound {
+			return e.Value, ErrNotFound
+		}
 		return e.Value, nil
 	}
 	g.loads.Add(1)

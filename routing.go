@@ -218,54 +218,84 @@ func (g *Group[V]) warmPull(ctx context.Context, key string) (fill.Entry[V], boo
 }
 
 // peekAll asks every member of sts at once for an entry of key it holds, and returns the
-// first fresh one that is not older than a write known here. Members found unreachable a
-// moment ago are not asked.
+// first one that may still be served (fresh, stale within grace, or a remembered not-found)
+// and is not older than a write known here. Members found unreachable a moment ago are not
+// asked. Each question is bounded by PeekTimeout; but when none holds the key and some are
+// filling it — acting owners of the key while its owner was down, as when a crashed owner
+// comes back before its successor's fill ends — those are asked again to wait for their
+// fill, within ctx (the fill's own bound), so that the key is loaded once, not twice.
 func (g *Group[V]) peekAll(ctx context.Context, key string, sts []*memberState) (fill.Entry[V], bool) {
 	now := time.Now()
 	sts = slices.DeleteFunc(slices.Clone(sts), func(st *memberState) bool { return g.node.breakers.skip(st.PeerAddr, now) })
 	if len(sts) == 0 {
 		return fill.Entry[V]{}, false
 	}
-	ctx, cancel := context.WithTimeout(ctx, g.node.cfg.PeekTimeout)
+	pctx, cancel := context.WithTimeout(ctx, g.node.cfg.PeekTimeout)
+	e, ok, filling := g.peekEach(pctx, key, sts, false)
+	cancel()
+	if ok || len(filling) == 0 {
+		return e, ok
+	}
+	e, ok, _ = g.peekEach(ctx, key, filling, true)
+	return e, ok
+}
+
+// peekEach asks the members of sts at once, as peekAll says, and returns the first entry
+// found, or else the members that said they were filling the key.
+func (g *Group[V]) peekEach(ctx context.Context, key string, sts []*memberState, waitFill bool) (fill.Entry[V], bool, []*memberState) {
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	found := make(chan fill.Entry[V], len(sts)) // never blocks a sender
+	type answer struct {
+		e       fill.Entry[V]
+		ok      bool
+		filling *memberState
+	}
+	answers := make(chan answer, len(sts)) // never blocks a sender
 	var wg sync.WaitGroup
 	for _, st := range sts {
 		wg.Go(func() {
-			if e, ok := g.peek(ctx, st, key); ok {
-				found <- e
+			e, ok, filling := g.peek(ctx, st, key, waitFill)
+			a := answer{e: e, ok: ok}
+			if filling {
+				a.filling = st
 			}
+			answers <- a
 		})
 	}
-	go func() { wg.Wait(); close(found) }()
+	go func() { wg.Wait(); close(answers) }()
 	floor := g.tombs.Floor(key)
-	for e := range found {
-		if e.Version >= floor {
-			g.node.log.Debug("corral: warm pull found a copy", "group", g.name, "key", key, "version", e.Version)
+	var filling []*memberState
+	for a := range answers {
+		if a.ok && a.e.Version >= floor {
+			g.node.log.Debug("corral: warm pull found a copy", "group", g.name, "key", key, "version", a.e.Version)
 			cancel()
-			for range found { // let the other questions end, so none outlives the fill
+			for range answers { // let the other questions end, so none outlives the fill
 			}
-			return e, true
+			return a.e, true, nil
+		}
+		if a.filling != nil {
+			filling = append(filling, a.filling)
 		}
 	}
-	return fill.Entry[V]{}, false
+	return fill.Entry[V]{}, false, filling
 }
 
-// peek asks st for an entry of key it holds, without letting it fill.
-func (g *Group[V]) peek(ctx context.Context, st *memberState, key string) (fill.Entry[V], bool) {
+// peek asks st for an entry of key it holds, without letting it fill; with waitFill, st
+// first waits for a fill of key it runs. filling reports that st found none but runs a fill.
+func (g *Group[V]) peek(ctx context.Context, st *memberState, key string, waitFill bool) (e fill.Entry[V], ok, filling bool) {
 	n := g.node
 	resp, err := n.client.Get(ctx, st.PeerAddr, &peerpb.GetRequest{
-		Header: n.headerWith(fill.OuterChain(ctx)), Group: g.name, Key: []byte(key), Peek: true,
+		Header: n.headerWith(fill.OuterChain(ctx)), Group: g.name, Key: []byte(key), Peek: true, WaitFill: waitFill,
 	})
-	if err != nil || !resp.GetFound() || resp.GetEntry().GetFreshForNanos() <= 0 || checkVersion(resp.GetEntry().GetVersion()) != nil {
-		return fill.Entry[V]{}, false
+	if err != nil {
+		return e, false, false
+	}
+	if !resp.GetFound() || resp.GetEntry().GetStaleForNanos() <= 0 || checkVersion(resp.GetEntry().GetVersion()) != nil {
+		return e, false, resp.GetFilling()
 	}
 	n.version.Observe(resp.GetEntry().GetVersion())
-	e, err := g.decodeEntry(resp.GetEntry())
-	if err != nil {
-		return fill.Entry[V]{}, false
-	}
-	return e, true
+	e, err = g.decodeEntry(resp.GetEntry())
+	return e, err == nil, false
 }
 
 func (n *Node) remoteSet(ctx context.Context, st *memberState, group, key string, value []byte, version uint64) error {

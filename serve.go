@@ -213,9 +213,14 @@ func (g *Group[V]) serveGet(ctx context.Context, req *peerpb.GetRequest) (*peerp
 		return nil, toWire(err)
 	}
 	if req.GetPeek() {
-		e, ok := g.local.Peek(key)
-		if !ok || e.FreshFor <= 0 {
-			return &peerpb.GetResponse{}, nil
+		e, ok := g.local.PeekAny(key)
+		if !ok && req.GetWaitFill() {
+			e, ok = g.local.AwaitFill(ctx, key)
+		}
+		if !ok {
+			// A fill of the key running here (this node is its acting owner since the owner
+			// failed) will hold it soon: the asker may wait for it rather than fill too.
+			return &peerpb.GetResponse{Filling: g.local.Filling(key)}, nil
 		}
 		pe, err := g.encodeEntry(key, e)
 		if err != nil {
@@ -348,13 +353,10 @@ func (g *Group[V]) accept(pe *peerpb.Entry) (bool, error) {
 	return g.local.Put(key, e)
 }
 
-// handoffEntries yields every entry this node holds that is still fresh, with the member
-// that owns it on r.
+// handoffEntries yields every entry this node holds that may still be served — fresh, stale
+// within grace, or a remembered not-found — with the member that owns it on r.
 func (g *Group[V]) handoffEntries(r *ring.Ring, self string, add func(owner string, e *peerpb.Entry)) {
 	for key, e := range g.local.All() {
-		if e.FreshFor <= 0 {
-			continue
-		}
 		owner := r.Owner(key)
 		if owner == "" || owner == self {
 			continue
@@ -384,22 +386,27 @@ func (g *Group[V]) encodeEntry(key string, e fill.Entry[V]) (*peerpb.Entry, erro
 	return &peerpb.Entry{
 		Group: g.name, Key: []byte(key), Value: b,
 		FreshForNanos: int64(e.FreshFor), StaleForNanos: int64(e.StaleFor),
-		Version: e.Version, FillNanos: int64(e.FillTime),
+		Version: e.Version, FillNanos: int64(e.FillTime), NotFound: e.NotFound,
 	}, nil
 }
 
 func (g *Group[V]) decodeEntry(pe *peerpb.Entry) (fill.Entry[V], error) {
-	v, err := g.codec.Decode(pe.GetValue())
-	if err != nil {
-		return fill.Entry[V]{}, err
-	}
-	return fill.Entry[V]{
-		Value:    v,
+	e := fill.Entry[V]{
 		FreshFor: time.Duration(pe.GetFreshForNanos()),
 		StaleFor: time.Duration(pe.GetStaleForNanos()),
 		Version:  pe.GetVersion(),
 		FillTime: time.Duration(pe.GetFillNanos()),
-	}, nil
+		NotFound: pe.GetNotFound(),
+	}
+	if e.NotFound {
+		return e, nil // no value to decode
+	}
+	v, err := g.codec.Decode(pe.GetValue())
+	if err != nil {
+		return fill.Entry[V]{}, err
+	}
+	e.Value = v
+	return e, nil
 }
 
 // nearLifetime decides whether a value fetched from the owner is kept as a near copy, and

@@ -23,6 +23,7 @@ type link struct {
 	parent    *link
 	name, key string
 	choice    *choice // the fill's SetExpiry and SetVersion choices; nil for links that came over the wire
+	refresh   bool    // the fill refreshes a stored value (see IsRefresh)
 }
 
 // fillCtx is a loader's context: its parent's, with the fill's link at the head of the chain,
@@ -135,6 +136,14 @@ func chainOf(ctx context.Context) *link {
 // withLink returns ctx with the fill name/key added to its chain.
 func withLink(ctx context.Context, name, key string) context.Context {
 	return context.WithValue(ctx, chainKey{}, &link{parent: chainOf(ctx), name: name, key: key})
+}
+
+// IsRefresh reports whether ctx is the context of a loader that refreshes a value the cache
+// holds (stale, or about to be) rather than one that fills a miss: it should load from the
+// source of truth, not take a copy from elsewhere.
+func IsRefresh(ctx context.Context) bool {
+	l := chainOf(ctx)
+	return l != nil && l.choice != nil && l.refresh
 }
 
 // InChain reports whether the fill of name/key is part of ctx's fill chain.

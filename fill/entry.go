@@ -17,6 +17,7 @@ type Entry[V any] struct {
 	StaleFor time.Duration // remaining time it may still be served (stale once FreshFor ≤ 0); ≥ FreshFor
 	Version  uint64        // orders writes of one key; see Cache.Put
 	FillTime time.Duration // how long the fill that produced the value took (XFetch's delta)
+	NotFound bool          // a remembered ErrNotFound (negative caching): Value is the zero value, and StaleFor is FreshFor
 }
 
 // entry is what the store holds. It is immutable once stored, except for flagRefreshing.
@@ -85,7 +86,9 @@ func micros(d time.Duration) uint32 {
 
 // export returns the entry as seen at now.
 func (e *entry[V]) export(now int64) Entry[V] {
-	return exported(e.value, e.fresh, e.stale, e.version, e.fillMicros, now)
+	x := exported(e.value, e.fresh, e.stale, e.version, e.fillMicros, now)
+	x.NotFound = e.notFound()
+	return x
 }
 
 // exported is an entry of these fields as seen at now, for export and for a fill whose value

@@ -134,8 +134,11 @@ func (c *Cache[V]) wait(ctx context.Context, key string, cl *call[V], shared boo
 	if cl.err != nil {
 		return Entry[V]{}, 0, &FillError{Name: c.cfg.Name, Key: key, Err: cl.err, Shared: shared}
 	}
-	if shared {
+	switch {
+	case shared:
 		return cl.entry, SourceCoalesced, nil
+	case cl.entry.FreshFor <= 0:
+		return cl.entry, SourceStale, nil // a stale copy taken over (see run), or a value stale at once
 	}
 	return cl.entry, SourceFill, nil
 }
@@ -191,7 +194,7 @@ func (c *Cache[V]) run(parent context.Context, key string, cl *call[V], slot *Li
 	}
 	start, startNano := time.Now(), c.clock.NowNano()
 	fc := &fillCtx{Context: base, deadline: start.Add(c.cfg.FillTimeout)}
-	fc.link = link{parent: chainOf(parent), name: c.cfg.Name, key: key, choice: &fc.choice}
+	fc.link = link{parent: chainOf(parent), name: c.cfg.Name, key: key, choice: &fc.choice, refresh: cl.stale != nil}
 	x := &fc.choice
 	var timer *time.Timer
 	if !inline {
@@ -228,12 +231,19 @@ func (c *Cache[V]) run(parent context.Context, key string, cl *call[V], slot *Li
 	if inline && r.err != nil && parent.Err() != nil {
 		r.err, x = errAbandoned, nil // complete stores nothing and marks cl abandoned
 	}
-	c.complete(key, cl, x, r, startNano)
+	e := c.complete(key, cl, x, r, startNano)
+	if e != nil && x.copied && c.clock.NowNano() >= e.fresh {
+		// A stale value taken over from another node (within its grace there) is served
+		// stale here too: its one refresh starts now, as a read of it would start it. The
+		// refresh loads from the source (IsRefresh), so it does not take the copy again.
+		c.refresh(base, key, e)
+	}
 }
 
 // complete ends cl once, with the loader's result r (stored when it may be) or with the
-// fill timeout's error, whichever comes first; the later call does nothing.
-func (c *Cache[V]) complete(key string, cl *call[V], x *choice, r result[V], startNano int64) {
+// fill timeout's error, whichever comes first; the later call does nothing. It returns the
+// entry it stored, or nil.
+func (c *Cache[V]) complete(key string, cl *call[V], x *choice, r result[V], startNano int64) *entry[V] {
 	now := c.clock.NowNano()
 	var (
 		e              *entry[V] // what may be stored: allocated only if it would be kept
@@ -252,9 +262,14 @@ func (c *Cache[V]) complete(key string, cl *call[V], x *choice, r result[V], sta
 		case r.err == nil:
 			fresh, stale = c.lifetime(now, x)
 			kept = true
-		case errors.Is(r.err, ErrNotFound) && c.cfg.NegativeTTL > 0:
+		case errors.Is(r.err, ErrNotFound) && (c.cfg.NegativeTTL > 0 || x.set):
+			// A loader's SetExpiry says how long its not-found is remembered (one taken over
+			// from another node keeps its remaining time), else NegativeTTL.
 			notFound, kept = true, true
 			fresh = deadline(now, c.cfg.NegativeTTL)
+			if x.set {
+				fresh = deadline(now, x.fresh)
+			}
 			stale = fresh
 		}
 	}
@@ -268,7 +283,7 @@ func (c *Cache[V]) complete(key string, cl *call[V], x *choice, r result[V], sta
 	c.mu.Lock()
 	if cl.completed {
 		c.mu.Unlock()
-		return
+		return nil
 	}
 	cl.completed = true
 	// A value the loader gave no lifetime (SetExpiry(ctx, 0, 0)) is returned but not stored;
@@ -286,7 +301,7 @@ func (c *Cache[V]) complete(key string, cl *call[V], x *choice, r result[V], sta
 	if r.err == errAbandoned {
 		cl.abandoned = true
 		close(cl.done)
-		return
+		return nil
 	}
 	c.stats.fills.Add(1)
 	if r.err != nil && !errors.Is(r.err, ErrNotFound) {
@@ -300,6 +315,10 @@ func (c *Cache[V]) complete(key string, cl *call[V], x *choice, r result[V], sta
 	}
 	cl.err = r.err
 	close(cl.done)
+	if !stored {
+		return nil
+	}
+	return e
 }
 
 // loadSafe runs the loader, recovering a panic into a *PanicError logged with its stack.

@@ -1,6 +1,7 @@
 package fill
 
 import (
+	"context"
 	"fmt"
 	"iter"
 	"math"
@@ -111,10 +112,11 @@ func (c *Cache[V]) RemoveAt(key string, version uint64) error {
 }
 
 // Put stores an entry that another node produced, with its remaining lifetime and version —
-// a hand-off, say. It does nothing, and returns false, when en is older than a write of the
-// key known here (en.Version below the Tombstones' floor), when the held entry's version is
-// at least en.Version, or when en is no longer servable (StaleFor ≤ 0). Fills in flight are
-// not revoked: their results are not older.
+// a hand-off, say; a stale one within grace, or a remembered not-found (en.NotFound), too.
+// It does nothing, and returns false, when en is older than a write of the key known here
+// (en.Version below the Tombstones' floor), when the held entry's version is at least
+// en.Version, or when en is no longer servable (StaleFor ≤ 0). Fills in flight are not
+// revoked: their results are not older.
 func (c *Cache[V]) Put(key string, en Entry[V]) (bool, error) {
 	if err := CheckKey(key); err != nil {
 		return false, err
@@ -130,6 +132,11 @@ func (c *Cache[V]) Put(key string, en Entry[V]) (bool, error) {
 		fillMicros: micros(en.FillTime),
 	}
 	e.stale = max(deadline(now, en.StaleFor), e.fresh)
+	if en.NotFound {
+		var zero V
+		e.value, e.stale = zero, e.fresh // a not-found is never served stale
+		e.flags.Store(flagNotFound)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -219,13 +226,52 @@ func (c *Cache[V]) Peek(key string) (Entry[V], bool) {
 	return e.export(now), true
 }
 
-// All yields every stored entry that can still be served, in no particular order. Entries
+// PeekAny is Peek that also returns a remembered not-found within its TTL (with NotFound
+// set): what another node may take over from this one.
+func (c *Cache[V]) PeekAny(key string) (Entry[V], bool) {
+	e, ok := c.store.GetIfPresent(key)
+	if !ok {
+		return Entry[V]{}, false
+	}
+	now := c.clock.NowNano()
+	if now >= e.stale {
+		return Entry[V]{}, false
+	}
+	return e.export(now), true
+}
+
+// Filling reports whether a fill (or refresh) of key runs now.
+func (c *Cache[V]) Filling(key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.calls[key]
+	return ok
+}
+
+// AwaitFill waits, until ctx ends, for the fill of key that runs now, if any, and then
+// returns what the cache holds of key, as PeekAny does. It never starts a fill.
+func (c *Cache[V]) AwaitFill(ctx context.Context, key string) (Entry[V], bool) {
+	c.mu.Lock()
+	cl, ok := c.calls[key]
+	c.mu.Unlock()
+	if ok {
+		select {
+		case <-cl.done:
+		case <-ctx.Done():
+			return Entry[V]{}, false
+		}
+	}
+	return c.PeekAny(key)
+}
+
+// All yields every stored entry that can still be served — fresh, stale within grace, or a
+// remembered not-found within its TTL (with NotFound set) — in no particular order. Entries
 // written while it runs may or may not be seen.
 func (c *Cache[V]) All() iter.Seq2[string, Entry[V]] {
 	return func(yield func(string, Entry[V]) bool) {
 		now := c.clock.NowNano()
 		for k, e := range c.store.All() {
-			if e.notFound() || now >= e.stale {
+			if now >= e.stale {
 				continue
 			}
 			if !yield(k, e.export(now)) {

@@ -2,6 +2,7 @@ package fill
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sync/atomic"
@@ -245,5 +246,66 @@ func TestSetForLifetimeAndRevocation(t *testing.T) {
 	}
 	if _, err := c.SetFor("k", "d", -1, 0, math.MaxUint64, 40); err == nil {
 		t.Fatal("negative lifetime accepted")
+	}
+}
+
+// What a node may take over from another — Put, PeekAny and All — includes stale values
+// within grace and remembered not-founds, with their remaining time.
+func TestTakeOverStaleAndNotFound(t *testing.T) {
+	c, clk := newTest[string](t, nil, Config[string]{TTL: time.Second})
+	if ok, err := c.Put("stale", Entry[string]{Value: "old", FreshFor: -time.Second, StaleFor: time.Minute, Version: 5}); !ok || err != nil {
+		t.Fatalf("Put(stale) = %v, %v", ok, err)
+	}
+	if ok, err := c.Put("gone", Entry[string]{NotFound: true, FreshFor: time.Minute, StaleFor: time.Minute, Version: 6}); !ok || err != nil {
+		t.Fatalf("Put(not found) = %v, %v", ok, err)
+	}
+	if e, ok := c.Peek("stale"); !ok || e.Value != "old" || e.FreshFor > 0 {
+		t.Fatalf("Peek(stale) = %+v, %v", e, ok)
+	}
+	if _, ok := c.Peek("gone"); ok {
+		t.Fatal("Peek returned a not-found")
+	}
+	if e, ok := c.PeekAny("gone"); !ok || !e.NotFound || e.FreshFor != time.Minute || e.Version != 6 {
+		t.Fatalf("PeekAny(gone) = %+v, %v", e, ok)
+	}
+	if _, err := c.Get(context.Background(), "gone"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Get(gone) = %v, want ErrNotFound", err)
+	}
+	seen := map[string]bool{}
+	for k, e := range c.All() {
+		seen[k] = e.NotFound
+	}
+	if len(seen) != 2 || !seen["gone"] || seen["stale"] {
+		t.Fatalf("All = %v", seen)
+	}
+	clk.Advance(2 * time.Minute)
+	if _, ok := c.PeekAny("gone"); ok {
+		t.Fatal("PeekAny returned a not-found past its time")
+	}
+}
+
+// A loader that takes over a stale copy from elsewhere (SetVersion, with a lifetime that is
+// already past its freshness) has it served stale, and the copy's one refresh starts at once:
+// it loads from the source (IsRefresh), and replaces the copy.
+func TestStaleCopyIsRefreshedOnce(t *testing.T) {
+	var refreshes atomic.Int32
+	var c *Cache[string]
+	c, clk := newTest(t, func(ctx context.Context, key string) (string, error) {
+		if IsRefresh(ctx) {
+			refreshes.Add(1)
+			return "new", nil
+		}
+		SetVersion(ctx, 3)
+		SetExpiry(ctx, 0, time.Minute)
+		return "copied", nil
+	}, Config[string]{TTL: time.Hour})
+	v, src, err := c.GetEntry(context.Background(), "k")
+	if err != nil || v.Value != "copied" || src != SourceStale {
+		t.Fatalf("GetEntry = %+v (%v), %v; want the stale copy", v, src, err)
+	}
+	eventually(t, "the refresh", func() bool { e, ok := c.Peek("k"); return ok && e.Value == "new" })
+	clk.Advance(time.Second)
+	if got := refreshes.Load(); got != 1 {
+		t.Fatalf("%d refreshes, want 1", got)
 	}
 }

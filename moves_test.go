@@ -1,0 +1,112 @@
+package corral_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/corralcache/corral"
+)
+
+// moveKeys joins a node to ec or has n2 leave it, and returns, for each of keys that changed
+// owner, its owner before.
+func moveKeys(t *testing.T, ec *ecluster, change string, keys []string) map[string]string {
+	t.Helper()
+	before := map[string]string{}
+	for _, k := range keys {
+		before[k] = ec.Node("n0").Owner(k).Name
+	}
+	if change == "join" {
+		if _, err := ec.Add(); err != nil {
+			t.Fatal(err)
+		}
+	} else if err := ec.Leave(context.Background(), "n2"); err != nil {
+		t.Fatal(err)
+	}
+	ec.converge(t)
+	moved := map[string]string{}
+	for _, k := range keys {
+		if ec.Node("n0").Owner(k).Name != before[k] {
+			moved[k] = before[k]
+		}
+	}
+	if len(moved) == 0 {
+		t.Fatalf("the %s moved none of %d keys: nothing checked", change, len(keys))
+	}
+	return moved
+}
+
+// Stale values within their SWR window move with their keys: after a join and after a
+// graceful leave, a Get of a moved key answers the stale value — not a miss that the source
+// (here: none, as corral serve without an origin) cannot fill — and a Lease answers stale,
+// not fill.
+func TestMovesCarryStaleValues(t *testing.T) {
+	for _, change := range []string{"join", "leave"} {
+		t.Run(change, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ec := newECluster(t, eclusterConfig{nodes: 3, notFound: true, opts: []corral.GroupOption{
+					corral.WithTTL(300 * time.Millisecond), corral.WithStaleWhileRevalidate(time.Hour)}})
+				keys := keyList(300, "s")
+				for _, k := range keys {
+					if err := ec.g("n0").Set(context.Background(), k, "v:"+k); err != nil {
+						t.Fatal(err)
+					}
+				}
+				time.Sleep(400 * time.Millisecond) // every value is stale now
+				moved := moveKeys(t, ec, change, keys)
+				i := 0
+				for k := range moved {
+					// Half the keys are read first, the others leased first.
+					if i++; i%2 == 0 {
+						v, src, err := ec.g("n0").GetWithSource(context.Background(), k)
+						if err != nil || v != "v:"+k {
+							t.Fatalf("after the %s, Get(%s) = %q (%s), %v; want the stale value", change, k, v, src, err)
+						}
+					}
+					for _, n := range ec.Nodes() {
+						l, err := ec.g(n.Name()).Lease(context.Background(), k, corral.LeaseOptions{Fill: time.Minute})
+						if err != nil || l.State != corral.LeaseStale || l.Value != "v:"+k {
+							t.Fatalf("after the %s, Lease(%s) on %s = %+v, %v; want stale", change, k, n.Name(), l, err)
+						}
+					}
+					v, err := ec.g("n1").Get(context.Background(), k)
+					if err != nil || v != "v:"+k {
+						t.Fatalf("after the %s, Get(%s) = %q, %v; want the stale value", change, k, v, err)
+					}
+				}
+			})
+		})
+	}
+}
+
+// Remembered not-founds within their TTL move with their keys too: after a join and after a
+// graceful leave, a moved key still answers ErrNotFound without a new load.
+func TestMovesCarryNotFounds(t *testing.T) {
+	for _, change := range []string{"join", "leave"} {
+		t.Run(change, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ec := newECluster(t, eclusterConfig{nodes: 3, notFound: true, opts: []corral.GroupOption{
+					corral.WithTTL(time.Hour), corral.WithNegativeTTL(time.Hour)}})
+				keys := keyList(300, "a")
+				for _, k := range keys {
+					if _, err := ec.g("n0").Get(context.Background(), k); !errors.Is(err, corral.ErrNotFound) {
+						t.Fatalf("Get(%s) = %v, want ErrNotFound", k, err)
+					}
+				}
+				moved := moveKeys(t, ec, change, keys)
+				for k := range moved {
+					for _, n := range ec.Nodes() {
+						if _, err := ec.g(n.Name()).Get(context.Background(), k); !errors.Is(err, corral.ErrNotFound) {
+							t.Fatalf("after the %s, Get(%s) on %s = %v, want ErrNotFound", change, k, n.Name(), err)
+						}
+					}
+					if got := ec.count(k); got != 1 {
+						t.Fatalf("after the %s, the not-found %s was loaded %d times, want 1", change, k, got)
+					}
+				}
+			})
+		})
+	}
+}

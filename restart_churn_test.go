@@ -1,0 +1,68 @@
+package corral_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/corralcache/corral"
+)
+
+// A member that crashes and comes back in place while its successor is filling its keys
+// costs one refill per key, not two: the restarted owner's first miss asks the successor,
+// which waits for the fill it is running and hands its result over.
+func TestCrashAndFastRestartCostOneRefill(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ec := newECluster(t, eclusterConfig{nodes: 4, delay: 2 * time.Second, opts: []corral.GroupOption{corral.WithTTL(time.Hour)}})
+		keys := ownedBy(ec.Node("n3"), keyList(400, "f"), 10)
+		var wg sync.WaitGroup
+		for _, k := range keys {
+			wg.Go(func() {
+				if _, err := ec.g("n0").Get(context.Background(), k); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		if err := ec.Crash("n3"); err != nil {
+			t.Fatal(err)
+		}
+		var reads sync.WaitGroup
+		for _, name := range []string{"n0", "n1", "n2"} {
+			for _, k := range keys {
+				reads.Go(func() {
+					if _, err := ec.g(name).Get(context.Background(), k); err != nil {
+						t.Errorf("Get(%s) on %s after the crash: %v", k, name, err)
+					}
+				})
+			}
+		}
+		time.Sleep(500 * time.Millisecond) // the successor's fills run
+		if _, err := ec.Restart("n3"); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range keys {
+			reads.Go(func() {
+				if _, err := ec.g("n3").Get(context.Background(), k); err != nil {
+					t.Errorf("Get(%s) on the restarted owner: %v", k, err)
+				}
+			})
+		}
+		reads.Wait()
+		ec.converge(t)
+		for _, name := range []string{"n0", "n1", "n2", "n3"} {
+			for _, k := range keys {
+				if _, err := ec.g(name).Get(context.Background(), k); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		for _, k := range keys {
+			if got := ec.count(k); got > 2 {
+				t.Errorf("%s loaded %d times, want at most 2 (one before the crash, one refill)", k, got)
+			}
+		}
+	})
+}

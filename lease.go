@@ -272,16 +272,23 @@ type lease struct {
 // leases holds a group's leases on this node.
 type leases struct {
 	mu sync.Mutex
-	// guards byKey and closed
-	byKey  map[string]*lease // live leases only
-	closed bool
+	// guards byKey, movedAway and closed
+	byKey map[string]*lease // live leases only
+	// movedAway holds the keys whose lease ended here because the key moved to another
+	// owner, until that lease would have lapsed: this node grants none of them again
+	// meanwhile — a caller whose view is behind still asks it, and the new owner grants its
+	// own, so one ownership change costs one extra filler, not two.
+	movedAway map[string]time.Time
+	closed    bool
 
 	granted  atomic.Uint64 // tokens handed out (fill and refresh)
 	lapsed   atomic.Uint64 // leases whose Fill duration passed without a FillSet
 	rejected atomic.Uint64 // FillSets whose token was not live
 }
 
-func newLeases() *leases { return &leases{byKey: make(map[string]*lease)} }
+func newLeases() *leases {
+	return &leases{byKey: make(map[string]*lease), movedAway: make(map[string]time.Time)}
+}
 
 // grantLocked makes a live lease of key for d. A token of 64 random bits: a FillSet that
 // reaches an owner holding another lease of the key never passes for its holder.
@@ -332,15 +339,41 @@ func (t *leases) revoke(key string, version uint64) {
 	}
 }
 
-// moved ends the leases of the keys whose owner in v is not their owner at grant.
+// moved ends the leases of the keys whose owner in v is another member than their owner at
+// grant. A lease this node granted as acting owner (the owner did not answer, or was
+// leaving) stays live when the key is now its own: its holder builds the value here.
 func (t *leases) moved(v *view) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for key, l := range t.byKey {
-		if v.owner(key) != l.owner {
-			t.endLocked(key, l, leaseMovedTo)
+	now := time.Now()
+	for key, until := range t.movedAway {
+		if !now.Before(until) || v.owner(key) == v.self {
+			delete(t.movedAway, key)
 		}
 	}
+	for key, l := range t.byKey {
+		switch owner := v.owner(key); owner {
+		case l.owner:
+		case v.self:
+			l.owner = owner
+		default:
+			t.endLocked(key, l, leaseMovedTo)
+			if l.token != "" {
+				t.movedAway[key] = l.expires
+			}
+		}
+	}
+}
+
+// movedAwayLocked reports whether key's lease moved away from this node lately (see
+// leases.movedAway).
+func (t *leases) movedAwayLocked(key string) bool {
+	until, ok := t.movedAway[key]
+	if ok && !time.Now().Before(until) {
+		delete(t.movedAway, key)
+		return false
+	}
+	return ok
 }
 
 func (t *leases) close() {
@@ -383,13 +416,18 @@ func (g *Group[V]) acquire(ctx context.Context, key string, fillFor time.Duratio
 			t.mu.Unlock()
 			return leaseAnswer[V]{}, fmt.Errorf("%w: %d leases held in group %q on this node", ErrLeaseArgument, maxLeases, g.name)
 		}
+		movedAway := l == nil && t.movedAwayLocked(key)
 		if ok { // stale, within its SWR window
 			ans := leaseAnswer[V]{state: LeaseStale, entry: e}
-			if l == nil {
+			if l == nil && !movedAway {
 				ans.token = t.grantLocked(key, false, max(e.Version, g.tombs.Floor(key)), v.owner(key), fillFor).token
 			}
 			t.mu.Unlock()
 			return ans, nil
+		}
+		if movedAway {
+			t.mu.Unlock()
+			return leaseAnswer[V]{state: leaseMoved}, nil // the new owner grants it
 		}
 		if l == nil {
 			floor := g.tombs.Floor(key)
@@ -437,6 +475,7 @@ func (g *Group[V]) acquire(ctx context.Context, key string, fillFor time.Duratio
 func (g *Group[V]) pullOrGrant(ctx context.Context, key string, ph *lease, fillFor time.Duration) (ans leaseAnswer[V], ok bool, err error) {
 	t := g.leases
 	e, found := g.warmPull(ctx, key)
+	found = found && !e.NotFound // a remembered not-found: the value is missing, and this caller builds it
 	if found {
 		if stored, _ := g.local.Put(key, e); stored {
 			g.node.metrics.handoff.WithLabelValues("received").Inc()

@@ -1,0 +1,71 @@
+package corral
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/corralcache/corral/peer"
+)
+
+// viewOwnedBy is n's view rebuilt as if the members were ms (self among them or not): the
+// view after a membership change that this test makes up.
+func viewOwnedBy(tb testing.TB, n *Node, ms []peer.Member) *view {
+	tb.Helper()
+	v, _, err := nextView(n.view.Load(), ms, n.ringCfg, time.Now(), n.cfg.PeekWindow, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return v
+}
+
+// A lease whose key moved to another owner ends; the node that granted it grants no other
+// token for that key until the moved lease would have lapsed — a caller whose view is behind
+// still asks it, as acting owner, and the new owner grants its own: one extra filler per
+// ownership change, not two. When the key comes back, it grants again.
+func TestMovedLeaseIsNotGrantedAgain(t *testing.T) {
+	nodes := newCluster(t, 1)
+	g := groups(t, nodes, "g", noLoader)[0]
+	ctx := context.Background()
+	if err := g.SetWithExpiry(ctx, "k", "old", Expiry{TTL: time.Millisecond, SWR: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Millisecond)
+	first, err := g.Lease(ctx, "k", LeaseOptions{Fill: time.Minute})
+	if err != nil || first.State != LeaseStale || first.Token == "" {
+		t.Fatalf("first Lease = %+v, %v; want stale with a token", first, err)
+	}
+	self := nodes[0].members.Members()
+	elsewhere := viewOwnedBy(t, nodes[0], []peer.Member{{Name: "other", Meta: peer.Meta{PeerAddr: "192.0.2.1:7947"}}})
+	g.leasesMoved(elsewhere)
+	ans, err := g.acquire(ctx, "k", time.Minute, time.Now())
+	if err != nil || ans.state != LeaseStale || ans.token != "" {
+		t.Fatalf("Lease as acting owner after the key moved away = %+v, %v; want stale without a token", ans, err)
+	}
+	if err := g.Remove(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if ans, err := g.acquire(ctx, "k", time.Minute, time.Now()); err != nil || ans.state != leaseMoved {
+		t.Fatalf("Lease of a missing key after its lease moved away = %+v, %v; want moved", ans, err)
+	}
+	g.leasesMoved(viewOwnedBy(t, nodes[0], self)) // the key is this node's again
+	if ans, err := g.acquire(ctx, "k", time.Minute, time.Now()); err != nil || ans.state != LeaseFill || ans.token == "" {
+		t.Fatalf("Lease once the key is back = %+v, %v; want fill", ans, err)
+	}
+}
+
+// A lease granted as acting owner — the key's owner in this node's view did not answer, or
+// was leaving — stays live when the view changes to make this node the owner: its holder's
+// FillSet stores.
+func TestActingOwnerLeaseSurvivesBecomingOwner(t *testing.T) {
+	nodes := newCluster(t, 1)
+	g := groups(t, nodes, "g", noLoader)[0]
+	g.leases.mu.Lock()
+	l := g.leases.grantLocked("k", false, 0, "leaver", time.Minute)
+	g.leases.mu.Unlock()
+	g.leasesMoved(nodes[0].view.Load())
+	stored, err := g.FillSet(context.Background(), "k", "built", l.token, Expiry{TTL: time.Hour})
+	if err != nil || !stored {
+		t.Fatalf("FillSet under the acting owner's lease = %v, %v; want stored", stored, err)
+	}
+}

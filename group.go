@@ -310,6 +310,7 @@ func (e *remoteError) Unwrap() error { return e.err }
 // serve into a miss that the source cannot answer. A refresh loads from the source.
 func (g *Group[V]) fillLocal(ctx context.Context, key string) (V, error) {
 	if fill.IsRefresh(ctx) {
+		fill.Loading(ctx)
 		g.loads.Add(1)
 		return g.load(ctx, key)
 	}
@@ -323,6 +324,9 @@ func (g *Group[V]) fillLocal(ctx context.Context, key string) (V, error) {
 		}
 		return e.Value, nil
 	}
+	// From here on the fill waits for no other member: a member's warm pull may wait for it
+	// (see peekAll).
+	fill.Loading(ctx)
 	g.loads.Add(1)
 	return g.load(ctx, key)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -23,7 +24,8 @@ type link struct {
 	parent    *link
 	name, key string
 	choice    *choice // the fill's SetExpiry and SetVersion choices; nil for links that came over the wire
-	refresh   bool    // the fill refreshes a stored value (see IsRefresh)
+	refresh   bool         // the fill refreshes a stored value (see IsRefresh)
+	loading   *atomic.Bool // the fill's call's, set by Loading; nil for links that came over the wire
 }
 
 // fillCtx is a loader's context: its parent's, with the fill's link at the head of the chain,
@@ -144,6 +146,17 @@ func withLink(ctx context.Context, name, key string) context.Context {
 func IsRefresh(ctx context.Context) bool {
 	l := chainOf(ctx)
 	return l != nil && l.choice != nil && l.refresh
+}
+
+// Loading tells the fill whose loader's context ctx is that the loader now loads the value
+// itself — from the source of truth — rather than waiting for a copy from elsewhere. Only
+// such a fill is waited for by Cache.AwaitFill: two fills that each look for the other's
+// result before loading could otherwise wait for each other until their fill timeouts. It
+// does nothing when ctx is not a loader's.
+func Loading(ctx context.Context) {
+	if l := chainOf(ctx); l != nil && l.loading != nil {
+		l.loading.Store(true)
+	}
 }
 
 // InChain reports whether the fill of name/key is part of ctx's fill chain.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"sync/atomic"
 	"time"
 )
 
@@ -37,6 +38,10 @@ type call[V any] struct {
 	// abandoned is set before done is closed when an inline fill failed because the Get that
 	// ran it left (Config.InlineFill): its waiters start over, and one of them fills.
 	abandoned bool
+
+	// loading is set by the loader through Loading: it loads the value itself now, and waits
+	// on no other fill of the key (see AwaitFill).
+	loading atomic.Bool
 }
 
 // miss starts or joins the fill of key.
@@ -194,7 +199,8 @@ func (c *Cache[V]) run(parent context.Context, key string, cl *call[V], slot *Li
 	}
 	start, startNano := time.Now(), c.clock.NowNano()
 	fc := &fillCtx{Context: base, deadline: start.Add(c.cfg.FillTimeout)}
-	fc.link = link{parent: chainOf(parent), name: c.cfg.Name, key: key, choice: &fc.choice, refresh: cl.stale != nil}
+	fc.link = link{parent: chainOf(parent), name: c.cfg.Name, key: key, choice: &fc.choice, refresh: cl.stale != nil,
+		loading: &cl.loading}
 	x := &fc.choice
 	var timer *time.Timer
 	if !inline {

@@ -240,21 +240,24 @@ func (c *Cache[V]) PeekAny(key string) (Entry[V], bool) {
 	return e.export(now), true
 }
 
-// Filling reports whether a fill (or refresh) of key runs now.
+// Filling reports whether a fill (or refresh) of key runs now whose loader loads the value
+// itself (it called Loading).
 func (c *Cache[V]) Filling(key string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	_, ok := c.calls[key]
-	return ok
+	cl, ok := c.calls[key]
+	return ok && cl.loading.Load()
 }
 
-// AwaitFill waits, until ctx ends, for the fill of key that runs now, if any, and then
-// returns what the cache holds of key, as PeekAny does. It never starts a fill.
+// AwaitFill waits, until ctx ends, for the fill of key that runs now, if its loader loads
+// the value itself (it called Loading), and then returns what the cache holds of key, as
+// PeekAny does. It never starts a fill, and never waits for a fill that may itself be
+// waiting for a copy from elsewhere — perhaps from the caller.
 func (c *Cache[V]) AwaitFill(ctx context.Context, key string) (Entry[V], bool) {
 	c.mu.Lock()
 	cl, ok := c.calls[key]
 	c.mu.Unlock()
-	if ok {
+	if ok && cl.loading.Load() {
 		select {
 		case <-cl.done:
 		case <-ctx.Done():

@@ -309,3 +309,42 @@ func TestStaleCopyIsRefreshedOnce(t *testing.T) {
 		t.Fatalf("%d refreshes, want 1", got)
 	}
 }
+
+// AwaitFill waits only for a fill whose loader loads the value itself (Loading): one still
+// looking for a copy elsewhere may be waiting for the caller, and waiting for it could
+// deadlock the two until their fill timeouts.
+func TestAwaitFillWaitsOnlyForLoading(t *testing.T) {
+	looking, loading := make(chan struct{}), make(chan struct{})
+	release := make(chan struct{})
+	c, _ := newTest(t, func(ctx context.Context, key string) (string, error) {
+		close(looking)
+		<-release // looking for a copy elsewhere
+		Loading(ctx)
+		close(loading)
+		<-release
+		return "v", nil
+	}, Config[string]{TTL: time.Hour, FillTimeout: 10 * time.Second})
+	go c.Get(context.Background(), "k")
+	<-looking
+	if c.Filling("k") {
+		t.Fatal("Filling while the loader still looks for a copy")
+	}
+	short, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if _, ok := c.AwaitFill(context.Background(), "k"); ok || time.Since(start) > time.Second {
+		t.Fatalf("AwaitFill of a fill still looking elsewhere = %v after %v; want false at once", ok, time.Since(start))
+	}
+	release <- struct{}{}
+	<-loading
+	if !c.Filling("k") {
+		t.Fatal("not Filling once the loader loads")
+	}
+	if _, ok := c.AwaitFill(short, "k"); ok {
+		t.Fatal("AwaitFill returned before the fill ended, within a ctx that ended")
+	}
+	go func() { release <- struct{}{} }()
+	if e, ok := c.AwaitFill(context.Background(), "k"); !ok || e.Value != "v" {
+		t.Fatalf("AwaitFill = %+v, %v; want the fill's value", e, ok)
+	}
+}

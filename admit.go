@@ -44,12 +44,19 @@ func (n *Node) admitHeader(h *peerpb.Header) error {
 	if n.firstAsked.Load() == 0 {
 		n.firstAsked.CompareAndSwap(0, time.Now().UnixNano())
 	}
-	switch _, ok := n.view.Load().members[name]; {
+	v := n.view.Load()
+	if _, ok := v.members[name]; ok {
+		return nil
+	}
+	switch d, departed := v.departed[name]; {
 	case h.GetLeaving():
 		// A member that is leaving is told of nothing (its copies are checked by whoever
 		// pulls them), however long it goes on asking while it drains.
 		n.strangers.forget(name)
-	case !ok:
+	case departed && h.GetStarted() != 0 && h.GetStarted() == d.started.UnixNano():
+		// A late message of a life that left this view (declared dead, say, while it was
+		// paused): it is no newcomer. If it lives, it is reconciled when it is back.
+	default:
 		n.strangers.add(name, h.GetSenderAddr(), time.Now().Add(max(n.cfg.PeekWindow, time.Minute)))
 	}
 	return nil

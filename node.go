@@ -41,7 +41,8 @@ type Node struct {
 	serverDone chan struct{}
 	client     *transport.Client
 	members    *peer.Membership
-	peerAddr   string // the "ip:port" peers dial, fixed at New
+	peerAddr   string    // the "ip:port" peers dial, fixed at New
+	started    time.Time // when New ran: this life of the member (its gossip meta's StartedAt)
 
 	version   versionClock    // orders writes (see version.go)
 	breakers  breakers        // peers found unreachable a moment ago (see breaker.go)
@@ -113,6 +114,7 @@ func New(cfg Config) (*Node, error) {
 		groups:     make(map[string]groupHandle),
 		serverDone: make(chan struct{}),
 		rand:       newLockedRand(cfg.Rand),
+		started:    time.Now(),
 	}
 	n.version.now, n.version.id = time.Now, clockID(cfg.Name)
 	n.waits = fill.NewWaitGraph(n.resolveWaits)
@@ -192,7 +194,7 @@ func New(cfg Config) (*Node, error) {
 		BindAddr:            cfg.BindAddr,
 		BindPort:            cfg.GossipPort,
 		AdvertiseAddr:       advertise,
-		Meta:                peer.Meta{PeerAddr: peerAddr, PeerTLS: cfg.PeerTLS != nil},
+		Meta:                peer.Meta{PeerAddr: peerAddr, PeerTLS: cfg.PeerTLS != nil, StartedAt: n.started},
 		Seeds:               seeds,
 		SecretKey:           cfg.SecretKey,
 		SecondaryKeys:       cfg.SecondaryKeys,

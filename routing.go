@@ -131,7 +131,7 @@ func (n *Node) header(ctx context.Context) *peerpb.Header { return n.headerWith(
 func (n *Node) headerWith(chain []string) *peerpb.Header {
 	v := n.view.Load()
 	h := &peerpb.Header{Sender: v.self, Epoch: v.ring.Epoch(), Clock: n.version.Now(), SenderAddr: n.peerAddr,
-		Leaving: n.leaving.Load()}
+		Leaving: n.leaving.Load(), Started: n.started.UnixNano()}
 	for _, link := range chain {
 		h.Chain = append(h.Chain, []byte(link))
 	}

@@ -221,7 +221,11 @@ type Header struct {
 	// leaving says the sender has begun to leave the cluster: it keeps no copy
 	// that a later write must reach, so a receiver that does not know it never
 	// remembers it as a member to tell of writes.
-	Leaving       bool `protobuf:"varint,6,opt,name=leaving,proto3" json:"leaving,omitempty"`
+	Leaving bool `protobuf:"varint,6,opt,name=leaving,proto3" json:"leaving,omitempty"`
+	// started is when the sender's process started (Unix nanoseconds; 0 =
+	// unknown), as its gossip meta says: it tells a member's new life from its
+	// old one, whose late messages a receiver must not take for a newcomer's.
+	Started       int64 `protobuf:"varint,7,opt,name=started,proto3" json:"started,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -296,6 +300,13 @@ func (x *Header) GetLeaving() bool {
 		return x.Leaving
 	}
 	return false
+}
+
+func (x *Header) GetStarted() int64 {
+	if x != nil {
+		return x.Started
+	}
+	return 0
 }
 
 // Entry is one cached value with its remaining lifetime. Durations are
@@ -1841,7 +1852,7 @@ var File_peer_proto protoreflect.FileDescriptor
 const file_peer_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
-	"peer.proto\x12\x0ecorral.peer.v1\"\x9d\x01\n" +
+	"peer.proto\x12\x0ecorral.peer.v1\"\xb7\x01\n" +
 	"\x06Header\x12\x16\n" +
 	"\x06sender\x18\x01 \x01(\tR\x06sender\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x14\n" +
@@ -1849,7 +1860,8 @@ const file_peer_proto_rawDesc = "" +
 	"\x05clock\x18\x04 \x01(\x04R\x05clock\x12\x1f\n" +
 	"\vsender_addr\x18\x05 \x01(\tR\n" +
 	"senderAddr\x12\x18\n" +
-	"\aleaving\x18\x06 \x01(\bR\aleaving\"\xeb\x01\n" +
+	"\aleaving\x18\x06 \x01(\bR\aleaving\x12\x18\n" +
+	"\astarted\x18\a \x01(\x03R\astarted\"\xeb\x01\n" +
 	"\x05Entry\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\fR\x03key\x12\x14\n" +

@@ -23,7 +23,7 @@ type chainKey struct{}
 type link struct {
 	parent    *link
 	name, key string
-	choice    *choice // the fill's SetExpiry and SetVersion choices; nil for links that came over the wire
+	choice    *choice      // the fill's SetExpiry and SetVersion choices; nil for links that came over the wire
 	refresh   bool         // the fill refreshes a stored value (see IsRefresh)
 	loading   *atomic.Bool // the fill's call's, set by Loading; nil for links that came over the wire
 }

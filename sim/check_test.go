@@ -53,14 +53,17 @@ func (h *history) check() []violation {
 	for _, w := range h.writes {
 		writes[w.key]++
 	}
+	// A restart in place is an ownership change of the keys the restarted node owned: it
+	// comes back empty. It costs nothing for the others' keys.
+	restarts := h.restartsOfOwners()
 	for k := range keysPerRun {
 		key := key(k)
 		allowed := max(len(owners[key]), 1) + writes[key] + failed[key] + h.failovers[key] +
-			h.faults["restart"] + h.faults["partition side"] + h.faults["pause"]
+			restarts[key] + h.faults["partition side"] + h.faults["pause"]
 		if fills[key] > allowed {
-			add("fills", "%s filled %d times, allowed %d (owners %d, writes %d, failed fills %d, failovers %d, restarts %d, partition sides %d, pauses %d)",
+			add("fills", "%s filled %d times, allowed %d (owners %d, writes %d, failed fills %d, failovers %d, restarts of its owners %d, partition sides %d, pauses %d)",
 				key, fills[key], allowed, len(owners[key]), writes[key], failed[key], h.failovers[key],
-				h.faults["restart"], h.faults["partition side"], h.faults["pause"])
+				restarts[key], h.faults["partition side"], h.faults["pause"])
 		}
 	}
 
@@ -122,7 +125,167 @@ func (h *history) check() []violation {
 	if h.settled < 0 {
 		add("converge", "views did not agree within %v of the last heal", settleBound)
 	}
+
+	// 5. A node that crashed, or whose Close returned, answers every Get with ErrClosed.
+	for _, g := range h.gets {
+		if g.closedAt >= 0 && g.start >= g.closedAt && g.err == nil {
+			add("closed", "Get(%s) on %s at %v returned %q: the node closed at %v", g.key, g.node, g.start, g.value, g.closedAt)
+		}
+	}
+
+	// 6. A write names no member as unreached once every live view has dropped it for good.
+	for _, w := range h.writes {
+		var ue *corral.UnreachedError
+		if !errors.As(w.err, &ue) {
+			continue
+		}
+		for _, m := range ue.Members {
+			if h.departedForAll(m, w.start, w.end) {
+				add("unreached", "%s of %s at %v named %s unreached, whom every live view had dropped: %v",
+					map[bool]string{true: "Remove", false: "write"}[w.remove], w.key, w.start, m, w.err)
+			}
+		}
+	}
+
+	// 7. Moves keep stale values: in group s every value is servable for an hour after its
+	// write, so a Get that finds none after a write of it returned lost it — unless a crash
+	// (a lost store), a split, or a later removal or failed write explains it.
+	for _, g := range h.gets {
+		if g.group != "s" || !errors.Is(g.err, corral.ErrNotFound) {
+			continue
+		}
+		if w, ok := h.lostBy(g); ok {
+			add("lost", "Get(%s) on %s at %v found nothing; the write of generation %d returned at %v", g.key, g.node, g.start, w.gen, w.end)
+		}
+	}
+
+	// 8. Leases: at any instant, a key's live refresh or fill tokens are at most one per
+	// owner it had (one extra per ownership change), beside the exceptions of the fill check.
+	for _, l := range h.leases {
+		live := 0
+		for _, o := range h.leases {
+			if o.key == l.key && o.start <= l.start && l.start < h.leaseEnd(o) {
+				live++
+			}
+		}
+		allowed := max(len(owners[l.key]), 1) + h.failovers[l.key] + restarts[l.key] + h.faults["partition side"] + h.faults["pause"]
+		if live > allowed && !h.splitDuring(l.start, l.start) {
+			add("leases", "%d live tokens of %s at %v (the newest granted on %s), allowed %d (owners %d, failovers %d, restarts of its owners %d)",
+				live, l.key, l.start, l.node, allowed, len(owners[l.key]), h.failovers[l.key], restarts[l.key])
+		}
+	}
 	return out
+}
+
+// restartsOfOwners counts, per key, the restarts of nodes that owned the key in some view.
+// h.mu must be held.
+func (h *history) restartsOfOwners() map[string]int {
+	owned := h.ownedAnywhere()
+	out := map[string]int{}
+	for name, n := range h.restarts {
+		for k := range owned[name] {
+			out[k] += n
+		}
+	}
+	return out
+}
+
+// departedForAll reports whether member m was gone (crashed or leaving, with no restart) for
+// the whole of [from, to], and every node live at from had dropped it from its view by then.
+// h.mu must be held.
+func (h *history) departedForAll(m string, from, to time.Duration) bool {
+	goneSince := time.Duration(-1)
+	for _, e := range h.life {
+		if e.name != m || e.at > to {
+			continue
+		}
+		if !e.gone {
+			if e.at >= from {
+				return false // back during the write
+			}
+			goneSince = -1
+			continue
+		}
+		goneSince = e.at
+	}
+	if goneSince < 0 || goneSince > from {
+		return false
+	}
+	for name, views := range h.viewLog {
+		if name == m || !h.liveAt(name, from) {
+			continue
+		}
+		var latest []string
+		for _, v := range views {
+			if v.at > from {
+				break
+			}
+			latest = v.members
+		}
+		if latest == nil || slices.Contains(latest, m) {
+			return false
+		}
+	}
+	return true
+}
+
+// lostBy returns the write that Get g of group s should have found, when nothing excuses
+// the miss. h.mu must be held.
+func (h *history) lostBy(g getRec) (writeRec, bool) {
+	var last writeRec
+	found := false
+	for _, w := range h.writes {
+		if w.key != g.key || w.end >= g.start || w.err != nil {
+			continue
+		}
+		if !found || w.end > last.end {
+			last, found = w, true
+		}
+	}
+	if !found || last.remove {
+		return last, false
+	}
+	for _, w := range h.writes {
+		if w.key == g.key && w.start > last.start && w.start < g.end && (w.remove || w.err != nil) {
+			return last, false // removed since, or a write whose outcome is open
+		}
+	}
+	for _, e := range h.life {
+		if e.at >= last.start && e.at <= g.end && h.crashed(e) {
+			return last, false
+		}
+	}
+	if h.splitDuring(last.start, g.end) {
+		return last, false
+	}
+	return last, true
+}
+
+// crashed reports whether life event e is a crash or a restart (not a graceful leave).
+// h.mu must be held.
+func (h *history) crashed(e lifeEvent) bool { return e.crash || !e.gone }
+
+// splitDuring reports whether the views were split at some instant of [from, to]. h.mu must
+// be held.
+func (h *history) splitDuring(from, to time.Duration) bool {
+	for _, sp := range h.splitEnds() {
+		if sp.start <= to && sp.end >= from {
+			return true
+		}
+	}
+	return false
+}
+
+// leaseEnd is when token l stopped being live: its FillSet or its lapse, or a completed
+// write of its key that started after its grant (the write revoked it). h.mu must be held.
+func (h *history) leaseEnd(l leaseRec) time.Duration {
+	end := l.end
+	for _, w := range h.writes {
+		if w.key == l.key && w.err == nil && w.start > l.start && w.start < end {
+			end = w.start
+		}
+	}
+	return end
 }
 
 // longestGet returns how long the longest Get that was not cancelled took.
@@ -195,6 +358,8 @@ func allowedGetError(g getRec) bool {
 		return true
 	case errors.As(g.err, &fe) && strings.Contains(fe.Err.Error(), "source unavailable"):
 		return true
+	case g.group == "s" && errors.Is(g.err, corral.ErrNotFound):
+		return true // group s has no source: a key not written, or removed (check 7 says when it was lost)
 	}
 	return false
 }

@@ -8,7 +8,8 @@
 //
 // A seed determines everything the simulator chooses: the cluster's size (3 to 9 nodes), the
 // workload (Gets of hot and cold keys, some of them cancelled early, Sets and Removes; loaders
-// with random latency that sometimes fail), and the faults at chosen virtual instants (a crash,
+// with random latency that sometimes fail; in a second group, values with a short TTL and a
+// long stale-while-revalidate window, read, written and refreshed under leases), and the faults at chosen virtual instants (a crash,
 // with or without a restart under the same name; a graceful leave; a join; a partition along
 // any cut, one-way or not; a paused node; a slow, lossy link). After the workload every fault
 // heals and the cluster settles.
@@ -18,15 +19,26 @@
 //  1. Fills: per key, the loader runs at most once per ownership change (counted from the
 //     views every node reported), plus the exceptions corral allows, each named and counted:
 //     a write (a Remove empties the key; a write revokes a fill in flight), a failed fill (it
-//     stores nothing), a restart under the same name (it comes back empty), and each side of
-//     a partition or pause (an owner that cannot be reached is filled around).
-//  2. Writes: no Get that started after a Set or Remove returned nil returns an older value.
+//     stores nothing), a restart in place of a node that owned the key (it comes back empty:
+//     an ownership change the views need not show), and each side of a partition or pause
+//     (an owner that cannot be reached is filled around).
+//  2. Writes: no Get that started after a Set, Remove, SetWithExpiry or FillSet returned nil
+//     returns an older value.
 //  3. No hang: every Get returns within its bound, the fill timeout plus, for each member it
 //     may ask on its way, a silent owner's bound (twice Config.SilentPeerTimeout) and a warm
 //     pull.
 //  4. Convergence: once every fault has healed, every live node's view holds the live nodes
 //     within a bound.
-//  5. No leak: no goroutine outlives the cluster's Close (synctest reports one as a deadlock).
+//  5. Closed nodes: a Get on a node that crashed, or whose Close returned, returns ErrClosed
+//     (clients keep the groups of closed nodes and ask them now and then).
+//  6. Departures: a write never names as unreached a member that had departed (crashed or
+//     left, not back) and that every live node's view had dropped when the write started.
+//  7. Moves keep what may be served: in group s — values only writes make, fresh for 50 ms
+//     and then served stale for an hour — a Get after a write returned finds a value, unless
+//     a crash (a lost store), a split or a later removal explains the miss.
+//  8. Leases: at any instant a key of group s has at most one live refresh or fill token per
+//     owner it had (one extra filler per ownership change), plus the fill check's exceptions.
+//  9. No leak: no goroutine outlives the cluster's Close (synctest reports one as a deadlock).
 //
 // A failing history prints its seed and its trace: virtual time, node, event.
 //

@@ -57,15 +57,33 @@ type getRec struct {
 	err          error
 	cancelled    bool // its ctx ended early on purpose
 	membersAsked int  // how many members it may ask on its way: the bound on its duration
+	group        string
+	closedAt     time.Duration // for a Get on a node that had crashed or left: when it closed; else -1
 }
 
-// writeRec is one Set or Remove, made one at a time per key.
+// writeRec is one Set or Remove (or, in group s, a SetWithExpiry or a FillSet that stored),
+// made one at a time per key.
 type writeRec struct {
 	key        string
 	gen        int64
 	remove     bool
 	start, end time.Duration
 	err        error
+	group      string
+}
+
+// viewRec is a view a node reported, and when.
+type viewRec struct {
+	at      time.Duration
+	members []string
+}
+
+// closedGroup is the group of a node that crashed or left, and when Close returned (a crash:
+// at once): a Get on it from then on must return ErrClosed.
+type closedGroup struct {
+	name     string
+	g        *corral.Group[string]
+	closedAt time.Duration
 }
 
 // split is a fault that may make members declare live members dead: from its start to its
@@ -84,9 +102,10 @@ type drop struct {
 
 // lifeEvent is a crash or a leave (gone) or a restart (not gone) of a node.
 type lifeEvent struct {
-	at   time.Duration
-	name string
-	gone bool
+	at    time.Duration
+	name  string
+	gone  bool
+	crash bool // gone by a crash, not a leave
 }
 
 // span is an interval of virtual time; end < 0 means "still".
@@ -115,13 +134,18 @@ type history struct {
 	healedAt  time.Duration  // when the last fault healed
 	settled   time.Duration  // how long after healedAt the views agreed (-1 = never)
 	nodes     int
-	splits    []split             // faults that can split the views: partitions, cuts, pauses, lossy links
-	agreed    []span              // when every node's view held the live nodes, with one ring
-	lastView  map[string][]string // each node's newest view, for drops; reset on restart
-	drops     []drop              // a member dropped from a view
-	life      []lifeEvent         // crashes, leaves and restarts, in order
+	splits    []split                          // faults that can split the views: partitions, cuts, pauses, lossy links
+	agreed    []span                           // when every node's view held the live nodes, with one ring
+	lastView  map[string][]string              // each node's newest view, for drops; reset on restart
+	drops     []drop                           // a member dropped from a view
+	life      []lifeEvent                      // crashes, leaves and restarts, in order
+	viewLog   map[string][]viewRec             // every view each node reported, with its time
+	closed    []closedGroup                    // groups of nodes that crashed or left
+	sgroups   map[string]*corral.Group[string] // group s (stale-while-revalidate, leases), by node
+	leases    []leaseRec                       // refresh and fill tokens granted in group s
 
-	locks keyLocks // not guarded by mu: each serialises the writes of one key
+	locks  keyLocks // not guarded by mu: each serialises the writes of one key
+	slocks keyLocks // the same for group s
 }
 
 func (h *history) now() time.Duration { return time.Since(h.start) }
@@ -189,6 +213,7 @@ func (h *history) nodeConfig(name string) corral.Config {
 			}
 			h.mu.Lock()
 			h.views[name] = append(h.views[name], names)
+			h.viewLog[name] = append(h.viewLog[name], viewRec{at: h.now(), members: names})
 			for _, was := range h.lastView[name] {
 				if !slices.Contains(names, was) {
 					h.drops = append(h.drops, drop{at: h.now(), by: name, of: was})
@@ -206,8 +231,13 @@ func (h *history) setup(n *corral.Node) error {
 	if err != nil {
 		return err
 	}
+	s, err := corral.NewGroup(n, "s", h.noSource(n.Name()), corral.WithFillTimeout(fillTimeout))
+	if err != nil {
+		return err
+	}
 	h.mu.Lock()
 	h.groups[n.Name()] = g
+	h.sgroups[n.Name()] = s
 	h.mu.Unlock()
 	return nil
 }
@@ -253,10 +283,10 @@ func (h *history) splitFault() func() {
 
 // lifecycle records that a node crashed or began to leave (gone), or restarted; a restarted
 // node's views start afresh.
-func (h *history) lifecycle(name string, gone bool) {
+func (h *history) lifecycle(name string, gone, crash bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.life = append(h.life, lifeEvent{at: h.now(), name: name, gone: gone})
+	h.life = append(h.life, lifeEvent{at: h.now(), name: name, gone: gone, crash: crash})
 	if !gone {
 		delete(h.lastView, name)
 	}
@@ -297,10 +327,13 @@ func (h *history) run() error {
 	h.faults = map[string]int{}
 	h.failovers = map[string]int{}
 	h.restarts = map[string]int{}
+	h.viewLog = map[string][]viewRec{}
+	h.sgroups = map[string]*corral.Group[string]{}
 	h.settled = -1
 	h.loadRand = rand.New(rand.NewPCG(h.r.Uint64(), h.r.Uint64()))
 	for k := range h.locks {
 		h.locks[k] = make(chan struct{}, 1)
+		h.slocks[k] = make(chan struct{}, 1)
 	}
 	h.nodes = 3 + h.r.IntN(7)
 	if h.r.IntN(2) == 0 {
@@ -402,6 +435,14 @@ func (h *history) client(r *rand.Rand, stop time.Time) {
 		if r.IntN(3) > 0 && hotKeys > 0 {
 			k = r.IntN(hotKeys) // two thirds of the requests are for hot keys
 		}
+		if r.IntN(40) == 0 {
+			h.getClosed(r, key(k))
+			continue
+		}
+		if r.IntN(4) == 0 {
+			h.swrOp(r, k)
+			continue
+		}
 		name, g := h.group(r)
 		if g == nil {
 			continue
@@ -428,7 +469,7 @@ func (h *history) get(node string, g *corral.Group[string], k string, cancel *ti
 	}
 	ctx, done := context.WithTimeout(context.Background(), d)
 	defer done()
-	rec := getRec{key: k, node: node, start: h.now(), cancelled: cancel != nil, membersAsked: h.nodes + 2}
+	rec := getRec{key: k, node: node, start: h.now(), cancelled: cancel != nil, membersAsked: h.nodes + 2, group: g.Name(), closedAt: -1}
 	v, err := g.Get(ctx, k)
 	rec.end, rec.value, rec.err = h.now(), v, err
 	h.mu.Lock()
@@ -443,7 +484,7 @@ func (h *history) write(node string, g *corral.Group[string], k string, remove b
 	h.gen++
 	gen := h.gen
 	h.mu.Unlock()
-	rec := writeRec{key: k, gen: gen, remove: remove, start: h.now()}
+	rec := writeRec{key: k, gen: gen, remove: remove, start: h.now(), group: g.Name()}
 	ctx, done := context.WithTimeout(context.Background(), getDeadline)
 	defer done()
 	if remove {
@@ -484,8 +525,10 @@ func (h *history) faultSchedule() {
 					return
 				}
 				h.logf(victim, "crash")
-				h.lifecycle(victim, true)
+				h.lifecycle(victim, true, true)
+				g := h.groupOf(victim)
 				h.c.Crash(victim)
+				h.closedNode(victim, g)
 			})
 			if restart {
 				add(at+lasts, func() {
@@ -493,7 +536,7 @@ func (h *history) faultSchedule() {
 						return
 					}
 					h.logf(victim, "restart")
-					h.lifecycle(victim, false)
+					h.lifecycle(victim, false, false)
 					h.mu.Lock()
 					h.restarts[victim]++
 					h.faults["restart"]++
@@ -510,11 +553,13 @@ func (h *history) faultSchedule() {
 					return
 				}
 				h.logf(name, "leave")
-				h.lifecycle(name, true)
+				h.lifecycle(name, true, false)
+				g := h.groupOf(name)
 				go func() { // Close takes a while; the workload goes on meanwhile
 					if err := h.c.Leave(context.Background(), name); err != nil {
 						h.logf(name, "leave: %v", err)
 					}
+					h.closedNode(name, g)
 				}()
 			})
 		case 2: // join
@@ -609,6 +654,35 @@ func (h *history) faultSchedule() {
 	}
 }
 
+// closedNode records that the node called name, whose group g was, closed (its Close
+// returned, or it crashed).
+func (h *history) closedNode(name string, g *corral.Group[string]) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.closed = append(h.closed, closedGroup{name: name, g: g, closedAt: h.now()})
+	h.trace = append(h.trace, event{at: h.now(), node: name, what: "closed"})
+}
+
+// getClosed does a Get on the group of a node that crashed or left, if there is one: it must
+// return ErrClosed.
+func (h *history) getClosed(r *rand.Rand, k string) {
+	h.mu.Lock()
+	if len(h.closed) == 0 {
+		h.mu.Unlock()
+		return
+	}
+	cg := h.closed[r.IntN(len(h.closed))]
+	h.mu.Unlock()
+	rec := getRec{key: k, node: cg.name, start: h.now(), membersAsked: h.nodes + 2, group: cg.g.Name(), closedAt: cg.closedAt}
+	ctx, done := context.WithTimeout(context.Background(), getDeadline)
+	defer done()
+	v, err := cg.g.Get(ctx, k)
+	rec.end, rec.value, rec.err = h.now(), v, err
+	h.mu.Lock()
+	h.gets = append(h.gets, rec)
+	h.mu.Unlock()
+}
+
 func (h *history) pickLive() string {
 	nodes := h.c.Nodes()
 	if len(nodes) == 0 {
@@ -638,11 +712,36 @@ func (h *history) owners() map[string]map[string]bool {
 		}
 	}
 	for k := range keysPerRun {
-		set := map[string]bool{}
-		for _, r := range rings {
-			set[r.Owner(key(k))] = true
+		for _, name := range []string{key(k), skey(k)} {
+			set := map[string]bool{}
+			for _, r := range rings {
+				set[r.Owner(name)] = true
+			}
+			out[name] = set
 		}
-		out[key(k)] = set
+	}
+	return out
+}
+
+// ownedAnywhere returns, per node name, the keys it owned in some view.
+func (h *history) ownedAnywhere() map[string]map[string]bool {
+	out := map[string]map[string]bool{}
+	for _, views := range h.views {
+		for _, v := range views {
+			r, err := ring.New(v, ring.DefaultConfig())
+			if err != nil {
+				continue
+			}
+			for k := range keysPerRun {
+				for _, name := range []string{key(k), skey(k)} {
+					o := r.Owner(name)
+					if out[o] == nil {
+						out[o] = map[string]bool{}
+					}
+					out[o][name] = true
+				}
+			}
+		}
 	}
 	return out
 }

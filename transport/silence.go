@@ -71,12 +71,12 @@ func (c *Client) Answers(ctx context.Context, addr string, probe *peerpb.GetRequ
 // watched by probes — the same Get as a Peek — unless it is a Peek itself, which waits on
 // no work.
 func (p *peerConn) unaryGet(ctx context.Context, req *peerpb.GetRequest) (*peerpb.GetResponse, error) {
-	if req.GetPeek() {
+	if req.GetPeek() && !req.GetWaitFill() { // a Peek that waits for a fill waits on work
 		return p.rpc.Get(ctx, req)
 	}
 	var resp *peerpb.GetResponse
 	probe := proto.CloneOf(req)
-	probe.Peek = true
+	probe.Peek, probe.WaitFill = true, false
 	err := p.client.UntilSilent(ctx, p.addr, probe, func(ctx context.Context) error {
 		var err error
 		resp, err = p.rpc.Get(ctx, req)

@@ -140,7 +140,8 @@
 // key whose owner changed asks, in parallel and without letting them fill, the key's owners
 // on every ring of the window (departed members included) and, while it has only just
 // joined, its owner on the ring without itself; if none holds it, every member. A graceful
-// leave costs no refill: Close announces that the node is leaving, hands every fresh entry to
+// leave costs no refill: Close announces that the node is leaving, hands every entry that may
+// still be served (fresh, stale within its grace, a remembered not-found) to
 // its owner on the ring without every leaving member (entries refused by a member that is
 // leaving too go to the next owner) while peers still route to it, then leaves and answers
 // the new owners' warm pulls for Config.DrainTimeout. However many joins and leaves overlap,

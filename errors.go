@@ -22,7 +22,10 @@ var ErrFillCycle = fill.ErrFillCycle
 // Config.PeerTimeout: the time went to peers, not to the loader. errors.Is finds it.
 var ErrPeerTimeout = errors.New("corral: no answer from the key's owner in time")
 
-// ErrClosed is returned by calls on a Node, or its groups, after Close began.
+// ErrClosed is returned by calls on a Node, or its groups, after Close began: writes and
+// leases at once; Gets once the node has handed its entries off (until Close returns they
+// are asked of the other members instead, since no write reaches this node's copies any
+// more), and every call after Close returned or the node was killed.
 var ErrClosed = errors.New("corral: node closed")
 
 // FillError is the error of every caller of a fill that failed. Check it with errors.As:

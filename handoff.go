@@ -14,7 +14,8 @@ import (
 // cannot be reached) are given to the next owner instead.
 const maxHandoffRounds = 4
 
-// handoff pushes every fresh entry this node holds to the key's owner on the ring without
+// handoff pushes every entry this node holds that may still be served (fresh, stale within
+// grace, or a remembered not-found) to the key's owner on the ring without
 // this node and without the members that are leaving — the owner once they are all gone —
 // one stream per owner, in parallel. Entries carry their remaining lifetime and version; a
 // receiver keeps a newer version it already holds and refuses one older than a write it

@@ -442,10 +442,12 @@ func (n *Node) groupList() []groupHandle {
 }
 
 // Close leaves the cluster gracefully: it stops being ready and takes no more writes, tells
-// the cluster it is leaving, pushes every entry it holds that is still fresh to the key's
-// new owner (the owner once it is gone) while it still serves, leaves the gossip cluster
-// (peers record Left, not Dead, and route to the new owners), answers the new owners' warm
-// pulls for Config.DrainTimeout, and stops. ctx bounds the whole; when it ends, Close stops
+// the cluster it is leaving, pushes every entry it holds that may still be served (fresh,
+// stale within its grace, a remembered not-found) to the key's new owner (the owner once it
+// is gone) while it still serves, stops serving from its stores (its own Gets ask the other
+// members from then on), leaves the gossip cluster (peers record Left, not Dead, and route
+// to the new owners), answers the new owners' warm pulls for Config.DrainTimeout, and stops;
+// after that every call returns ErrClosed. ctx bounds the whole; when it ends, Close stops
 // at once. Close is safe to call more than once; later calls return the first call's result.
 func (n *Node) Close(ctx context.Context) error {
 	n.closeOnce.Do(func() { n.closeErr = n.close(ctx, true) })

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -24,8 +25,19 @@ import (
 //	read_header_timeout   -       a connection closed for not sending a whole request header
 //	                              within --read-header-timeout (a slowloris)
 //	resp_command          -       a Redis-protocol connection cut off for a command over its bound
+//	                              (bytes, arguments, an inline line)
+//	resp_protocol         -       a Redis-protocol connection cut off for a request that is not RESP
+//	resp_pending_bytes    -       a Redis-protocol command refused past --resp-max-pending-bytes
+//	resp_connections      -       a Redis-protocol connection refused past --resp-max-conns
+//	resp_idle_timeout     -       a Redis-protocol connection closed after --resp-idle-timeout idle
+//	resp_command_timeout  -       a Redis-protocol connection closed for a command not whole within
+//	                              --resp-command-timeout, or a reply not read within it
 //
 // The library's own limits (keys, values, peers, fills) count in corral_limit_hits_total.
+
+// limitLabels are the values of corral_http_limit_hits_total's label limit.
+var limitLabels = []string{"header", "body", "client_requests", "groups", "read_header_timeout",
+	"resp_command", "resp_protocol", "resp_pending_bytes", "resp_connections", "resp_idle_timeout", "resp_command_timeout"}
 
 // limitConfig is what `corral serve` is told about the HTTP front's limits.
 type limitConfig struct {
@@ -89,9 +101,9 @@ func newHTTPLimits(cfg limitConfig, reg prometheus.Registerer) (*httpLimits, err
 	l := &httpLimits{cfg: cfg.withDefaults(), inFlight: map[string]int{}, born: map[net.Conn]time.Time{},
 		hits: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "corral_http_limit_hits_total",
-			Help: "Requests and connections the HTTP and Redis-protocol fronts turned away, by limit (header, body, client_requests, groups, read_header_timeout, resp_command).",
+			Help: "Requests and connections the HTTP and Redis-protocol fronts turned away, by limit (" + strings.Join(limitLabels, ", ") + ").",
 		}, []string{"limit"})}
-	for _, limit := range []string{"header", "body", "client_requests", "groups", "read_header_timeout", "resp_command"} {
+	for _, limit := range limitLabels {
 		l.hits.WithLabelValues(limit) // every series exists from the start, at 0
 	}
 	if err := reg.Register(l.hits); err != nil {

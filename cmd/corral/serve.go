@@ -41,6 +41,7 @@ type serveConfig struct {
 	label                          string
 	logFormat, logLevel            string
 	leaseConfig
+	respConfig
 	limitConfig
 	secretsConfig
 }
@@ -74,6 +75,7 @@ func serveFlags(out io.Writer) (*flag.FlagSet, *serveConfig) {
 	fs.StringVar(&c.logFormat, "log-format", "auto", "auto (text on a terminal, JSON otherwise), json or text")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	addLeaseFlags(fs, &c.leaseConfig)
+	addRESPFlags(fs, &c.respConfig)
 	addLimitFlags(fs, &c.limitConfig)
 	addSecretsFlags(fs, &c.secretsConfig)
 	fs.Usage = func() {
@@ -145,6 +147,9 @@ func (c *serveConfig) validate() error {
 	if err := c.secretsConfig.validate(); err != nil {
 		return err
 	}
+	if err := c.respConfig.validate(); err != nil {
+		return err
+	}
 	return c.leaseConfig.validate()
 }
 
@@ -166,9 +171,10 @@ type daemon struct {
 	keys      *keyFile // nil = no --secret-key-file
 	stopWatch func()   // stops and waits for the key file's watch; set once the node runs
 
-	limits *httpLimits
-	token  *apiToken   // nil = no API token (--api-token-file)
-	resp   *respServer // nil = no Redis protocol front (--resp-port 0); set before serving
+	limits      *httpLimits
+	respMetrics *respMetrics
+	token       *apiToken   // nil = no API token (--api-token-file)
+	resp        *respServer // nil = no Redis protocol front (--resp-port 0); set before serving
 }
 
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -215,6 +221,9 @@ func startDaemon(c *serveConfig, log *slog.Logger) (*daemon, error) {
 		return nil, err
 	}
 	d.limits = limits
+	if d.respMetrics, err = newRESPMetrics(d.reg); err != nil {
+		return nil, err
+	}
 	if c.origin != "" {
 		o, err := newOrigin(c.origin, c.fillTimeout, c.swr, c.maxValueBytes)
 		if err != nil {

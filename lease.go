@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -61,8 +62,14 @@ const (
 
 // ErrLeaseArgument is wrapped by the errors of Lease and FillSet for arguments out of range
 // (a Fill outside [MinLeaseFill, MaxLeaseFill], a Wait above MaxLeaseWait, an empty token,
-// a negative TTL or SWR) and when a group holds too many leases at once.
+// a negative TTL or SWR).
 var ErrLeaseArgument = errors.New("corral: invalid lease request")
+
+// ErrTooManyLeases is wrapped by the error of Lease when the key's owner already holds, in
+// the key's group, as many leases as it may at once (65,536): the request is sound, the
+// owner is full. Nothing changed; a later call succeeds once leases end (stored, lapsed or
+// revoked). corral serve answers it with 503 and -BUSY.
+var ErrTooManyLeases = errors.New("corral: too many leases held")
 
 // LeaseOptions configures one Lease call.
 type LeaseOptions struct {
@@ -129,7 +136,8 @@ func (e Expiry) fresh() time.Duration {
 // copies, and never runs the group's loader.
 //
 // Errors: *LimitError for a bad key; an error wrapping ErrLeaseArgument for options out of
-// range; ctx.Err() when ctx ends first; ErrClosed after Close.
+// range; one wrapping ErrTooManyLeases when the owner's table is full; ctx.Err() when ctx
+// ends first; ErrClosed after Close.
 func (g *Group[V]) Lease(ctx context.Context, key string, o LeaseOptions) (Lease[V], error) {
 	if err := g.node.checkKey(key); err != nil {
 		return Lease[V]{}, err
@@ -164,7 +172,11 @@ func (g *Group[V]) Lease(ctx context.Context, key string, o LeaseOptions) (Lease
 				return err
 			})
 		if errors.Is(err, transport.ErrInvalidArgument) {
-			// The owner refused the request (too many leases there): the same error as here.
+			// The owner refused the request: the same error as here. The wire has no code of
+			// its own for a full table; the owner's message names it.
+			if strings.Contains(err.Error(), ErrTooManyLeases.Error()) {
+				return Lease[V]{}, fmt.Errorf("%w on the key's owner: %v", ErrTooManyLeases, err)
+			}
 			return Lease[V]{}, fmt.Errorf("%w: %v", ErrLeaseArgument, err)
 		}
 		if err != nil {
@@ -378,7 +390,7 @@ func (g *Group[V]) acquire(ctx context.Context, key string, fillFor time.Duratio
 		l := t.byKey[key]
 		if l == nil && len(t.byKey) >= maxLeases {
 			t.mu.Unlock()
-			return leaseAnswer[V]{}, fmt.Errorf("%w: %d leases held in group %q on this node", ErrLeaseArgument, maxLeases, g.name)
+			return leaseAnswer[V]{}, fmt.Errorf("%w: %d in group %q on this node, the limit", ErrTooManyLeases, maxLeases, g.name)
 		}
 		if ok { // stale, within its SWR window
 			ans := leaseAnswer[V]{state: LeaseStale, entry: e}
@@ -573,7 +585,7 @@ func (g *Group[V]) serveLease(ctx context.Context, req *peerpb.LeaseRequest) (*p
 	switch {
 	case errors.Is(err, ErrClosed):
 		return nil, fmt.Errorf("%w: %s is closing", transport.ErrLeaving, g.node.cfg.Name)
-	case errors.Is(err, ErrLeaseArgument):
+	case errors.Is(err, ErrLeaseArgument), errors.Is(err, ErrTooManyLeases):
 		return nil, fmt.Errorf("%w: %v", transport.ErrInvalidArgument, err)
 	case err != nil:
 		return nil, toWire(err)

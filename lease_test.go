@@ -314,6 +314,48 @@ func TestLeaseBadArguments(t *testing.T) {
 	}
 }
 
+// A full lease table is ErrTooManyLeases, not ErrLeaseArgument, on the owner and on a
+// member that asked it; the key it refused gets no lease, and a key whose lease the owner
+// holds is still answered.
+func TestLeaseTableFull(t *testing.T) {
+	nodes := newCluster(t, 2)
+	gs := groups(t, nodes, "g", noLoader)
+	owner, other := gs[0], gs[1]
+	ctx := context.Background()
+	var ownKey, held string // keys nodes[0] owns in both views
+	for i := 0; ownKey == "" || held == ""; i++ {
+		k := fmt.Sprint("k", i)
+		if nodes[0].Owner(k).Name == nodes[0].Name() && nodes[1].Owner(k).Name == nodes[0].Name() {
+			if held == "" {
+				held = k
+			} else {
+				ownKey = k
+			}
+		}
+	}
+	if _, err := owner.acquire(ctx, held, time.Minute, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i < maxLeases; i++ {
+		if _, err := owner.acquire(ctx, fmt.Sprint("filler-", i), time.Minute, time.Now()); err != nil {
+			t.Fatalf("lease %d: %v", i, err)
+		}
+	}
+	granted := owner.Stats().LeasesGranted
+	for _, g := range []*Group[string]{owner, other} {
+		_, err := g.Lease(ctx, ownKey, LeaseOptions{Fill: time.Second})
+		if !errors.Is(err, ErrTooManyLeases) || errors.Is(err, ErrLeaseArgument) {
+			t.Fatalf("Lease on %s with the owner's table full: %v, want ErrTooManyLeases alone", g.node.Name(), err)
+		}
+		if l, err := g.Lease(ctx, held, LeaseOptions{Fill: time.Second}); err != nil || l.State != LeaseBusy {
+			t.Fatalf("Lease of a held key on %s = %+v, %v; want busy", g.node.Name(), l, err)
+		}
+	}
+	if got := owner.Stats().LeasesGranted; got != granted {
+		t.Fatalf("%d tokens granted by the refused calls, want 0", got-granted)
+	}
+}
+
 // A FillSet with a token of the right shape that was never granted stores nothing, and a
 // waiter whose context ends gets ctx.Err() alone.
 func TestLeaseUnknownTokenAndCancelledWaiter(t *testing.T) {

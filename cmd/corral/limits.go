@@ -22,6 +22,10 @@ import (
 //	body                  413     a PUT body over --max-value-bytes
 //	client_requests       429     a client (by IP) with --max-client-requests requests in flight
 //	groups                429     a new group past --max-groups
+//	lease_time            400     a lease (?lease=, FILLGET's fill_ms) longer than --max-lease
+//	client_leases         429     a lease past the client's --max-client-leases (-BUSY over RESP)
+//	leases_full           503     a lease the key's owner refused: its table of the group is full
+//	                              (-BUSY over RESP)
 //	read_header_timeout   -       a connection closed for not sending a whole request header
 //	                              within --read-header-timeout (a slowloris)
 //	resp_command          -       a Redis-protocol connection cut off for a command over its bound
@@ -37,7 +41,8 @@ import (
 
 // limitLabels are the values of corral_http_limit_hits_total's label limit.
 var limitLabels = []string{"header", "body", "client_requests", "groups", "read_header_timeout",
-	"resp_command", "resp_protocol", "resp_pending_bytes", "resp_connections", "resp_idle_timeout", "resp_command_timeout"}
+	"resp_command", "resp_protocol", "resp_pending_bytes", "resp_connections", "resp_idle_timeout", "resp_command_timeout",
+	"lease_time", "client_leases", "leases_full"}
 
 // limitConfig is what `corral serve` is told about the HTTP front's limits.
 type limitConfig struct {

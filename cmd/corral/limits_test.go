@@ -35,7 +35,7 @@ func (td *testDaemon) mustGet(tb testing.TB, what string) {
 func TestHTTPLimits(t *testing.T) {
 	td := startTestDaemon(t, func(c *serveConfig) {
 		c.maxValueBytes = 1 << 10
-		c.maxGroups = 3 // g, the Redis front's, and one more
+		c.maxGroups = 3 // g, second and third hold values; the Redis front's group holds none
 		c.maxHeaderBytes = 2 << 10
 		c.maxClientRequests = 2
 		// Long enough for an ordinary request on a busy machine: it runs from its first byte.
@@ -68,10 +68,20 @@ func TestHTTPLimits(t *testing.T) {
 	})
 
 	t.Run("groups", func(t *testing.T) {
-		td.do(t, "GET", "/v1/groups/second/keys/k", "")
-		resp, body := td.do(t, "GET", "/v1/groups/third/keys/k", "")
+		// g holds a value; the Redis front's group holds none. A group a read made, which
+		// holds nothing, keeps no other group out.
+		if resp, _ := td.do(t, "PUT", "/v1/groups/second/keys/k", "v"); resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("second group: %d", resp.StatusCode)
+		}
+		if resp, _ := td.do(t, "GET", "/v1/groups/empty/keys/k", ""); resp.StatusCode != http.StatusNotFound {
+			t.Fatalf("a read of a new group: %d", resp.StatusCode)
+		}
+		if resp, body := td.do(t, "PUT", "/v1/groups/third/keys/k", "v"); resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("third group that holds a value, beside two that hold none: %d %s", resp.StatusCode, body)
+		}
+		resp, body := td.do(t, "PUT", "/v1/groups/fourth/keys/k", "v")
 		if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(body, "--max-groups") {
-			t.Fatalf("third group: %d %s", resp.StatusCode, body)
+			t.Fatalf("fourth group: %d %s", resp.StatusCode, body)
 		}
 		if got := td.limitHits("groups"); got != 1 {
 			t.Fatalf("groups hits = %v", got)

@@ -562,8 +562,8 @@ func (s *respServer) needsAuth(name string) bool {
 	switch name {
 	case "auth", "hello", "quit":
 		return false
-	case "set", "del", "fillset":
-		return true
+	case "set", "del", "fillset", "fillget":
+		return true // fillget grants leases: state that holds other callers up
 	}
 	return s.d.cfg.apiTokenReads
 }
@@ -773,6 +773,10 @@ func (s *respServer) fillget(c *respConn, args [][]byte) {
 		c.writeError("ERR fill_ms is not a positive integer")
 		return
 	}
+	if err := s.d.checkLease(o.Fill); err != nil {
+		c.writeError("ERR " + err.Error())
+		return
+	}
 	if len(args) == 4 {
 		if !strings.EqualFold(string(args[2]), "wait") {
 			c.writeError("ERR syntax error")
@@ -792,7 +796,7 @@ func (s *respServer) fillget(c *respConn, args [][]byte) {
 		defer cancel()
 		defer c.watch(cancel)()
 	}
-	l, err := s.group.Lease(ctx, string(args[0]), o)
+	l, err := s.d.leases.lease(ctx, s.group, c.client, string(args[0]), o)
 	if err != nil {
 		s.writeErr(c, err)
 		return
@@ -849,6 +853,7 @@ func (s *respServer) fillset(c *respConn, args [][]byte) {
 		return
 	}
 	stored, err := s.group.FillSet(s.ctx, string(args[0]), object{Body: args[1]}, token, e)
+	s.d.leases.stored(token)
 	if err != nil && !(stored && unreached(err)) {
 		s.writeErr(c, err)
 		return
@@ -869,7 +874,10 @@ func unreached(err error) bool {
 
 func (s *respServer) writeErr(c *respConn, err error) {
 	var le *corral.LimitError
+	var full *leasesFullError
 	switch {
+	case errors.As(err, &full):
+		c.writeError("BUSY " + full.Error())
 	case errors.As(err, &le), errors.Is(err, corral.ErrLeaseArgument):
 		c.writeError("ERR " + strings.TrimPrefix(err.Error(), "corral: "))
 	case errors.Is(err, corral.ErrClosed), errors.Is(err, context.Canceled) && s.ctx.Err() != nil:

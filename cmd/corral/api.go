@@ -70,6 +70,12 @@ func (d *daemon) getKey(w http.ResponseWriter, r *http.Request) {
 		d.getLease(w, r, g, key)
 		return
 	}
+	if d.origin != nil {
+		if err := d.origin.check(g.Name(), key); err != nil {
+			httpError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+	}
 	v, src, err := g.GetWithSource(r.Context(), key)
 	if err != nil {
 		d.writeError(w, r, err)

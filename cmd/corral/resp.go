@@ -690,6 +690,12 @@ func (s *respServer) get(c *respConn, args [][]byte) {
 		wrongArgs(c, "get")
 		return
 	}
+	if s.d.origin != nil {
+		if err := s.d.origin.check(s.group.Name(), string(args[0])); err != nil {
+			c.writeError("ERR " + err.Error())
+			return
+		}
+	}
 	v, err := s.group.Get(s.ctx, string(args[0]))
 	switch {
 	case errors.Is(err, corral.ErrNotFound):

@@ -29,6 +29,7 @@ type serveConfig struct {
 	gossipPort, peerPort, httpPort int
 	join                           listFlag
 	origin                         string
+	originRedirects                string
 	ttl, swr, negativeTTL          time.Duration
 	jitter                         float64
 	fillTimeout                    time.Duration
@@ -59,7 +60,8 @@ func serveFlags(out io.Writer) (*flag.FlagSet, *serveConfig) {
 	fs.IntVar(&c.peerPort, "peer-port", 7947, "peer gRPC port (0 = any free port)")
 	fs.IntVar(&c.httpPort, "http-port", 8080, "HTTP API, metrics and debug page port (0 = any free port)")
 	fs.Var(&c.join, "join", "seed to join, repeatable: host:port, dns+name:port, k8s://namespace/service (EndpointSlices; KUBECONFIG or in-cluster), k8s://service (namespace $POD_NAMESPACE)")
-	fs.StringVar(&c.origin, "origin", "", "origin URL template, e.g. http://api:9000/items/{key}; {group} and {key} are path-escaped (default: none, values come only from PUT)")
+	fs.StringVar(&c.origin, "origin", "", "origin URL template, e.g. http://api:9000/items/{key}; {group} and {key} are path-escaped in the path (a name that would be a dot segment, such as \"..\", is refused: 400) and query-escaped in the query (default: none, values come only from PUT)")
+	fs.StringVar(&c.originRedirects, "origin-redirects", redirectsNone, "redirects of the origin: none (a 3xx fails the fill: 502) or same-host (followed, up to 5, to the same scheme, host and port)")
 	fs.DurationVar(&c.ttl, "ttl", time.Minute, "how long a value stays fresh (0 = forever)")
 	fs.DurationVar(&c.swr, "swr", 0, "stale-while-revalidate: serve a stale value this long past --ttl while one refresh runs")
 	fs.Float64Var(&c.jitter, "jitter", 0.1, "spread each TTL uniformly over ±this fraction, in [0, 1)")
@@ -238,7 +240,7 @@ func startDaemon(c *serveConfig, log *slog.Logger) (*daemon, error) {
 		return nil, err
 	}
 	if c.origin != "" {
-		o, err := newOrigin(c.origin, c.fillTimeout, c.swr, c.maxValueBytes)
+		o, err := newOrigin(c.origin, c.fillTimeout, c.swr, c.maxValueBytes, c.originRedirects)
 		if err != nil {
 			return nil, err
 		}

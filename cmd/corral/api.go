@@ -108,6 +108,10 @@ func (d *daemon) putKey(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := object{Body: body, Type: r.Header.Get("Content-Type")}
+	if len(v.Type) > maxTypeBytes {
+		httpError(w, http.StatusBadRequest, fmt.Sprintf("Content-Type of %d bytes exceeds the limit of %d bytes", len(v.Type), maxTypeBytes))
+		return
+	}
 	if d.putExpiry(w, r, g, key, v) {
 		return
 	}

@@ -160,6 +160,9 @@ func (o *origin) load(group string) corral.LoadFunc[object] {
 		if len(body) > o.maxBytes {
 			return object{}, fmt.Errorf("origin body exceeds the value limit of %d bytes", o.maxBytes)
 		}
+		if ct := resp.Header.Get("Content-Type"); len(ct) > maxTypeBytes {
+			return object{}, fmt.Errorf("origin Content-Type of %d bytes exceeds the limit of %d bytes", len(ct), maxTypeBytes)
+		}
 		applyCacheControl(ctx, resp.Header.Get("Cache-Control"), o.grace)
 		return object{Body: body, Type: resp.Header.Get("Content-Type")}, nil
 	}

@@ -713,6 +713,9 @@ func (s *respServer) set(c *respConn, args [][]byte) {
 		return
 	}
 	key, v := string(args[0]), object{Body: args[1]}
+	if !s.valueFits(c, v.Body) {
+		return
+	}
 	var ttl time.Duration
 	for rest := args[2:]; len(rest) > 0; rest = rest[2:] {
 		unit := time.Duration(0)
@@ -853,6 +856,9 @@ func (s *respServer) fillset(c *respConn, args [][]byte) {
 			return
 		}
 	}
+	if !s.valueFits(c, args[1]) {
+		return
+	}
 	token := string(args[3])
 	if token == "" {
 		c.writeInt(0) // no lease has an empty token
@@ -869,6 +875,16 @@ func (s *respServer) fillset(c *respConn, args [][]byte) {
 	} else {
 		c.writeInt(0)
 	}
+}
+
+// valueFits answers a value over --max-value-bytes with the library's error, and reports
+// whether it fits. (The node's own bound is the encoded object's, a little larger.)
+func (s *respServer) valueFits(c *respConn, v []byte) bool {
+	if len(v) > s.d.cfg.maxValueBytes {
+		c.writeError(fmt.Sprintf("ERR value of %d bytes exceeds the value limit of %d bytes", len(v), s.d.cfg.maxValueBytes))
+		return false
+	}
+	return true
 }
 
 // unreached reports a write that stands although some member could not be told of it: the

@@ -255,7 +255,8 @@ func startDaemon(c *serveConfig, log *slog.Logger) (*daemon, error) {
 		Name: c.name, BindAddr: c.bind, AdvertiseAddr: c.advertise,
 		GossipPort: c.gossipPort, PeerPort: c.peerPort, Join: c.join,
 		Registerer: d.reg, Logger: log, Label: c.label,
-		DrainTimeout: drainOrNone(c.drain), MaxValueBytes: c.maxValueBytes,
+		// The node bounds encoded objects; --max-value-bytes bounds bodies, the user's bytes.
+		DrainTimeout: drainOrNone(c.drain), MaxValueBytes: c.maxValueBytes + objectOverhead,
 		SilentPeerTimeout: c.silentPeerTimeout,
 		AutoGroup:         func(n *corral.Node, name string) error { _, err := d.group(n, name); return err },
 	}

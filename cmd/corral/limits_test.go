@@ -120,6 +120,13 @@ func TestHTTPLimits(t *testing.T) {
 		if got := td.limitHits("client_requests"); got != 1 {
 			t.Fatalf("client_requests hits = %v", got)
 		}
+		// The probes and /metrics do not share the data requests' budget: a kubelet probing
+		// from this IP is answered.
+		for _, p := range []string{"/healthz", "/readyz", "/metrics"} {
+			if resp, body := td.do(t, "GET", p, ""); resp.StatusCode != http.StatusOK {
+				t.Fatalf("%s from a client at its data bound: %d %s", p, resp.StatusCode, body)
+			}
+		}
 		other := &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{
 			LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}).DialContext}}
 		defer other.CloseIdleConnections()

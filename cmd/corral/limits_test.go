@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 )
 
@@ -18,6 +19,15 @@ import (
 func (td *testDaemon) limitHits(limit string) float64 {
 	var m dto.Metric
 	if err := td.d.limits.hits.WithLabelValues(limit).Write(&m); err != nil {
+		return -1
+	}
+	return m.GetCounter().GetValue()
+}
+
+// counterValue reads a counter.
+func counterValue(c prometheus.Counter) float64 {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
 		return -1
 	}
 	return m.GetCounter().GetValue()

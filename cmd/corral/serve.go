@@ -229,7 +229,13 @@ func startDaemon(c *serveConfig, log *slog.Logger) (*daemon, error) {
 	for _, name := range c.configuredGroups() {
 		d.configured[name] = true
 	}
-	d.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	suppressed := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "corral_log_suppressed_total",
+		Help: "Warnings and errors not logged because too many of their kind came at once (the next one logged says how many).",
+	})
+	d.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), suppressed)
+	log = slog.New(newFloodHandler(log.Handler(), suppressed))
+	d.log = log
 	limits, err := newHTTPLimits(c.limitConfig, d.reg)
 	if err != nil {
 		return nil, err

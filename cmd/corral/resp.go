@@ -163,7 +163,7 @@ func (d *daemon) startRESP(ln net.Listener) error {
 	cfg := d.cfg.respConfig.withDefaults()
 	command := respCommandBytes(d.cfg.maxValueBytes)
 	s := &respServer{d: d, group: g, ln: ln, cfg: cfg,
-		lim:    respLimits{command: command, args: maxRESPArgs, inline: maxInlineBytes},
+		lim:    respLimits{command: command, args: maxRESPArgs, inline: maxInlineBytes, step: bulkStep},
 		budget: &pendingBudget{max: max(cfg.maxPendingBytes, int64(command))},
 		linger: make(chan struct{}, 64),
 		conns:  map[*respConn]struct{}{},

@@ -30,6 +30,9 @@ type respLimits struct {
 	command int // bytes of one command, framing included
 	args    int // arguments of one command, its name included
 	inline  int // bytes of one inline command line
+	// step is the most a bulk's buffer takes before its bytes arrive, and the bytes of a
+	// command not reserved from the node-wide budget (bulkStep).
+	step int
 }
 
 // Fixed bounds of a request. maxRESPArgs: corral's commands take at most 8 arguments but
@@ -228,7 +231,7 @@ func (rr *respReader) tooLarge() error {
 
 // bulk reads n bytes and their CRLF. The buffer grows as bytes arrive.
 func (rr *respReader) bulk(n int) ([]byte, error) {
-	buf := rr.alloc(nil, min(n, bulkStep))
+	buf := rr.alloc(nil, min(n, rr.lim.step))
 	if buf == nil && n > 0 {
 		return nil, rr.budgetFull()
 	}
@@ -263,8 +266,8 @@ func (rr *respReader) alloc(buf []byte, size int) []byte {
 		return []byte{}
 	}
 	grow := size - cap(buf)
-	// What the command holds past bulkStep comes from the node-wide budget.
-	over := max(rr.cmdBytes+grow-bulkStep, 0) - rr.held
+	// What the command holds past its first step comes from the node-wide budget.
+	over := max(rr.cmdBytes+grow-rr.lim.step, 0) - rr.held
 	if over > 0 {
 		if !rr.budget.reserve(over) {
 			return nil

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -295,6 +296,9 @@ type respConn struct {
 	name   string
 	client string // the client's IP, for its bounds
 	werr   error  // the first write that failed: the connection ends after its command
+	// hungUp is set by a watch that saw the client close the connection: the connection
+	// ends after the command.
+	hungUp atomic.Bool
 
 	mu    sync.Mutex // guards early
 	early []byte     // bytes a watch read ahead, which reads return first
@@ -381,7 +385,7 @@ func (c *respConn) serve() {
 		}
 		quit := s.serveCommand(c, args)
 		c.rd.done()
-		if quit || c.werr != nil {
+		if quit || c.werr != nil || c.hungUp.Load() {
 			c.w.Flush()
 			c.nc.Close()
 			return
@@ -803,7 +807,7 @@ func (s *respServer) fillget(c *respConn, args [][]byte) {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithCancel(ctx)
 		defer cancel()
-		defer c.watch(cancel)()
+		defer c.watch(func() { c.hungUp.Store(true); cancel() })()
 	}
 	l, err := s.d.leases.lease(ctx, s.group, c.client, string(args[0]), o)
 	if err != nil {
@@ -904,6 +908,9 @@ func (s *respServer) writeErr(c *respConn, err error) {
 		c.writeError("ERR " + strings.TrimPrefix(err.Error(), "corral: "))
 	case errors.Is(err, corral.ErrClosed), errors.Is(err, context.Canceled) && s.ctx.Err() != nil:
 		c.writeError("ERR node is shutting down")
+	case c.hungUp.Load():
+		// The client left while the command waited: nobody reads this, and the connection
+		// ends after it (a hung-up pipeline would otherwise fail, and warn, once a command).
 	default:
 		s.d.log.Warn("Redis protocol: command failed", "err", err)
 		c.writeError("ERR " + shortReason(err))

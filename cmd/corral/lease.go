@@ -246,13 +246,22 @@ func newClientLeases(max int, limits *httpLimits) *clientLeases {
 // lease calls g.Lease for client within its bound, and maps a full table to a
 // *leasesFullError.
 func (cl *clientLeases) lease(ctx context.Context, g *corral.Group[object], client, key string, o corral.LeaseOptions) (corral.Lease[object], error) {
+	if cl.max == 0 {
+		return cl.leaseFrom(ctx, g, key, o)
+	}
 	if !cl.reserve(client) {
 		cl.limits.hit("client_leases")
 		return corral.Lease[object]{}, &leasesFullError{client: true,
 			msg: fmt.Sprintf("this client holds %d leases, the limit (--max-client-leases): store or let some lapse first", cl.max)}
 	}
-	l, err := g.Lease(ctx, key, o)
+	l, err := cl.leaseFrom(ctx, g, key, o)
 	cl.settle(client, l.Token, time.Now().Add(o.Fill))
+	return l, err
+}
+
+// leaseFrom calls g.Lease, and maps a full table to a *leasesFullError.
+func (cl *clientLeases) leaseFrom(ctx context.Context, g *corral.Group[object], key string, o corral.LeaseOptions) (corral.Lease[object], error) {
+	l, err := g.Lease(ctx, key, o)
 	if errors.Is(err, corral.ErrTooManyLeases) {
 		cl.limits.hit("leases_full")
 		return l, &leasesFullError{msg: strings.TrimPrefix(err.Error(), "corral: ") + ": try again when leases end"}
@@ -280,9 +289,13 @@ func (cl *clientLeases) reserve(client string) bool {
 		h = &leaseHolder{tokens: map[string]time.Time{}}
 		cl.byClient[client] = h
 	}
-	cl.dropExpiredLocked(h, now)
-	if cl.max > 0 && h.granting+len(h.tokens) >= cl.max {
-		return false
+	if h.granting+len(h.tokens) >= cl.max {
+		// At the bound, and only then, look for leases whose time is up: a scan of at most
+		// cl.max tokens.
+		cl.dropExpiredLocked(h, now)
+		if h.granting+len(h.tokens) >= cl.max {
+			return false
+		}
 	}
 	h.granting++
 	return true
@@ -306,6 +319,9 @@ func (cl *clientLeases) settle(client, token string, expires time.Time) {
 // stored drops token, whose FillSet passed through this node (stored or not: either way
 // it is no longer live).
 func (cl *clientLeases) stored(token string) {
+	if cl.max == 0 {
+		return
+	}
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
 	client, ok := cl.owner[token]

@@ -931,6 +931,9 @@ func nonNegative(b []byte, unit time.Duration) (time.Duration, bool) {
 	return time.Duration(n) * unit, true
 }
 
+// maxEarly bounds the bytes a watch reads ahead.
+const maxEarly = 64 << 10
+
 // watch calls gone if the client closes the connection while a command blocks (nothing
 // reads the connection while a command runs, so nothing else would notice). The returned
 // stop ends the watch and waits for it; bytes it read ahead — a pipelined command — are kept
@@ -947,14 +950,22 @@ func (c *respConn) watch(gone func()) (stop func()) {
 				c.nc.Close()
 			}
 		}()
+		// It reads on past pipelined commands, up to maxEarly of them: a client that sent a
+		// pipeline and hung up is seen gone at the end of its bytes.
 		buf := make([]byte, 4096)
-		n, err := c.nc.Read(buf)
-		c.mu.Lock()
-		c.early = append(c.early, buf[:n]...)
-		c.mu.Unlock()
-		var ne net.Error
-		if err != nil && !(errors.As(err, &ne) && ne.Timeout()) {
-			gone() // closed or reset: the next read sees the same end
+		for {
+			n, err := c.nc.Read(buf)
+			c.mu.Lock()
+			c.early = append(c.early, buf[:n]...)
+			full := len(c.early) >= maxEarly
+			c.mu.Unlock()
+			var ne net.Error
+			if err != nil && !(errors.As(err, &ne) && ne.Timeout()) {
+				gone() // closed or reset: the next read sees the same end
+			}
+			if err != nil || full {
+				return
+			}
 		}
 	}()
 	return func() {

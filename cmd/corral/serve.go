@@ -95,10 +95,16 @@ HTTP API:
   PUT    /v1/groups/{group}/keys/{key}   store the body
   DELETE /v1/groups/{group}/keys/{key}   invalidate cluster-wide
   GET    …/keys/{key}?lease=5s[&wait=200ms]  a lease, without --origin (X-Corral-Lease-State:
-                                         hit, fill, stale, busy; X-Corral-Lease: the token)
+                                         hit, fill, stale, busy; X-Corral-Lease: the token); at
+                                         most --max-lease, --max-client-leases per client IP;
+                                         with --api-token-file only with the token (else a plain read)
   PUT    …/keys/{key}?ttl=60s[&swr=30s]  with X-Corral-Lease: store under the lease (204, 409)
   GET    /v1/cluster[?key=K]             members, ring shares, K's owner
   /metrics  /healthz  /readyz  /debug/corral
+
+Redis protocol (--resp-port): GET, SET, DEL, FILLGET, FILLSET, PING, HELLO, AUTH; bounded by
+--resp-max-conns, --resp-idle-timeout, --resp-command-timeout and --resp-max-pending-bytes.
+Every bound, and what happens past it: SECURITY.md.
 
 Flags:
 `)

@@ -233,7 +233,6 @@ func (s *respServer) acceptLoop() {
 			continue
 		}
 		backoff = 0
-		c := s.newConn(nc)
 		s.mu.Lock()
 		switch {
 		case s.stopped:
@@ -246,6 +245,7 @@ func (s *respServer) acceptLoop() {
 			s.refuse(nc, fmt.Sprintf("-ERR max number of clients reached (%d, --resp-max-conns)\r\n", s.cfg.maxConns))
 			continue
 		}
+		c := s.newConn(nc) // its buffers only for a connection that is served
 		s.conns[c] = struct{}{}
 		s.wg.Add(1)
 		s.mu.Unlock()
@@ -375,6 +375,7 @@ func (c *respConn) serve() {
 	defer func() {
 		if p := recover(); p != nil {
 			c.panicked(p)
+			c.tellPanicked()
 			c.nc.Close()
 		}
 	}()
@@ -394,11 +395,16 @@ func (c *respConn) serve() {
 	}
 }
 
-// panicked logs and counts a recovered panic, and tells the client, if it can be told.
+// panicked logs and counts a recovered panic.
 func (c *respConn) panicked(p any) {
 	c.s.d.respMetrics.panics.Inc()
 	c.s.d.log.Error("Redis protocol: connection panicked; it is closed", "panic", fmt.Sprint(p),
 		"client", c.nc.RemoteAddr().String(), "stack", string(debug.Stack()))
+}
+
+// tellPanicked tells the client its connection ends for an internal error, if it can be
+// told within a second. Only the serving goroutine writes.
+func (c *respConn) tellPanicked() {
 	c.nc.SetWriteDeadline(time.Now().Add(time.Second))
 	c.w.WriteString("-ERR internal error\r\n")
 	c.w.Flush()

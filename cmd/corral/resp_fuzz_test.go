@@ -73,6 +73,7 @@ func FuzzRESPCommand(f *testing.F) {
 			defer func() {
 				if p := recover(); p != nil {
 					c.panicked(p)
+					c.tellPanicked()
 				}
 			}()
 			s.serveCommand(c, argv)

@@ -586,6 +586,14 @@ func clip(s string, n int) string {
 	return s
 }
 
+// maxClientName bounds a connection's name (CLIENT SETNAME, HELLO SETNAME): it is kept as
+// long as the connection, so without a bound every connection could hold a command's worth.
+const maxClientName = 256
+
+func clientNameTooLong(n int) string {
+	return fmt.Sprintf("ERR a client name of %d bytes exceeds the limit of %d bytes", n, maxClientName)
+}
+
 func wrongArgs(c *respConn, name string) {
 	c.writeError(fmt.Sprintf("ERR wrong number of arguments for '%s' command", name))
 }
@@ -617,6 +625,10 @@ func (s *respServer) hello(c *respConn, args [][]byte) {
 		case "setname":
 			if len(args) < 2 {
 				c.writeError("ERR Syntax error in HELLO option 'setname'")
+				return
+			}
+			if len(args[1]) > maxClientName {
+				c.writeError(clientNameTooLong(len(args[1])))
 				return
 			}
 			name, args = string(args[1]), args[2:]
@@ -677,6 +689,10 @@ func (s *respServer) client(c *respConn, args [][]byte) {
 	case "setname":
 		if len(args) != 2 {
 			wrongArgs(c, "client|setname")
+			return
+		}
+		if len(args[1]) > maxClientName {
+			c.writeError(clientNameTooLong(len(args[1])))
 			return
 		}
 		c.name = string(args[1])

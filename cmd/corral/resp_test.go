@@ -149,3 +149,21 @@ func TestRESPPanicEndsTheConnection(t *testing.T) {
 		t.Fatalf("%d panics logged, want 1", got)
 	}
 }
+
+// A connection keeps its name as long as it lives: a name is bounded.
+func TestRESPClientNameIsBounded(t *testing.T) {
+	td := startTestDaemon(t, nil)
+	rc := dialRESP(t, td.resp)
+	long := strings.Repeat("n", maxClientName+1)
+	for _, args := range [][]string{{"CLIENT", "SETNAME", long}, {"HELLO", "3", "SETNAME", long}} {
+		if got := rc.do(t, args...); !strings.HasPrefix(got, "-ERR a client name of 257 bytes exceeds the limit of 256 bytes") {
+			t.Fatalf("%s %s <257 bytes> = %q", args[0], args[1], got)
+		}
+	}
+	if got := rc.do(t, "CLIENT", "GETNAME"); got != "$-1\r\n" {
+		t.Fatalf("CLIENT GETNAME after refused names = %q", got)
+	}
+	if got := rc.do(t, "CLIENT", "SETNAME", "app"); got != "+OK\r\n" {
+		t.Fatalf("CLIENT SETNAME app = %q", got)
+	}
+}

@@ -24,6 +24,12 @@ import (
 var corralBin string
 
 func TestMain(m *testing.M) {
+	// CORRAL_E2E_BIN runs the tests against a binary built elsewhere (an older commit's, to
+	// see a test fail without its fix).
+	if bin := os.Getenv("CORRAL_E2E_BIN"); bin != "" {
+		corralBin = bin
+		os.Exit(m.Run())
+	}
 	dir, err := os.MkdirTemp("", "corral-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -208,8 +208,8 @@ func warm(t *testing.T, clients []*redis.Client, n int) {
 	for _, c := range clients {
 		for range n {
 			// A blocking command holds its connection, so n of them need n connections.
-			// Its lease (one, cluster-wide) never lapses within a test.
-			wg.Go(func() { c.Do(ctx, "FILLGET", "warm-up", 3_600_000, "WAIT", 200) })
+			// Its lease (one, cluster-wide, of --max-lease: a minute) outlasts the burst after.
+			wg.Go(func() { c.Do(ctx, "FILLGET", "warm-up", 60_000, "WAIT", 200) })
 		}
 	}
 	wg.Wait()

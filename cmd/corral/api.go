@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/corralcache/corral"
+	"github.com/corralcache/corral/fill"
 )
 
 func (d *daemon) routes() http.Handler {
@@ -31,9 +32,23 @@ func (d *daemon) routes() http.Handler {
 	return mux
 }
 
-// keyGroup resolves the request's group, creating it on first use.
+// keyGroup resolves the request's group, creating it on first use — but with an API token,
+// a request without it (a read) never creates one: it would be state a stranger made.
 func (d *daemon) keyGroup(w http.ResponseWriter, r *http.Request) (*corral.Group[object], string, bool) {
-	g, err := d.group(d.node, r.PathValue("group"))
+	name := r.PathValue("group")
+	if d.token != nil && !d.token.bearer(r.Header.Get("Authorization")) {
+		g, ok := d.existingGroup(name)
+		if !ok {
+			if fill.CheckName(name) != nil {
+				httpError(w, http.StatusBadRequest, fill.CheckName(name).Error())
+				return nil, "", false
+			}
+			httpError(w, http.StatusNotFound, fmt.Sprintf("no group %q on this node: with --api-token-file, groups are made by --group or by a request with the token", name))
+			return nil, "", false
+		}
+		return g, r.PathValue("key"), true
+	}
+	g, err := d.group(d.node, name)
 	if err != nil {
 		status := http.StatusBadRequest
 		if errors.Is(err, errTooManyGroups) {
@@ -51,9 +66,15 @@ func (d *daemon) getKey(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if r.URL.Query().Has("lease") {
+	if r.URL.Query().Has("lease") && d.mayLease(r) {
 		d.getLease(w, r, g, key)
 		return
+	}
+	if d.origin != nil {
+		if err := d.origin.check(g.Name(), key); err != nil {
+			httpError(w, http.StatusBadRequest, err.Error())
+			return
+		}
 	}
 	v, src, err := g.GetWithSource(r.Context(), key)
 	if err != nil {
@@ -87,6 +108,10 @@ func (d *daemon) putKey(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := object{Body: body, Type: r.Header.Get("Content-Type")}
+	if len(v.Type) > maxTypeBytes {
+		httpError(w, http.StatusBadRequest, fmt.Sprintf("Content-Type of %d bytes exceeds the limit of %d bytes", len(v.Type), maxTypeBytes))
+		return
+	}
 	if d.putExpiry(w, r, g, key, v) {
 		return
 	}

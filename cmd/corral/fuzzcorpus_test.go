@@ -13,5 +13,6 @@ func TestFuzzCorpus(t *testing.T) {
 	fuzzcorpus.Check(t, "FuzzParseWait", waitSeeds())
 	fuzzcorpus.Check(t, "FuzzCacheControl", cacheControlSeeds())
 	fuzzcorpus.Check(t, "FuzzRESPCommand", respSeeds())
+	fuzzcorpus.Check(t, "FuzzRESPReader", readerSeeds())
 	fuzzcorpus.Check(t, "FuzzObjectCodec", objectSeeds())
 }

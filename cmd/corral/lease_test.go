@@ -457,3 +457,99 @@ func TestRESPWaiterThatHangsUp(t *testing.T) {
 		}
 	}
 }
+
+// With an API token, a lease needs it: without it, ?lease is a plain read and FILLGET is
+// refused, and neither holds the key up for a caller with the token. A lease past
+// --max-lease is refused; a client's leases are bounded by --max-client-leases (429, -BUSY)
+// while another client is still granted one; a group without the token is not created by
+// a read.
+func TestLeaseBounds(t *testing.T) {
+	file := writeTokenFile(t, "s3cret")
+	td := startTestDaemon(t, func(c *serveConfig) {
+		c.apiTokenFile = file
+		c.maxLease = 10 * time.Second
+		c.maxClientLeases = 2
+		c.groups = listFlag{"pages"}
+	})
+	auth := []string{"Authorization", "Bearer s3cret"}
+
+	// Without the token: a plain read, no lease.
+	resp, _ := td.do(t, "GET", "/v1/groups/pages/keys/k?lease=5s", "")
+	if resp.StatusCode != http.StatusNotFound || resp.Header.Get(leaseTokenHeader) != "" || resp.Header.Get(leaseStateHeader) != "" {
+		t.Fatalf("?lease without the token: %d %v, want a plain read (404)", resp.StatusCode, resp.Header)
+	}
+	rc := dialRESP(t, td.resp)
+	if got := rc.do(t, "FILLGET", "k", "5000"); got != "-NOAUTH Authentication required.\r\n" {
+		t.Fatalf("FILLGET without AUTH = %q", got)
+	}
+	// The caller with the token is granted the lease: nobody took it.
+	resp, _ = td.do(t, "GET", "/v1/groups/pages/keys/k?lease=5s", "", auth...)
+	if resp.StatusCode != http.StatusAccepted || resp.Header.Get(leaseTokenHeader) == "" {
+		t.Fatalf("?lease with the token: %d %v", resp.StatusCode, resp.Header)
+	}
+	if got := rc.do(t, "AUTH", "s3cret"); got != "+OK\r\n" {
+		t.Fatalf("AUTH = %q", got)
+	}
+	fill := rc.do(t, "FILLGET", "k", "5000")
+	if !strings.HasPrefix(fill, "*2\r\n+FILL\r\n") {
+		t.Fatalf("FILLGET after AUTH = %q", fill)
+	}
+	token := strings.TrimSuffix(fill[strings.LastIndex(fill[:len(fill)-2], "\n")+1:], "\r\n")
+
+	// Past --max-lease.
+	if resp, body := td.do(t, "GET", "/v1/groups/pages/keys/long?lease=11s", "", auth...); resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "--max-lease") {
+		t.Fatalf("?lease=11s: %d %s", resp.StatusCode, body)
+	}
+	if got := rc.do(t, "FILLGET", "long", "3600000"); !strings.HasPrefix(got, "-ERR ") || !strings.Contains(got, "--max-lease") {
+		t.Fatalf("FILLGET long 3600000 = %q", got)
+	}
+
+	// 127.0.0.1 holds two leases: pages/k over HTTP, resp/k over RESP.
+	if got := td.d.leases.held("127.0.0.1"); got != 2 {
+		t.Fatalf("127.0.0.1 holds %d leases, want 2", got)
+	}
+	if got := rc.do(t, "FILLGET", "third", "5000"); !strings.HasPrefix(got, "-BUSY ") || !strings.Contains(got, "--max-client-leases") {
+		t.Fatalf("a third lease over RESP = %q", got)
+	}
+	if resp, body := td.do(t, "GET", "/v1/groups/pages/keys/third?lease=5s", "", auth...); resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(body, "--max-client-leases") {
+		t.Fatalf("a third lease over HTTP: %d %s", resp.StatusCode, body)
+	}
+	if got := td.limitHits("client_leases"); got != 2 {
+		t.Fatalf("client_leases hits = %v, want 2", got)
+	}
+	// Another client is granted one.
+	other := &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{
+		LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}).DialContext}}
+	defer other.CloseIdleConnections()
+	req, _ := http.NewRequest("GET", "http://"+td.http+"/v1/groups/pages/keys/third?lease=5s", nil)
+	req.Header.Set("Authorization", "Bearer s3cret")
+	r2, err := other.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2.Body.Close()
+	if r2.StatusCode != http.StatusAccepted {
+		t.Fatalf("another client's lease: %d", r2.StatusCode)
+	}
+	// A FILLSET through this node gives the client's slot back.
+	if got := rc.do(t, "FILLSET", "k", "v", "60000", token); got != ":1\r\n" {
+		t.Fatalf("FILLSET = %q", got)
+	}
+	if got := rc.do(t, "FILLGET", "third", "5000"); !strings.HasPrefix(got, "*2\r\n+FILL\r\n") {
+		t.Fatalf("a lease after a FILLSET gave a slot back = %q", got)
+	}
+
+	// Without the token, a read never creates a group; with it, it does.
+	if resp, body := td.do(t, "GET", "/v1/groups/junk/keys/k", ""); resp.StatusCode != http.StatusNotFound || !strings.Contains(body, "no group") {
+		t.Fatalf("a read of a new group without the token: %d %s", resp.StatusCode, body)
+	}
+	if _, ok := td.d.existingGroup("junk"); ok {
+		t.Fatal("a read without the token created a group")
+	}
+	if resp, _ := td.do(t, "GET", "/v1/groups/junk/keys/k", "", auth...); resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("a read of a new group with the token: %d", resp.StatusCode)
+	}
+	if _, ok := td.d.existingGroup("junk"); !ok {
+		t.Fatal("a read with the token did not create the group")
+	}
+}

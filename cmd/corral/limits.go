@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,13 +20,33 @@ import (
 //	limit                 status  what
 //	header                431     request line and headers over --max-header-bytes
 //	body                  413     a PUT body over --max-value-bytes
-//	client_requests       429     a client (by IP) with --max-client-requests requests in flight
+//	client_requests       429     a client (by IP) with --max-client-requests data requests in flight
+//	ops_requests          429     a client (by IP) with 64 requests in flight to /healthz, /readyz
+//	                              and /metrics: a budget of their own, so that a kubelet's probe
+//	                              or a scrape from an IP whose data requests are at their bound
+//	                              is still answered
 //	groups                429     a new group past --max-groups
+//	lease_time            400     a lease (?lease=, FILLGET's fill_ms) longer than --max-lease
+//	client_leases         429     a lease past the client's --max-client-leases (-BUSY over RESP)
+//	leases_full           503     a lease the key's owner refused: its table of the group is full
+//	                              (-BUSY over RESP)
 //	read_header_timeout   -       a connection closed for not sending a whole request header
 //	                              within --read-header-timeout (a slowloris)
 //	resp_command          -       a Redis-protocol connection cut off for a command over its bound
+//	                              (bytes, arguments, an inline line)
+//	resp_protocol         -       a Redis-protocol connection cut off for a request that is not RESP
+//	resp_pending_bytes    -       a Redis-protocol command refused past --resp-max-pending-bytes
+//	resp_connections      -       a Redis-protocol connection refused past --resp-max-conns
+//	resp_idle_timeout     -       a Redis-protocol connection closed after --resp-idle-timeout idle
+//	resp_command_timeout  -       a Redis-protocol connection closed for a command not whole within
+//	                              --resp-command-timeout, or a reply not read within it
 //
 // The library's own limits (keys, values, peers, fills) count in corral_limit_hits_total.
+
+// limitLabels are the values of corral_http_limit_hits_total's label limit.
+var limitLabels = []string{"header", "body", "client_requests", "ops_requests", "groups", "read_header_timeout",
+	"resp_command", "resp_protocol", "resp_pending_bytes", "resp_connections", "resp_idle_timeout", "resp_command_timeout",
+	"lease_time", "client_leases", "leases_full"}
 
 // limitConfig is what `corral serve` is told about the HTTP front's limits.
 type limitConfig struct {
@@ -35,18 +56,28 @@ type limitConfig struct {
 }
 
 // The defaults: a header of 64 KiB is far past any real client's (browsers send a few KiB);
-// 256 requests in flight from one client is past what one client process needs, and a proxy
-// in front of corral should get a bound of its own; 10 s to send a header is generous for
-// any client on a pod network and keeps a slowloris from holding sockets for long.
+// 10 s to send a header is generous for any client on a pod network and keeps a slowloris
+// from holding sockets for long.
+//
+// A stampede is a cache's normal traffic: an application pod sends as many requests at once
+// as its rate times the time corral takes to answer, and on a miss that is the origin's
+// time (Little's law). Measured here, an application pod (a Go HTTP service calling corral
+// through a tuned http.Transport, 1000 keys of 2 s TTL, an origin answering in 200 ms) at
+// 1,500 requests a second had 2,327 requests in flight to one node at its peak; 1,000 a
+// second against an origin of 1 s, 1,066. 8192 is 3.5 times the first, 8,000 a second
+// against a 1 s origin; a request in flight costs the node about 20 KiB, so a client at the
+// bound holds about 160 MiB. A proxy in front of corral should get a bound of its own.
+// The probes and /metrics have a budget of their own (opsRequestsPerClient).
 const (
 	defaultMaxHeaderBytes    = 64 << 10
-	defaultMaxClientRequests = 256
+	defaultMaxClientRequests = 8192
 	defaultReadHeaderTimeout = 10 * time.Second
+	opsRequestsPerClient     = 64
 )
 
 func addLimitFlags(fs *flag.FlagSet, c *limitConfig) {
 	fs.IntVar(&c.maxHeaderBytes, "max-header-bytes", defaultMaxHeaderBytes, "largest request line and headers accepted, bytes (larger get 431)")
-	fs.IntVar(&c.maxClientRequests, "max-client-requests", defaultMaxClientRequests, "HTTP requests one client IP may have in flight at once (more get 429); 0 = no bound")
+	fs.IntVar(&c.maxClientRequests, "max-client-requests", defaultMaxClientRequests, "HTTP data requests one client IP may have in flight at once (more get 429); /healthz, /readyz and /metrics have a budget of their own (64 per IP); 0 = no bound")
 	fs.DurationVar(&c.readHeaderTimeout, "read-header-timeout", defaultReadHeaderTimeout, "a connection that has not sent a whole request header in this time is closed (slowloris)")
 }
 
@@ -78,20 +109,22 @@ type httpLimits struct {
 	cfg  limitConfig
 	hits *prometheus.CounterVec
 
-	mu sync.Mutex // guards inFlight and born
-	// inFlight counts each client IP's requests being served.
-	inFlight map[string]int
+	mu sync.Mutex // guards inFlight, opsInFlight and born
+	// inFlight counts each client IP's data requests being served, opsInFlight its requests
+	// to the probes and /metrics.
+	inFlight    map[string]int
+	opsInFlight map[string]int
 	// born holds when each connection that has not yet sent a whole request arrived.
 	born map[net.Conn]time.Time
 }
 
 func newHTTPLimits(cfg limitConfig, reg prometheus.Registerer) (*httpLimits, error) {
-	l := &httpLimits{cfg: cfg.withDefaults(), inFlight: map[string]int{}, born: map[net.Conn]time.Time{},
+	l := &httpLimits{cfg: cfg.withDefaults(), inFlight: map[string]int{}, opsInFlight: map[string]int{}, born: map[net.Conn]time.Time{},
 		hits: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "corral_http_limit_hits_total",
-			Help: "Requests and connections the HTTP and Redis-protocol fronts turned away, by limit (header, body, client_requests, groups, read_header_timeout, resp_command).",
+			Help: "Requests and connections the HTTP and Redis-protocol fronts turned away, by limit (" + strings.Join(limitLabels, ", ") + ").",
 		}, []string{"limit"})}
-	for _, limit := range []string{"header", "body", "client_requests", "groups", "read_header_timeout", "resp_command"} {
+	for _, limit := range limitLabels {
 		l.hits.WithLabelValues(limit) // every series exists from the start, at 0
 	}
 	if err := reg.Register(l.hits); err != nil {
@@ -164,36 +197,41 @@ func (l *httpLimits) middleware(next http.Handler) http.Handler {
 				fmt.Sprintf("request line and headers of %d bytes exceed the limit of %d bytes (--max-header-bytes)", size, l.cfg.maxHeaderBytes))
 			return
 		}
-		if l.cfg.maxClientRequests > 0 {
+		inFlight, max, limit, what := l.inFlight, l.cfg.maxClientRequests, "client_requests", "requests in flight, the limit (--max-client-requests)"
+		switch r.URL.Path {
+		case "/healthz", "/readyz", "/metrics":
+			inFlight, max, limit, what = l.opsInFlight, opsRequestsPerClient, "ops_requests", "requests in flight to /healthz, /readyz and /metrics, the limit"
+		}
+		if max > 0 {
 			ip := clientIP(r)
-			if !l.enter(ip) {
-				l.hit("client_requests")
+			if !l.enter(inFlight, ip, max) {
+				l.hit(limit)
 				w.Header().Set("Retry-After", "1")
-				httpError(w, http.StatusTooManyRequests,
-					fmt.Sprintf("this client has %d requests in flight, the limit (--max-client-requests)", l.cfg.maxClientRequests))
+				httpError(w, http.StatusTooManyRequests, fmt.Sprintf("this client has %d %s", max, what))
 				return
 			}
-			defer l.leave(ip)
+			defer l.leave(inFlight, ip)
 		}
 		next.ServeHTTP(w, r)
 	})
 }
 
-func (l *httpLimits) enter(ip string) bool {
+// enter counts a request of ip in inFlight, unless ip has max there already.
+func (l *httpLimits) enter(inFlight map[string]int, ip string, max int) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.inFlight[ip] >= l.cfg.maxClientRequests {
+	if inFlight[ip] >= max {
 		return false
 	}
-	l.inFlight[ip]++
+	inFlight[ip]++
 	return true
 }
 
-func (l *httpLimits) leave(ip string) {
+func (l *httpLimits) leave(inFlight map[string]int, ip string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.inFlight[ip]--; l.inFlight[ip] <= 0 {
-		delete(l.inFlight, ip)
+	if inFlight[ip]--; inFlight[ip] <= 0 {
+		delete(inFlight, ip)
 	}
 }
 

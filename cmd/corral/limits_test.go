@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 )
 
@@ -18,6 +19,15 @@ import (
 func (td *testDaemon) limitHits(limit string) float64 {
 	var m dto.Metric
 	if err := td.d.limits.hits.WithLabelValues(limit).Write(&m); err != nil {
+		return -1
+	}
+	return m.GetCounter().GetValue()
+}
+
+// counterValue reads a counter.
+func counterValue(c prometheus.Counter) float64 {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
 		return -1
 	}
 	return m.GetCounter().GetValue()
@@ -35,7 +45,7 @@ func (td *testDaemon) mustGet(tb testing.TB, what string) {
 func TestHTTPLimits(t *testing.T) {
 	td := startTestDaemon(t, func(c *serveConfig) {
 		c.maxValueBytes = 1 << 10
-		c.maxGroups = 3 // g, the Redis front's, and one more
+		c.maxGroups = 3 // g, second and third hold values; the Redis front's group holds none
 		c.maxHeaderBytes = 2 << 10
 		c.maxClientRequests = 2
 		// Long enough for an ordinary request on a busy machine: it runs from its first byte.
@@ -68,10 +78,20 @@ func TestHTTPLimits(t *testing.T) {
 	})
 
 	t.Run("groups", func(t *testing.T) {
-		td.do(t, "GET", "/v1/groups/second/keys/k", "")
-		resp, body := td.do(t, "GET", "/v1/groups/third/keys/k", "")
+		// g holds a value; the Redis front's group holds none. A group a read made, which
+		// holds nothing, keeps no other group out.
+		if resp, _ := td.do(t, "PUT", "/v1/groups/second/keys/k", "v"); resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("second group: %d", resp.StatusCode)
+		}
+		if resp, _ := td.do(t, "GET", "/v1/groups/empty/keys/k", ""); resp.StatusCode != http.StatusNotFound {
+			t.Fatalf("a read of a new group: %d", resp.StatusCode)
+		}
+		if resp, body := td.do(t, "PUT", "/v1/groups/third/keys/k", "v"); resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("third group that holds a value, beside two that hold none: %d %s", resp.StatusCode, body)
+		}
+		resp, body := td.do(t, "PUT", "/v1/groups/fourth/keys/k", "v")
 		if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(body, "--max-groups") {
-			t.Fatalf("third group: %d %s", resp.StatusCode, body)
+			t.Fatalf("fourth group: %d %s", resp.StatusCode, body)
 		}
 		if got := td.limitHits("groups"); got != 1 {
 			t.Fatalf("groups hits = %v", got)
@@ -109,6 +129,13 @@ func TestHTTPLimits(t *testing.T) {
 		}
 		if got := td.limitHits("client_requests"); got != 1 {
 			t.Fatalf("client_requests hits = %v", got)
+		}
+		// The probes and /metrics do not share the data requests' budget: a kubelet probing
+		// from this IP is answered.
+		for _, p := range []string{"/healthz", "/readyz", "/metrics"} {
+			if resp, body := td.do(t, "GET", p, ""); resp.StatusCode != http.StatusOK {
+				t.Fatalf("%s from a client at its data bound: %d %s", p, resp.StatusCode, body)
+			}
 		}
 		other := &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{
 			LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}).DialContext}}
@@ -159,5 +186,35 @@ func waitFor(tb testing.TB, what string, cond func() bool) {
 			tb.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A value of exactly --max-value-bytes is stored, over HTTP and over the Redis protocol,
+// with a Content-Type too; one byte more is refused by both.
+func TestValueLimitIsTheUsersBytes(t *testing.T) {
+	const limit = 1 << 10
+	td := startTestDaemon(t, func(c *serveConfig) { c.maxValueBytes = limit })
+	exact, over := strings.Repeat("v", limit), strings.Repeat("v", limit+1)
+	if resp, body := td.do(t, "PUT", "/v1/groups/g/keys/exact", exact, "Content-Type", "text/plain; charset=utf-8"); resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("PUT of exactly --max-value-bytes: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := td.do(t, "GET", "/v1/groups/g/keys/exact", ""); resp.StatusCode != http.StatusOK || body != exact {
+		t.Fatalf("GET = %d, %d bytes", resp.StatusCode, len(body))
+	}
+	if resp, _ := td.do(t, "PUT", "/v1/groups/g/keys/over", over); resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("PUT of one byte more: %d", resp.StatusCode)
+	}
+	if resp, _ := td.do(t, "PUT", "/v1/groups/g/keys/t", "v", "Content-Type", strings.Repeat("t", maxTypeBytes+1)); resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("PUT with a Content-Type over its bound: %d", resp.StatusCode)
+	}
+	rc := dialRESP(t, td.resp)
+	if got := rc.do(t, "SET", "exact", exact); got != "+OK\r\n" {
+		t.Fatalf("SET of exactly --max-value-bytes = %q", got)
+	}
+	if got := rc.do(t, "GET", "exact"); got != bulk(exact) {
+		t.Fatalf("GET = %d bytes", len(got))
+	}
+	if got := rc.do(t, "SET", "over", over); !strings.Contains(got, "exceeds the value limit of 1024 bytes") {
+		t.Fatalf("SET of one byte more = %q", got)
 	}
 }

@@ -12,6 +12,14 @@ type object struct {
 	Type string
 }
 
+// maxTypeBytes bounds an object's Content-Type (a PUT's longer one gets 400, an origin's
+// fails the fill): media types are a few dozen bytes, and the bound lets the node's value
+// limit be --max-value-bytes plus this framing, so that the limit counts the user's bytes.
+const maxTypeBytes = 1024
+
+// objectOverhead is what the codec adds to a body at most.
+const objectOverhead = binary.MaxVarintLen64 + maxTypeBytes
+
 // objectCodec puts an object on the wire as uvarint(len(Type)) Type Body: no copying of
 // the body into another encoding, and no JSON.
 type objectCodec struct{}

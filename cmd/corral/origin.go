@@ -17,20 +17,65 @@ import (
 )
 
 // origin loads values from an HTTP origin through a URL template with {group} and {key}.
+//
+// The origin is asked for exactly the key. In the template's path, {group} and {key} are
+// path-escaped ("/" as %2F), and a name that would be a dot segment — "." or "..", or one
+// with such a segment between "/" or "\" (an origin, or a proxy before it, that decodes
+// %2F before it resolves dot segments would climb) — is refused, never sent: the origin's
+// "/" page must not be cached under the key "..". In the query ({key} after "?"), they are
+// query-escaped, so "&" cannot add a parameter. Redirects are not followed: a 3xx fails the
+// fill like any answer but 200 and 404 (502), unless --origin-redirects=same-host, which
+// follows up to originMaxRedirects to the same scheme, host and port.
 type origin struct {
-	grace    time.Duration // the groups' stale-while-revalidate, kept with a max-age
-	template string
-	client   *http.Client
-	maxBytes int
+	grace     time.Duration // the groups' stale-while-revalidate, kept with a max-age
+	template  string
+	client    *http.Client
+	maxBytes  int
+	queryFrom int // index in template where its query begins; len(template) if none
 }
 
-func newOrigin(template string, fillTimeout, grace time.Duration, maxBytes int) (*origin, error) {
+// originMaxRedirects bounds the same-host redirects one fill follows.
+const originMaxRedirects = 5
+
+// Values of --origin-redirects.
+const (
+	redirectsNone     = "none"
+	redirectsSameHost = "same-host"
+)
+
+func newOrigin(template string, fillTimeout, grace time.Duration, maxBytes int, redirects string) (*origin, error) {
 	u, err := url.Parse(strings.NewReplacer("{group}", "g", "{key}", "k").Replace(template))
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("--origin %q: want an http(s) URL template with {key}", template)
 	}
 	if !strings.Contains(template, "{key}") {
 		return nil, fmt.Errorf("--origin %q: the template has no {key}", template)
+	}
+	// A key must not choose the host it is fetched from.
+	host := template[strings.Index(template, "://")+3:]
+	if end := strings.IndexAny(host, "/?#"); end >= 0 {
+		host = host[:end]
+	}
+	if strings.Contains(host, "{") {
+		return nil, fmt.Errorf("--origin %q: {group} and {key} go in the path or the query, not the host", template)
+	}
+	var checkRedirect func(*http.Request, []*http.Request) error
+	switch redirects {
+	case redirectsNone, "":
+		checkRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	case redirectsSameHost:
+		checkRedirect = func(req *http.Request, via []*http.Request) error {
+			first := via[0].URL
+			switch {
+			case req.URL.Scheme != first.Scheme || req.URL.Host != first.Host:
+				return fmt.Errorf("redirected to another host (%s), not followed (--origin-redirects=same-host)", req.URL.Host)
+			case len(via) > originMaxRedirects:
+				return fmt.Errorf("more than %d redirects", originMaxRedirects)
+			}
+			return nil
+		}
+	default:
+		return nil, fmt.Errorf("--origin-redirects %q: want %s or %s", redirects, redirectsNone, redirectsSameHost)
 	}
 	tr := &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
@@ -41,17 +86,53 @@ func newOrigin(template string, fillTimeout, grace time.Duration, maxBytes int) 
 		TLSHandshakeTimeout:   5 * time.Second,
 		ResponseHeaderTimeout: fillTimeout,
 	}
-	return &origin{grace: grace, template: template, client: &http.Client{Transport: tr, Timeout: fillTimeout}, maxBytes: maxBytes}, nil
+	queryFrom := len(template)
+	if i := strings.IndexAny(template, "?#"); i >= 0 {
+		queryFrom = i
+	}
+	return &origin{grace: grace, template: template, maxBytes: maxBytes, queryFrom: queryFrom,
+		client: &http.Client{Transport: tr, Timeout: fillTimeout, CheckRedirect: checkRedirect}}, nil
 }
 
+// errOriginName is wrapped by the error for a group or key the origin cannot be asked for.
+var errOriginName = errors.New("cannot be sent to the origin")
+
+// check refuses a group or key that would be a dot segment of the origin's path.
+func (o *origin) check(group, key string) error {
+	path := o.template[:o.queryFrom]
+	for _, p := range []struct{ what, placeholder, v string }{{"group", "{group}", group}, {"key", "{key}", key}} {
+		if strings.Contains(path, p.placeholder) && hasDotSegment(p.v) {
+			return fmt.Errorf("%s %q %w: it would be a dot segment of the origin's path, another path than the %s's", p.what, clip(p.v, 64), errOriginName, p.what)
+		}
+	}
+	return nil
+}
+
+// hasDotSegment reports whether s, split at "/" and "\\", has a segment "." or "..".
+func hasDotSegment(s string) bool {
+	for _, seg := range strings.FieldsFunc(s, func(r rune) bool { return r == '/' || r == '\\' }) {
+		if seg == "." || seg == ".." {
+			return true
+		}
+	}
+	return s == "." || s == ".."
+}
+
+// url is the origin's URL of key in group: path-escaped in the template's path,
+// query-escaped in its query. check must have passed.
 func (o *origin) url(group, key string) string {
-	return strings.NewReplacer("{group}", url.PathEscape(group), "{key}", url.PathEscape(key)).Replace(o.template)
+	path := strings.NewReplacer("{group}", url.PathEscape(group), "{key}", url.PathEscape(key)).Replace(o.template[:o.queryFrom])
+	query := strings.NewReplacer("{group}", url.QueryEscape(group), "{key}", url.QueryEscape(key)).Replace(o.template[o.queryFrom:])
+	return path + query
 }
 
 // load is a group's loader: origin 200 → the body (its Content-Type kept; Cache-Control
 // max-age and no-store respected); 404 → corral.ErrNotFound; anything else fails the fill.
 func (o *origin) load(group string) corral.LoadFunc[object] {
 	return func(ctx context.Context, key string) (object, error) {
+		if err := o.check(group, key); err != nil {
+			return object{}, err
+		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, o.url(group, key), nil)
 		if err != nil {
 			return object{}, err
@@ -65,6 +146,9 @@ func (o *origin) load(group string) corral.LoadFunc[object] {
 		case resp.StatusCode == http.StatusNotFound:
 			io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 			return object{}, corral.ErrNotFound
+		case resp.StatusCode >= 300 && resp.StatusCode < 400:
+			io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+			return object{}, fmt.Errorf("origin answered %s, a redirect, not followed (--origin-redirects)", resp.Status)
 		case resp.StatusCode != http.StatusOK:
 			io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 			return object{}, fmt.Errorf("origin answered %s", resp.Status)
@@ -75,6 +159,9 @@ func (o *origin) load(group string) corral.LoadFunc[object] {
 		}
 		if len(body) > o.maxBytes {
 			return object{}, fmt.Errorf("origin body exceeds the value limit of %d bytes", o.maxBytes)
+		}
+		if ct := resp.Header.Get("Content-Type"); len(ct) > maxTypeBytes {
+			return object{}, fmt.Errorf("origin Content-Type of %d bytes exceeds the limit of %d bytes", len(ct), maxTypeBytes)
 		}
 		applyCacheControl(ctx, resp.Header.Get("Cache-Control"), o.grace)
 		return object{Body: body, Type: resp.Header.Get("Content-Type")}, nil

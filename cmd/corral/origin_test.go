@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -30,7 +32,7 @@ func TestOriginRetriesAConnectionNotMade(t *testing.T) {
 	})}
 	t.Cleanup(func() { srv.Close() })
 
-	o, err := newOrigin("http://"+addr+"/{key}", 5*time.Second, 0, 1<<20)
+	o, err := newOrigin("http://"+addr+"/{key}", 5*time.Second, 0, 1<<20, redirectsNone)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +62,7 @@ func TestOriginRetriesAConnectionNotMade(t *testing.T) {
 		t.Errorf("got %q from %d origin requests, want %q from 1", v.Body, served.Load(), "v:/k")
 	}
 
-	never, err := newOrigin("http://"+freeAddr(t)+"/{key}", 5*time.Second, 0, 1<<20)
+	never, err := newOrigin("http://"+freeAddr(t)+"/{key}", 5*time.Second, 0, 1<<20, redirectsNone)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,4 +88,102 @@ func freeAddr(t *testing.T) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
+}
+
+// The origin is asked for exactly the key: never a dot segment, another path, another
+// query parameter or another host.
+func TestOriginAsksForExactlyTheKey(t *testing.T) {
+	tests := []struct {
+		template, group, key string
+		want                 string // "" = refused
+	}{
+		{"http://api/items/{key}", "g", "k1", "http://api/items/k1"},
+		{"http://api/items/{key}", "g", "..", ""},
+		{"http://api/items/{key}", "g", ".", ""},
+		{"http://api/items/{key}", "g", "../admin", ""},
+		{"http://api/items/{key}", "g", `..\admin`, ""},
+		{"http://api/items/{key}", "g", "a/./b", ""},
+		{"http://api/items/{key}", "g", "...", "http://api/items/..."},
+		{"http://api/items/{key}", "g", "a/b", "http://api/items/a%2Fb"},
+		{"http://api/items/{key}", "g", "a?b#c", "http://api/items/a%3Fb%23c"},
+		{"http://api/items/{key}", "..", "k", "http://api/items/k"}, // {group} is not in the template
+		{"http://api/{group}/{key}", "..", "k", ""},
+		{"http://api/{group}/{key}", ".x", "k", "http://api/.x/k"},
+		{"http://api/items?id={key}&g={group}", "g", "1&admin=true", "http://api/items?id=1%26admin%3Dtrue&g=g"},
+		{"http://api/items?id={key}", "g", "..", "http://api/items?id=.."}, // a query value is no path
+	}
+	for _, tt := range tests {
+		o, err := newOrigin(tt.template, time.Second, 0, 1<<20, redirectsNone)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = o.check(tt.group, tt.key)
+		switch {
+		case tt.want == "" && err == nil:
+			t.Errorf("%s with %q/%q: asked for %s, want refused", tt.template, tt.group, tt.key, o.url(tt.group, tt.key))
+		case tt.want != "" && err != nil:
+			t.Errorf("%s with %q/%q: refused: %v", tt.template, tt.group, tt.key, err)
+		case tt.want != "" && o.url(tt.group, tt.key) != tt.want:
+			t.Errorf("%s with %q/%q: %s, want %s", tt.template, tt.group, tt.key, o.url(tt.group, tt.key), tt.want)
+		}
+	}
+	// The loader itself refuses, whoever calls it.
+	var asked atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { asked.Add(1) }))
+	defer srv.Close()
+	o, _ := newOrigin(srv.URL+"/items/{key}", time.Second, 0, 1<<20, redirectsNone)
+	if _, err := o.load("g")(context.Background(), ".."); !errors.Is(err, errOriginName) || asked.Load() != 0 {
+		t.Errorf("load of %q: %v, %d requests; want refused, none sent", "..", err, asked.Load())
+	}
+	for _, tmpl := range []string{"http://{key}.api/x", "http://api:{key}/x", "http://{group}/{key}"} {
+		if _, err := newOrigin(tmpl, time.Second, 0, 1<<20, redirectsNone); err == nil {
+			t.Errorf("template %s, which lets a key choose the host, was accepted", tmpl)
+		}
+	}
+}
+
+// A redirect is not followed: the fill fails with the status, and the target is never
+// asked. With --origin-redirects=same-host, one to the same host is followed, one to
+// another host is not.
+func TestOriginRedirects(t *testing.T) {
+	var elsewhere atomic.Int64
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		elsewhere.Add(1)
+		io.WriteString(w, "not the origin's")
+	}))
+	defer other.Close()
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/items/away":
+			http.Redirect(w, r, other.URL+"/x", http.StatusFound)
+		case "/items/moved":
+			http.Redirect(w, r, "/items/here", http.StatusMovedPermanently)
+		case "/items/here":
+			io.WriteString(w, "here")
+		}
+	}))
+	defer origin.Close()
+
+	none, _ := newOrigin(origin.URL+"/items/{key}", 5*time.Second, 0, 1<<20, redirectsNone)
+	for _, key := range []string{"away", "moved"} {
+		if v, err := none.load("g")(context.Background(), key); err == nil || !strings.Contains(err.Error(), "30") {
+			t.Errorf("%s without redirects: %q, %v; want the 3xx as an error", key, v.Body, err)
+		}
+	}
+	same, err := newOrigin(origin.URL+"/items/{key}", 5*time.Second, 0, 1<<20, redirectsSameHost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := same.load("g")(context.Background(), "moved"); err != nil || string(v.Body) != "here" {
+		t.Errorf("same-host redirect: %q, %v", v.Body, err)
+	}
+	if v, err := same.load("g")(context.Background(), "away"); err == nil || !strings.Contains(err.Error(), "another host") {
+		t.Errorf("redirect to another host with same-host: %q, %v", v.Body, err)
+	}
+	if n := elsewhere.Load(); n != 0 {
+		t.Errorf("the other host was asked %d times", n)
+	}
+	if _, err := newOrigin(origin.URL+"/{key}", time.Second, 0, 1<<20, "all"); err == nil {
+		t.Error("--origin-redirects=all accepted")
+	}
 }

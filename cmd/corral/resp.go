@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"net"
 	"runtime/debug"
 	"strconv"
@@ -12,7 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tidwall/redcon"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/corralcache/corral"
 	"github.com/corralcache/corral/fill"
@@ -30,30 +33,126 @@ import (
 //	FILLSET key value ttl_ms token [SWR ms] 1 stored, 0 the token is no longer live
 //	CLIENT SETNAME|GETNAME|SETINFO|ID, SELECT 0, ECHO, COMMAND, QUIT, for clients that send them
 //
-// Commands are parsed by github.com/tidwall/redcon, which also reads pipelines and the
-// inline (telnet) form; it writes RESP2, and the few RESP3 types a RESP3 client gets (the
-// HELLO map, null) are written here. A FILLGET with WAIT blocks its connection, as BLPOP
-// does in Redis: the other callers of a client pool are not held.
+// Requests are read by respReader (respreader.go), pipelines and the inline (telnet) form
+// included; replies are written in RESP2, and in RESP3 where the two differ (the HELLO map,
+// null) on a connection that said HELLO 3. Each connection is served by one goroutine,
+// which reads a command, runs it and writes its reply; replies are flushed before the
+// goroutine waits for more bytes, so a pipeline's replies leave together. A FILLGET with
+// WAIT blocks its connection, as BLPOP does in Redis: the other callers of a client pool
+// are not held.
+//
+// What a connection may cost is bounded (respConfig): the connections at once, the time a
+// connection may sit idle, the time one command may take to arrive and its reply to be
+// read, the bytes of one command, and the bytes of all commands still being read. A panic
+// on a connection's goroutines ends that connection alone: it is logged, counted in
+// corral_resp_panics_total, and the client is told.
+
+// respConfig is what `corral serve` is told about the Redis protocol front's bounds.
+type respConfig struct {
+	maxConns        int
+	idleTimeout     time.Duration
+	commandTimeout  time.Duration
+	maxPendingBytes int64
+}
+
+// The defaults. A client pool keeps a few connections per process (go-redis: 10 per
+// GOMAXPROCS, lazily), so 4096 connections serve hundreds of application processes; an idle
+// connection costs about 13 KiB (measured: 2000 idle connections, RSS 24 → 50 MiB), 52 MiB
+// at the bound. Five minutes idle is far past any pool's use of a
+// connection under load, and short enough that connections a client forgot give their
+// places back. Ten seconds to send one command (8 MiB at 0.8 MB/s) or to read a reply is
+// generous on a pod network, and the slowloris bound of the HTTP front. 64 MiB of commands
+// still being read is eight values of the largest default size arriving at once.
+const (
+	defaultRESPMaxConns        = 4096
+	defaultRESPIdleTimeout     = 5 * time.Minute
+	defaultRESPCommandTimeout  = 10 * time.Second
+	defaultRESPMaxPendingBytes = 64 << 20
+)
+
+func addRESPFlags(fs *flag.FlagSet, c *respConfig) {
+	fs.IntVar(&c.maxConns, "resp-max-conns", defaultRESPMaxConns, "Redis protocol connections open at once; one more is told \"max number of clients reached\" and closed")
+	fs.DurationVar(&c.idleTimeout, "resp-idle-timeout", defaultRESPIdleTimeout, "a Redis protocol connection that sends no command this long is told so and closed")
+	fs.DurationVar(&c.commandTimeout, "resp-command-timeout", defaultRESPCommandTimeout, "a Redis protocol command must arrive whole, and each reply be read, within this (a slowloris bound); the connection is closed otherwise")
+	fs.Int64Var(&c.maxPendingBytes, "resp-max-pending-bytes", defaultRESPMaxPendingBytes, "bytes that Redis protocol commands still being read may hold at once, over all connections (the first 64 KiB of each are not counted); a command past it is refused and its connection closed. At least one command's bound (--max-value-bytes + 72 KiB) applies")
+}
+
+// withDefaults fills the fields a config made in code (the demo's) left at zero.
+func (c respConfig) withDefaults() respConfig {
+	setDefault(&c.maxConns, defaultRESPMaxConns)
+	setDefault(&c.idleTimeout, defaultRESPIdleTimeout)
+	setDefault(&c.commandTimeout, defaultRESPCommandTimeout)
+	setDefault(&c.maxPendingBytes, defaultRESPMaxPendingBytes)
+	return c
+}
+
+func setDefault[T comparable](p *T, d T) {
+	var zero T
+	if *p == zero {
+		*p = d
+	}
+}
+
+func (c *respConfig) validate() error {
+	switch {
+	case c.maxConns < 1:
+		return fmt.Errorf("--resp-max-conns %d: want at least 1", c.maxConns)
+	case c.idleTimeout <= 0 || c.commandTimeout <= 0:
+		return errors.New("--resp-idle-timeout and --resp-command-timeout must be positive")
+	case c.maxPendingBytes < 1:
+		return fmt.Errorf("--resp-max-pending-bytes %d: want at least 1", c.maxPendingBytes)
+	}
+	return nil
+}
+
+// respCommandBytes bounds one command: a value, two keys and a little more.
+func respCommandBytes(maxValueBytes int) int { return maxValueBytes + 2*fill.MaxKeyBytes + 64<<10 }
 
 // respServer serves the Redis protocol for a daemon.
 type respServer struct {
-	d     *daemon
-	group *corral.Group[object]
-	ln    net.Listener
-	srv   *redcon.Server
+	d      *daemon
+	group  *corral.Group[object]
+	ln     net.Listener
+	cfg    respConfig
+	lim    respLimits
+	budget *pendingBudget
 
 	ctx    context.Context // ends the commands still blocked when the server stops
 	cancel context.CancelFunc
-	conns  sync.WaitGroup // connections being served
-	served chan struct{}  // closed when Serve returned
-	once   sync.Once
+	wg     sync.WaitGroup // the accept loop, connections and lingering closes
+	linger chan struct{}  // bounds the closes that wait for a refused client to read why
+
+	mu sync.Mutex // guards conns and stopped
+	// conns holds the connections being served, to close them at stop.
+	conns   map[*respConn]struct{}
+	stopped bool
+	once    sync.Once
 }
 
-// respConn is one connection's state.
-type respConn struct {
-	proto  int // 2 or 3 (HELLO 3)
-	authed bool
-	name   string
+// respMetrics are the Redis protocol front's own metrics; its refusals count in
+// corral_http_limit_hits_total.
+type respMetrics struct {
+	conns  prometheus.Gauge
+	panics prometheus.Counter
+}
+
+func newRESPMetrics(reg prometheus.Registerer) (*respMetrics, error) {
+	m := &respMetrics{
+		conns: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "corral_resp_connections",
+			Help: "Redis protocol connections open now (at most --resp-max-conns).",
+		}),
+		panics: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "corral_resp_panics_total",
+			Help: "Panics recovered on a Redis protocol connection's goroutines; each ended its connection alone.",
+		}),
+	}
+	for _, c := range []prometheus.Collector{m.conns, m.panics} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
 }
 
 // startRESP serves the Redis protocol on ln until stopRESP.
@@ -63,22 +162,22 @@ func (d *daemon) startRESP(ln net.Listener) error {
 		ln.Close()
 		return fmt.Errorf("--resp-group: %w", err)
 	}
-	// A command is a key, a value and a little more.
-	s := &respServer{d: d, group: g, served: make(chan struct{})}
-	s.ln = &boundedListener{Listener: ln, limit: d.cfg.maxValueBytes + 2*fill.MaxKeyBytes + 64<<10,
-		onLimit: func() { d.limits.hit("resp_command") }}
+	cfg := d.cfg.respConfig.withDefaults()
+	command := respCommandBytes(d.cfg.maxValueBytes)
+	s := &respServer{d: d, group: g, ln: ln, cfg: cfg,
+		lim:    respLimits{command: command, args: maxRESPArgs, inline: maxInlineBytes, step: bulkStep},
+		budget: &pendingBudget{max: max(cfg.maxPendingBytes, int64(command))},
+		linger: make(chan struct{}, 64),
+		conns:  map[*respConn]struct{}{},
+	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	s.srv = redcon.NewServer(ln.Addr().String(), s.serveCommand, s.accept, s.closed)
 	d.mu.Lock()
 	d.resp = s
 	d.mu.Unlock()
-	go func() {
-		defer close(s.served)
-		if err := s.srv.Serve(s.ln); err != nil {
-			d.log.Error("Redis protocol server stopped", "err", err)
-		}
-	}()
-	d.log.Info("serving the Redis protocol", "addr", ln.Addr().String(), "group", d.cfg.respGroup)
+	s.wg.Add(1)
+	go s.acceptLoop()
+	d.log.Info("serving the Redis protocol", "addr", ln.Addr().String(), "group", d.cfg.respGroup,
+		"max_conns", cfg.maxConns, "idle_timeout", cfg.idleTimeout.String())
 	return nil
 }
 
@@ -95,10 +194,15 @@ func (d *daemon) stopRESP(ctx context.Context) error {
 	var err error
 	s.once.Do(func() {
 		s.cancel()
-		s.srv.Close()
-		s.ln.Close() // also when Serve had not set its listener yet
+		s.ln.Close()
+		s.mu.Lock()
+		s.stopped = true
+		for c := range s.conns {
+			c.nc.Close()
+		}
+		s.mu.Unlock()
 		done := make(chan struct{})
-		go func() { <-s.served; s.conns.Wait(); close(done) }()
+		go func() { s.wg.Wait(); close(done) }()
 		select {
 		case <-done:
 		case <-ctx.Done():
@@ -108,81 +212,284 @@ func (d *daemon) stopRESP(ctx context.Context) error {
 	return err
 }
 
-func (s *respServer) accept(c redcon.Conn) bool {
-	s.conns.Add(1)
-	c.SetContext(&respConn{proto: 2})
-	return true
+// acceptLoop accepts connections until the listener closes.
+func (s *respServer) acceptLoop() {
+	defer s.wg.Done()
+	var backoff time.Duration
+	for {
+		nc, err := s.ln.Accept()
+		if err != nil {
+			if s.ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// Out of file descriptors, say: wait a little rather than spin, as net/http does.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			s.d.log.Warn("Redis protocol: accept failed", "err", err, "retry_in", backoff.String())
+			select {
+			case <-time.After(backoff):
+			case <-s.ctx.Done():
+				return
+			}
+			continue
+		}
+		backoff = 0
+		s.mu.Lock()
+		switch {
+		case s.stopped:
+			s.mu.Unlock()
+			nc.Close()
+			return
+		case len(s.conns) >= s.cfg.maxConns:
+			s.mu.Unlock()
+			s.d.limits.hit("resp_connections")
+			s.refuse(nc, fmt.Sprintf("-ERR max number of clients reached (%d, --resp-max-conns)\r\n", s.cfg.maxConns))
+			continue
+		}
+		c := s.newConn(nc) // its buffers only for a connection that is served
+		s.conns[c] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		s.d.respMetrics.conns.Inc()
+		go c.serve()
+	}
 }
 
-func (s *respServer) closed(redcon.Conn, error) { s.conns.Done() }
+// refuse tells a connection the server will not serve it, and closes it. The close waits
+// a moment for the client to read why (a close with unread bytes from the client would
+// reset the connection and lose the reply), for at most 64 connections at once.
+func (s *respServer) refuse(nc net.Conn, reply string) {
+	nc.SetWriteDeadline(time.Now().Add(time.Second))
+	io.WriteString(nc, reply)
+	select {
+	case s.linger <- struct{}{}:
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			defer func() { <-s.linger }()
+			lingerClose(nc)
+		}()
+	default:
+		nc.Close()
+	}
+}
 
-// serveCommand answers one command. A panic answers that command with an error and is
-// logged: it never takes the daemon down.
-func (s *respServer) serveCommand(c redcon.Conn, cmd redcon.Command) {
+// lingerClose ends the writing half of nc, reads what the client still sends for up to a
+// second (at most 1 MiB), and closes nc.
+func lingerClose(nc net.Conn) {
+	if cw, ok := nc.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	}
+	nc.SetReadDeadline(time.Now().Add(time.Second))
+	io.Copy(io.Discard, io.LimitReader(nc, 1<<20))
+	nc.Close()
+}
+
+// respConn is one connection and its state. Its fields are the serving goroutine's, but
+// for early (see watch).
+type respConn struct {
+	s  *respServer
+	nc net.Conn
+	rd *respReader
+	w  *bufio.Writer
+
+	proto  int // 2 or 3 (HELLO 3)
+	authed bool
+	name   string
+	client string // the client's IP, for its bounds
+	werr   error  // the first write that failed: the connection ends after its command
+	// hungUp is set by a watch that saw the client close the connection: the connection
+	// ends after the command.
+	hungUp atomic.Bool
+
+	mu    sync.Mutex // guards early
+	early []byte     // bytes a watch read ahead, which reads return first
+}
+
+func (s *respServer) newConn(nc net.Conn) *respConn {
+	c := &respConn{s: s, nc: nc, proto: 2, client: hostOf(nc.RemoteAddr().String())}
+	c.rd = newRESPReader(bufio.NewReaderSize(c, 8<<10), s.lim, s.budget)
+	c.w = bufio.NewWriterSize(respWriteTo{c}, 4<<10)
+	return c
+}
+
+// hostOf is the host of a "host:port" address, or the address.
+func hostOf(addr string) string {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	return host
+}
+
+// Read is the connection as the request reader sees it: first the bytes a watch read
+// ahead; before it waits for the client, the replies written so far leave; and each wait
+// has its deadline: --resp-idle-timeout between commands, --resp-command-timeout from a
+// command's first byte.
+func (c *respConn) Read(p []byte) (int, error) {
+	c.mu.Lock()
+	if len(c.early) > 0 {
+		n := copy(p, c.early)
+		c.early = c.early[n:]
+		c.mu.Unlock()
+		return n, nil
+	}
+	c.mu.Unlock()
+	if c.w.Buffered() > 0 {
+		if err := c.w.Flush(); err != nil {
+			return 0, err
+		}
+	}
+	deadline := time.Now().Add(c.s.cfg.idleTimeout)
+	if c.rd.reading {
+		deadline = c.rd.began.Add(c.s.cfg.commandTimeout)
+	}
+	c.nc.SetReadDeadline(deadline)
+	return c.nc.Read(p)
+}
+
+// respWriteTo writes replies to the connection, each write bounded by
+// --resp-command-timeout: a client that reads nothing is let go.
+type respWriteTo struct{ c *respConn }
+
+func (w respWriteTo) Write(p []byte) (int, error) {
+	w.c.nc.SetWriteDeadline(time.Now().Add(w.c.s.cfg.commandTimeout))
+	n, err := w.c.nc.Write(p)
+	if err != nil && w.c.werr == nil {
+		w.c.werr = err
+	}
+	return n, err
+}
+
+// serve reads and answers commands until the client leaves, breaks the protocol or a
+// bound, or the server stops.
+func (c *respConn) serve() {
+	s := c.s
+	defer func() {
+		c.rd.done()
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+		s.d.respMetrics.conns.Dec()
+		s.wg.Done()
+	}()
 	defer func() {
 		if p := recover(); p != nil {
-			s.d.log.Error("Redis protocol: command panicked", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
-			c.WriteError("ERR internal error")
+			c.panicked(p)
+			c.tellPanicked()
+			c.nc.Close()
 		}
 	}()
-	if bc, ok := c.NetConn().(*boundedConn); ok {
-		bc.pending.Store(0) // a command arrived whole
+	for {
+		args, err := c.rd.command()
+		if err != nil {
+			c.readFailed(err)
+			return
+		}
+		quit := s.serveCommand(c, args)
+		c.rd.done()
+		if quit || c.werr != nil || c.hungUp.Load() {
+			c.w.Flush()
+			c.nc.Close()
+			return
+		}
 	}
-	st, _ := c.Context().(*respConn)
-	if st == nil {
-		st = &respConn{proto: 2}
-		c.SetContext(st)
+}
+
+// panicked logs and counts a recovered panic.
+func (c *respConn) panicked(p any) {
+	c.s.d.respMetrics.panics.Inc()
+	c.s.d.log.Error("Redis protocol: connection panicked; it is closed", "panic", fmt.Sprint(p),
+		"client", c.nc.RemoteAddr().String(), "stack", string(debug.Stack()))
+}
+
+// tellPanicked tells the client its connection ends for an internal error, if it can be
+// told within a second. Only the serving goroutine writes.
+func (c *respConn) tellPanicked() {
+	c.nc.SetWriteDeadline(time.Now().Add(time.Second))
+	c.w.WriteString("-ERR internal error\r\n")
+	c.w.Flush()
+}
+
+// readFailed ends the connection after a read that failed: a client that broke the
+// protocol or a bound is told why (and it is counted); one that left is not.
+func (c *respConn) readFailed(err error) {
+	var pe *respProtoError
+	var ne net.Error
+	reply := ""
+	switch {
+	case errors.As(err, &pe):
+		c.s.d.limits.hit(pe.limit)
+		reply = pe.Error()
+	case errors.As(err, &ne) && ne.Timeout() && c.s.ctx.Err() == nil:
+		if c.rd.reading {
+			c.s.d.limits.hit("resp_command_timeout")
+			reply = fmt.Sprintf("Protocol error: the command did not arrive whole within %v (--resp-command-timeout)", c.s.cfg.commandTimeout)
+		} else {
+			c.s.d.limits.hit("resp_idle_timeout")
+			reply = fmt.Sprintf("idle for %v (--resp-idle-timeout): closing the connection", c.s.cfg.idleTimeout)
+		}
 	}
-	name := strings.ToLower(string(cmd.Args[0]))
-	args := cmd.Args[1:]
-	if s.d.token != nil && !st.authed && s.needsAuth(name) {
-		c.WriteError("NOAUTH Authentication required.")
+	if reply == "" || c.werr != nil {
+		c.nc.Close()
 		return
 	}
-	w := respWriter{c: c, proto: st.proto}
+	c.writeError("ERR " + reply)
+	c.w.Flush()
+	lingerClose(c.nc)
+}
+
+// serveCommand answers one command. It reports whether the connection should close.
+func (s *respServer) serveCommand(c *respConn, args [][]byte) (quit bool) {
+	name := strings.ToLower(string(args[0]))
+	cmd := args[0]
+	args = args[1:]
+	if s.d.token != nil && !c.authed && s.needsAuth(name) {
+		c.writeError("NOAUTH Authentication required.")
+		return false
+	}
 	switch name {
 	case "ping":
 		switch len(args) {
 		case 0:
-			c.WriteString("PONG")
+			c.writeString("PONG")
 		case 1:
-			c.WriteBulk(args[0])
+			c.writeBulk(args[0])
 		default:
 			wrongArgs(c, name)
 		}
 	case "echo":
 		if len(args) != 1 {
 			wrongArgs(c, name)
-			return
+			return false
 		}
-		c.WriteBulk(args[0])
+		c.writeBulk(args[0])
 	case "hello":
-		s.hello(w, st, args)
+		s.hello(c, args)
 	case "auth":
-		s.auth(c, st, args)
+		s.auth(c, args)
 	case "quit":
-		c.WriteString("OK")
-		c.Close()
+		c.writeString("OK")
+		return true
 	case "select":
 		if len(args) != 1 {
 			wrongArgs(c, name)
 		} else if string(args[0]) != "0" {
-			c.WriteError("ERR DB index is out of range")
+			c.writeError("ERR DB index is out of range")
 		} else {
-			c.WriteString("OK")
+			c.writeString("OK")
 		}
 	case "client":
-		s.client(w, st, args)
+		s.client(c, args)
 	case "command":
-		c.WriteArray(0) // no command table: clients fall back to sending commands as typed
+		c.writeArray(0) // no command table: clients fall back to sending commands as typed
 	case "get":
-		s.get(w, args)
+		s.get(c, args)
 	case "set":
 		s.set(c, args)
 	case "del":
 		s.del(c, args)
 	case "fillget":
-		s.fillget(w, args)
+		s.fillget(c, args)
 	case "fillset":
 		s.fillset(c, args)
 	default:
@@ -193,8 +500,71 @@ func (s *respServer) serveCommand(c redcon.Conn, cmd redcon.Command) {
 			}
 			quoted = append(quoted, "'"+clip(string(a), 64)+"'")
 		}
-		c.WriteError(fmt.Sprintf("ERR unknown command '%s', with args beginning with: %s", clip(string(cmd.Args[0]), 64), strings.Join(quoted, " ")))
+		c.writeError(fmt.Sprintf("ERR unknown command '%s', with args beginning with: %s", clip(string(cmd), 64), strings.Join(quoted, " ")))
 	}
+	return false
+}
+
+// Replies. A simple string or an error never holds a line break: one from the client's
+// bytes (an unknown command's name) becomes a space.
+
+func (c *respConn) writeString(s string) {
+	c.w.WriteByte('+')
+	c.w.WriteString(oneLine(s))
+	c.w.WriteString("\r\n")
+}
+
+func (c *respConn) writeError(s string) {
+	c.w.WriteByte('-')
+	c.w.WriteString(oneLine(s))
+	c.w.WriteString("\r\n")
+}
+
+func (c *respConn) writeBulk(b []byte) {
+	c.w.WriteByte('$')
+	c.w.WriteString(strconv.Itoa(len(b)))
+	c.w.WriteString("\r\n")
+	c.w.Write(b)
+	c.w.WriteString("\r\n")
+}
+
+func (c *respConn) writeBulkString(s string) { c.writeBulk([]byte(s)) }
+
+func (c *respConn) writeInt(n int64) {
+	c.w.WriteByte(':')
+	c.w.WriteString(strconv.FormatInt(n, 10))
+	c.w.WriteString("\r\n")
+}
+
+func (c *respConn) writeArray(n int) {
+	c.w.WriteByte('*')
+	c.w.WriteString(strconv.Itoa(n))
+	c.w.WriteString("\r\n")
+}
+
+// null writes RESP3's null, or RESP2's null bulk string.
+func (c *respConn) null() {
+	if c.proto == 3 {
+		c.w.WriteString("_\r\n")
+		return
+	}
+	c.w.WriteString("$-1\r\n")
+}
+
+// mapHeader starts a map of n pairs: a RESP3 map, or a flat array of 2n in RESP2.
+func (c *respConn) mapHeader(n int) {
+	if c.proto == 3 {
+		c.w.WriteString("%" + strconv.Itoa(n) + "\r\n")
+		return
+	}
+	c.writeArray(2 * n)
+}
+
+func oneLine(s string) string {
+	if strings.ContainsAny(s, "\r\n") {
+		return strings.NewReplacer("\r", " ", "\n", " ").Replace(s)
+	}
+	return s
 }
 
 // needsAuth reports whether a command needs AUTH first: writes always, everything with
@@ -203,8 +573,8 @@ func (s *respServer) needsAuth(name string) bool {
 	switch name {
 	case "auth", "hello", "quit":
 		return false
-	case "set", "del", "fillset":
-		return true
+	case "set", "del", "fillset", "fillget":
+		return true // fillget grants leases: state that holds other callers up
 	}
 	return s.d.cfg.apiTokenReads
 }
@@ -216,90 +586,77 @@ func clip(s string, n int) string {
 	return s
 }
 
-func wrongArgs(c redcon.Conn, name string) {
-	c.WriteError(fmt.Sprintf("ERR wrong number of arguments for '%s' command", name))
+// maxClientName bounds a connection's name (CLIENT SETNAME, HELLO SETNAME): it is kept as
+// long as the connection, so without a bound every connection could hold a command's worth.
+const maxClientName = 256
+
+func clientNameTooLong(n int) string {
+	return fmt.Sprintf("ERR a client name of %d bytes exceeds the limit of %d bytes", n, maxClientName)
 }
 
-// respWriter writes the replies whose encoding differs between RESP2 and RESP3.
-type respWriter struct {
-	c     redcon.Conn
-	proto int
+func wrongArgs(c *respConn, name string) {
+	c.writeError(fmt.Sprintf("ERR wrong number of arguments for '%s' command", name))
 }
 
-func (w respWriter) null() {
-	if w.proto == 3 {
-		w.c.WriteRaw([]byte("_\r\n"))
-		return
-	}
-	w.c.WriteNull()
-}
-
-// mapHeader starts a map of n pairs: a RESP3 map, or a flat array of 2n in RESP2.
-func (w respWriter) mapHeader(n int) {
-	if w.proto == 3 {
-		w.c.WriteRaw([]byte("%" + strconv.Itoa(n) + "\r\n"))
-		return
-	}
-	w.c.WriteArray(2 * n)
-}
-
-func (s *respServer) hello(w respWriter, st *respConn, args [][]byte) {
-	c := w.c
-	proto := st.proto
+func (s *respServer) hello(c *respConn, args [][]byte) {
+	proto := c.proto
 	if len(args) > 0 {
 		v, err := strconv.Atoi(string(args[0]))
 		if err != nil || (v != 2 && v != 3) {
-			c.WriteError("NOPROTO unsupported protocol version")
+			c.writeError("NOPROTO unsupported protocol version")
 			return
 		}
 		proto = v
 		args = args[1:]
 	}
-	authed, name := st.authed, st.name
+	authed, name := c.authed, c.name
 	for len(args) > 0 {
 		switch strings.ToLower(string(args[0])) {
 		case "auth":
 			if len(args) < 3 {
-				c.WriteError("ERR Syntax error in HELLO option 'auth'")
+				c.writeError("ERR Syntax error in HELLO option 'auth'")
 				return
 			}
 			if s.d.token == nil || !s.d.token.matches(string(args[2])) {
-				c.WriteError(wrongPass(s.d.token))
+				c.writeError(wrongPass(s.d.token))
 				return
 			}
 			authed, args = true, args[3:]
 		case "setname":
 			if len(args) < 2 {
-				c.WriteError("ERR Syntax error in HELLO option 'setname'")
+				c.writeError("ERR Syntax error in HELLO option 'setname'")
+				return
+			}
+			if len(args[1]) > maxClientName {
+				c.writeError(clientNameTooLong(len(args[1])))
 				return
 			}
 			name, args = string(args[1]), args[2:]
 		default:
-			c.WriteError(fmt.Sprintf("ERR Syntax error in HELLO option '%s'", clip(string(args[0]), 64)))
+			c.writeError(fmt.Sprintf("ERR Syntax error in HELLO option '%s'", clip(string(args[0]), 64)))
 			return
 		}
 	}
 	if s.d.token != nil && !authed {
-		c.WriteError("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time")
+		c.writeError("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time")
 		return
 	}
-	st.proto, st.authed, st.name = proto, authed, name
-	w.proto = proto
-	w.mapHeader(7)
-	c.WriteBulkString("server")
-	c.WriteBulkString("corral")
-	c.WriteBulkString("version")
-	c.WriteBulkString("7.0.0") // the Redis protocol level spoken, for clients that look
-	c.WriteBulkString("proto")
-	c.WriteInt(proto)
-	c.WriteBulkString("id")
-	c.WriteInt64(0)
-	c.WriteBulkString("mode")
-	c.WriteBulkString("standalone")
-	c.WriteBulkString("role")
-	c.WriteBulkString("master")
-	c.WriteBulkString("modules")
-	c.WriteArray(0)
+	c.proto, c.authed, c.name = proto, authed, name
+	c.mapHeader(7)
+	c.writeBulkString("server")
+	c.writeBulkString("corral")
+	c.writeBulkString("version")
+	c.writeBulkString("7.0.0") // the Redis protocol level spoken, for clients that look
+	c.writeBulkString("proto")
+	c.writeInt(int64(proto))
+	c.writeBulkString("id")
+	c.writeInt(0)
+	c.writeBulkString("mode")
+	c.writeBulkString("standalone")
+	c.writeBulkString("role")
+	c.writeBulkString("master")
+	c.writeBulkString("modules")
+	c.writeArray(0)
 }
 
 func wrongPass(tok *apiToken) string {
@@ -310,21 +667,20 @@ func wrongPass(tok *apiToken) string {
 }
 
 // auth takes AUTH token or AUTH user token (Redis 6's form; any user name is the token's).
-func (s *respServer) auth(c redcon.Conn, st *respConn, args [][]byte) {
+func (s *respServer) auth(c *respConn, args [][]byte) {
 	if len(args) != 1 && len(args) != 2 {
 		wrongArgs(c, "auth")
 		return
 	}
 	if s.d.token == nil || !s.d.token.matches(string(args[len(args)-1])) {
-		c.WriteError(wrongPass(s.d.token))
+		c.writeError(wrongPass(s.d.token))
 		return
 	}
-	st.authed = true
-	c.WriteString("OK")
+	c.authed = true
+	c.writeString("OK")
 }
 
-func (s *respServer) client(w respWriter, st *respConn, args [][]byte) {
-	c := w.c
+func (s *respServer) client(c *respConn, args [][]byte) {
 	if len(args) == 0 {
 		wrongArgs(c, "client")
 		return
@@ -335,45 +691,58 @@ func (s *respServer) client(w respWriter, st *respConn, args [][]byte) {
 			wrongArgs(c, "client|setname")
 			return
 		}
-		st.name = string(args[1])
-		c.WriteString("OK")
-	case "getname":
-		if st.name == "" {
-			w.null()
+		if len(args[1]) > maxClientName {
+			c.writeError(clientNameTooLong(len(args[1])))
 			return
 		}
-		c.WriteBulkString(st.name)
+		c.name = string(args[1])
+		c.writeString("OK")
+	case "getname":
+		if c.name == "" {
+			c.null()
+			return
+		}
+		c.writeBulkString(c.name)
 	case "setinfo":
-		c.WriteString("OK")
+		c.writeString("OK")
 	case "id":
-		c.WriteInt(0)
+		c.writeInt(0)
 	default:
-		c.WriteError(fmt.Sprintf("ERR unknown subcommand '%s'. Try CLIENT HELP.", clip(string(args[0]), 64)))
+		c.writeError(fmt.Sprintf("ERR unknown subcommand '%s'. Try CLIENT HELP.", clip(string(args[0]), 64)))
 	}
 }
 
-func (s *respServer) get(w respWriter, args [][]byte) {
+func (s *respServer) get(c *respConn, args [][]byte) {
 	if len(args) != 1 {
-		wrongArgs(w.c, "get")
+		wrongArgs(c, "get")
 		return
+	}
+	if s.d.origin != nil {
+		if err := s.d.origin.check(s.group.Name(), string(args[0])); err != nil {
+			c.writeError("ERR " + err.Error())
+			return
+		}
 	}
 	v, err := s.group.Get(s.ctx, string(args[0]))
 	switch {
 	case errors.Is(err, corral.ErrNotFound):
-		w.null()
+		c.null()
 	case err != nil:
-		s.writeErr(w.c, err)
+		s.writeErr(c, err)
 	default:
-		w.c.WriteBulk(v.Body)
+		c.writeBulk(v.Body)
 	}
 }
 
-func (s *respServer) set(c redcon.Conn, args [][]byte) {
+func (s *respServer) set(c *respConn, args [][]byte) {
 	if len(args) < 2 {
 		wrongArgs(c, "set")
 		return
 	}
 	key, v := string(args[0]), object{Body: args[1]}
+	if !s.valueFits(c, v.Body) {
+		return
+	}
 	var ttl time.Duration
 	for rest := args[2:]; len(rest) > 0; rest = rest[2:] {
 		unit := time.Duration(0)
@@ -384,12 +753,12 @@ func (s *respServer) set(c redcon.Conn, args [][]byte) {
 			unit = time.Millisecond
 		}
 		if unit == 0 || len(rest) < 2 || ttl != 0 {
-			c.WriteError("ERR syntax error")
+			c.writeError("ERR syntax error")
 			return
 		}
 		n, ok := positive(rest[1], unit)
 		if !ok {
-			c.WriteError("ERR invalid expire time in 'set' command")
+			c.writeError("ERR invalid expire time in 'set' command")
 			return
 		}
 		ttl = n
@@ -404,12 +773,12 @@ func (s *respServer) set(c redcon.Conn, args [][]byte) {
 		s.writeErr(c, err)
 		return
 	}
-	c.WriteString("OK")
+	c.writeString("OK")
 }
 
 // del removes each key cluster-wide. It counts every key it removed: whether the key held a
 // value is not known without asking its owner first, so a key that held none counts too.
-func (s *respServer) del(c redcon.Conn, args [][]byte) {
+func (s *respServer) del(c *respConn, args [][]byte) {
 	if len(args) == 0 {
 		wrongArgs(c, "del")
 		return
@@ -422,110 +791,127 @@ func (s *respServer) del(c redcon.Conn, args [][]byte) {
 		}
 		removed++
 	}
-	c.WriteInt(removed)
+	c.writeInt(int64(removed))
 }
 
-func (s *respServer) fillget(w respWriter, args [][]byte) {
-	c := w.c
+func (s *respServer) fillget(c *respConn, args [][]byte) {
 	if len(args) != 2 && len(args) != 4 {
 		wrongArgs(c, "fillget")
 		return
 	}
 	if s.d.origin != nil {
-		c.WriteError("ERR FILLGET is for groups without --origin: this node fills from its origin")
+		c.writeError("ERR FILLGET is for groups without --origin: this node fills from its origin")
 		return
 	}
 	var o corral.LeaseOptions
 	var ok bool
 	if o.Fill, ok = positive(args[1], time.Millisecond); !ok {
-		c.WriteError("ERR fill_ms is not a positive integer")
+		c.writeError("ERR fill_ms is not a positive integer")
+		return
+	}
+	if err := s.d.checkLease(o.Fill); err != nil {
+		c.writeError("ERR " + err.Error())
 		return
 	}
 	if len(args) == 4 {
 		if !strings.EqualFold(string(args[2]), "wait") {
-			c.WriteError("ERR syntax error")
+			c.writeError("ERR syntax error")
 			return
 		}
 		if o.Wait, ok = nonNegative(args[3], time.Millisecond); !ok {
-			c.WriteError("ERR WAIT is not a non-negative integer")
+			c.writeError("ERR WAIT is not a non-negative integer")
 			return
 		}
 	}
 	ctx := s.ctx
-	if bc, ok := c.NetConn().(*boundedConn); ok && o.Wait > 0 {
+	if o.Wait > 0 {
 		// While it waits, the command watches its connection: a client that hangs up (its
 		// socket timeout was shorter than WAIT, say) must not be handed the lease later.
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithCancel(ctx)
 		defer cancel()
-		defer bc.watch(cancel)()
+		defer c.watch(func() { c.hungUp.Store(true); cancel() })()
 	}
-	l, err := s.group.Lease(ctx, string(args[0]), o)
+	l, err := s.d.leases.lease(ctx, s.group, c.client, string(args[0]), o)
 	if err != nil {
 		s.writeErr(c, err)
 		return
 	}
 	switch l.State {
 	case corral.LeaseHit:
-		c.WriteArray(2)
-		c.WriteString("HIT")
-		c.WriteBulk(l.Value.Body)
+		c.writeArray(2)
+		c.writeString("HIT")
+		c.writeBulk(l.Value.Body)
 	case corral.LeaseFill:
-		c.WriteArray(2)
-		c.WriteString("FILL")
-		c.WriteBulkString(l.Token)
+		c.writeArray(2)
+		c.writeString("FILL")
+		c.writeBulkString(l.Token)
 	case corral.LeaseBusy:
-		c.WriteArray(2)
-		c.WriteString("BUSY")
-		w.null()
+		c.writeArray(2)
+		c.writeString("BUSY")
+		c.null()
 	case corral.LeaseStale:
-		c.WriteArray(3)
-		c.WriteString("STALE")
-		c.WriteBulk(l.Value.Body)
+		c.writeArray(3)
+		c.writeString("STALE")
+		c.writeBulk(l.Value.Body)
 		if l.Token != "" {
-			c.WriteBulkString(l.Token)
+			c.writeBulkString(l.Token)
 		} else {
-			w.null()
+			c.null()
 		}
 	}
 }
 
-func (s *respServer) fillset(c redcon.Conn, args [][]byte) {
+func (s *respServer) fillset(c *respConn, args [][]byte) {
 	if len(args) != 4 && len(args) != 6 {
 		wrongArgs(c, "fillset")
 		return
 	}
 	ttl, ok := positive(args[2], time.Millisecond)
 	if !ok {
-		c.WriteError("ERR invalid expire time in 'fillset' command")
+		c.writeError("ERR invalid expire time in 'fillset' command")
 		return
 	}
 	e := corral.Expiry{TTL: ttl}
 	if len(args) == 6 {
 		if !strings.EqualFold(string(args[4]), "swr") {
-			c.WriteError("ERR syntax error")
+			c.writeError("ERR syntax error")
 			return
 		}
 		if e.SWR, ok = nonNegative(args[5], time.Millisecond); !ok {
-			c.WriteError("ERR SWR is not a non-negative integer")
+			c.writeError("ERR SWR is not a non-negative integer")
 			return
 		}
 	}
+	if !s.valueFits(c, args[1]) {
+		return
+	}
 	token := string(args[3])
 	if token == "" {
-		c.WriteInt(0) // no lease has an empty token
+		c.writeInt(0) // no lease has an empty token
 		return
 	}
 	stored, err := s.group.FillSet(s.ctx, string(args[0]), object{Body: args[1]}, token, e)
+	s.d.leases.stored(token)
 	if err != nil && !(stored && unreached(err)) {
 		s.writeErr(c, err)
 		return
 	}
 	if stored {
-		c.WriteInt(1)
+		c.writeInt(1)
 	} else {
-		c.WriteInt(0)
+		c.writeInt(0)
 	}
+}
+
+// valueFits answers a value over --max-value-bytes with the library's error, and reports
+// whether it fits. (The node's own bound is the encoded object's, a little larger.)
+func (s *respServer) valueFits(c *respConn, v []byte) bool {
+	if len(v) > s.d.cfg.maxValueBytes {
+		c.writeError(fmt.Sprintf("ERR value of %d bytes exceeds the value limit of %d bytes", len(v), s.d.cfg.maxValueBytes))
+		return false
+	}
+	return true
 }
 
 // unreached reports a write that stands although some member could not be told of it: the
@@ -535,16 +921,22 @@ func unreached(err error) bool {
 	return errors.As(err, &ue)
 }
 
-func (s *respServer) writeErr(c redcon.Conn, err error) {
+func (s *respServer) writeErr(c *respConn, err error) {
 	var le *corral.LimitError
+	var full *leasesFullError
 	switch {
+	case errors.As(err, &full):
+		c.writeError("BUSY " + full.Error())
 	case errors.As(err, &le), errors.Is(err, corral.ErrLeaseArgument):
-		c.WriteError("ERR " + strings.TrimPrefix(err.Error(), "corral: "))
+		c.writeError("ERR " + strings.TrimPrefix(err.Error(), "corral: "))
 	case errors.Is(err, corral.ErrClosed), errors.Is(err, context.Canceled) && s.ctx.Err() != nil:
-		c.WriteError("ERR node is shutting down")
+		c.writeError("ERR node is shutting down")
+	case c.hungUp.Load():
+		// The client left while the command waited: nobody reads this, and the connection
+		// ends after it (a hung-up pipeline would otherwise fail, and warn, once a command).
 	default:
 		s.d.log.Warn("Redis protocol: command failed", "err", err)
-		c.WriteError("ERR " + shortReason(err))
+		c.writeError("ERR " + shortReason(err))
 	}
 }
 
@@ -562,83 +954,45 @@ func nonNegative(b []byte, unit time.Duration) (time.Duration, bool) {
 	return time.Duration(n) * unit, true
 }
 
-// boundedListener hands out boundedConns.
-type boundedListener struct {
-	net.Listener
-	limit   int    // bytes a connection may send without completing a command
-	onLimit func() // counts a connection cut off for it
-}
+// maxEarly bounds the bytes a watch reads ahead.
+const maxEarly = 64 << 10
 
-func (l *boundedListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	return &boundedConn{Conn: c, limit: l.limit, onLimit: l.onLimit}, nil
-}
-
-// boundedConn bounds what a client may send without completing a command: redcon buffers
-// a command until it is whole, so without a bound one connection could make the daemon
-// hold any amount of memory. Past the limit the client gets an error and the connection
-// is closed.
-type boundedConn struct {
-	net.Conn
-	limit   int
-	onLimit func()
-	pending atomic.Int64 // bytes read since the last whole command
-	// limitHit is set when the connection first goes over the limit: it counts once.
-	limitHit atomic.Bool
-
-	mu    sync.Mutex // guards early
-	early []byte     // bytes a watch read ahead, which Read returns first
-}
-
-func (c *boundedConn) Read(p []byte) (int, error) {
-	c.mu.Lock()
-	if len(c.early) > 0 {
-		n := copy(p, c.early)
-		c.early = c.early[n:]
-		c.mu.Unlock()
-		c.pending.Add(int64(n))
-		return n, nil
-	}
-	c.mu.Unlock()
-	n, err := c.Conn.Read(p)
-	if c.pending.Add(int64(n)) > int64(c.limit) {
-		// Counted before the client is told, so that whoever reads the error sees the count.
-		if c.limitHit.CompareAndSwap(false, true) {
-			c.onLimit()
-		}
-		c.Conn.Write([]byte("-ERR Protocol error: command exceeds the " + strconv.Itoa(c.limit) + "-byte limit\r\n"))
-		return 0, errCommandTooLarge
-	}
-	return n, err
-}
-
-var errCommandTooLarge = errors.New("command too large")
-
-// watch calls gone if the client closes the connection while a command blocks (redcon
-// reads nothing while a command runs, so nothing else would notice). The returned stop
-// ends the watch and waits for it; bytes it read ahead — a pipelined command — are kept for
-// the next Read. Only one goroutine reads the connection at a time: the command's, which
-// does not read while it runs, or the watch's.
-func (c *boundedConn) watch(gone func()) (stop func()) {
+// watch calls gone if the client closes the connection while a command blocks (nothing
+// reads the connection while a command runs, so nothing else would notice). The returned
+// stop ends the watch and waits for it; bytes it read ahead — a pipelined command — are kept
+// for the next read. Only one goroutine reads the connection at a time: the serving one,
+// which does not read while its command runs, or the watch.
+func (c *respConn) watch(gone func()) (stop func()) {
 	done := make(chan struct{})
+	c.nc.SetReadDeadline(time.Time{}) // before the goroutine: stop's deadline must come after
 	go func() {
 		defer close(done)
+		defer func() {
+			if p := recover(); p != nil {
+				c.panicked(p)
+				c.nc.Close()
+			}
+		}()
+		// It reads on past pipelined commands, up to maxEarly of them: a client that sent a
+		// pipeline and hung up is seen gone at the end of its bytes.
 		buf := make([]byte, 4096)
-		n, err := c.Conn.Read(buf)
-		c.mu.Lock()
-		c.early = append(c.early, buf[:n]...)
-		c.mu.Unlock()
-		var ne net.Error
-		if err != nil && !(errors.As(err, &ne) && ne.Timeout()) {
-			gone() // closed or reset: the next Read sees the same end
+		for {
+			n, err := c.nc.Read(buf)
+			c.mu.Lock()
+			c.early = append(c.early, buf[:n]...)
+			full := len(c.early) >= maxEarly
+			c.mu.Unlock()
+			var ne net.Error
+			if err != nil && !(errors.As(err, &ne) && ne.Timeout()) {
+				gone() // closed or reset: the next read sees the same end
+			}
+			if err != nil || full {
+				return
+			}
 		}
 	}()
 	return func() {
-		c.Conn.SetReadDeadline(time.Now()) // ends the watch's Read
+		c.nc.SetReadDeadline(time.Now()) // ends the watch's read
 		<-done
-		c.Conn.SetReadDeadline(time.Time{})
 	}
 }

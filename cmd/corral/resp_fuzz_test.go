@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -12,46 +13,27 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tidwall/redcon"
-
 	"github.com/corralcache/corral"
 	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/internal/fuzzcorpus"
 )
 
-// fuzzConn is a redcon.Conn that keeps what is written to it, through redcon's own Writer.
-// Commands are handed to serveCommand directly: redcon's framing is redcon's, and the Redis
-// protocol tests (lease_test.go) drive it with redis-cli and Python's client.
-type fuzzConn struct {
-	*redcon.Writer
-	out    bytes.Buffer
-	ctx    any
-	closed bool
-}
-
-var _ redcon.Conn = (*fuzzConn)(nil)
-
-func newFuzzConn(st *respConn) *fuzzConn {
-	c := &fuzzConn{ctx: st}
-	c.Writer = redcon.NewWriter(&c.out)
+// fuzzConn is a connection whose replies are kept in out. Commands are handed to
+// serveCommand directly; FuzzRESPReader fuzzes the framing, and the Redis protocol tests
+// (lease_test.go, e2e) drive both with redis-cli, go-redis and Python's client.
+func fuzzConn(tb testing.TB, s *respServer, out *bytes.Buffer) *respConn {
+	nc, peer := net.Pipe() // nothing is written to peer: a watch reads nothing
+	tb.Cleanup(func() { nc.Close(); peer.Close() })
+	c := &respConn{s: s, nc: nc, proto: 2, client: "127.0.0.1"}
+	c.w = bufio.NewWriter(out)
 	return c
 }
-
-func (c *fuzzConn) RemoteAddr() string             { return "127.0.0.1:50000" }
-func (c *fuzzConn) Close() error                   { c.closed = true; return nil }
-func (c *fuzzConn) Context() any                   { return c.ctx }
-func (c *fuzzConn) SetContext(v any)               { c.ctx = v }
-func (c *fuzzConn) SetReadBuffer(int)              {}
-func (c *fuzzConn) Detach() redcon.DetachedConn    { panic("fuzz: Detach") }
-func (c *fuzzConn) ReadPipeline() []redcon.Command { return nil }
-func (c *fuzzConn) PeekPipeline() []redcon.Command { return nil }
-func (c *fuzzConn) NetConn() net.Conn              { return nil }
 
 // fuzzLiveToken is the argument FuzzRESPCommand replaces, in the token position of a
 // FILLSET, with a live lease token of the FILLSET's key: a fuzzer cannot guess one.
 const fuzzLiveToken = "$token"
 
-// FuzzRESPCommand feeds argument vectors, as redcon hands them over, to the Redis protocol
+// FuzzRESPCommand feeds argument vectors, as the request reader hands them over, to the Redis protocol
 // front's command dispatch, on a connection in RESP2 or RESP3 (HELLO 3), authenticated or
 // not. Whatever the arguments, no command panics, each answers with exactly one well-formed
 // reply, a write (SET, DEL, FILLSET) on a connection that has not authenticated is refused,
@@ -71,30 +53,42 @@ func FuzzRESPCommand(f *testing.F) {
 		}
 		want := fd.writeSentinel(t, ctx, g)
 
-		st := &respConn{proto: 2, authed: conn&2 != 0}
-		if conn&1 != 0 {
-			st.proto = 3
-		}
-		authed := st.authed
-		c := newFuzzConn(st)
 		s := &respServer{d: fd.d, group: g, ctx: ctx, cancel: cancel}
-		panics := fd.panics.Load()
-		cmd := redcon.Command{}
-		for _, a := range args {
-			cmd.Args = append(cmd.Args, []byte(a))
+		var out bytes.Buffer
+		c := fuzzConn(t, s, &out)
+		c.authed = conn&2 != 0
+		if conn&1 != 0 {
+			c.proto = 3
 		}
-		s.serveCommand(c, cmd)
-		if err := c.Flush(); err != nil {
+		authed := c.authed
+		panics := counterValue(fd.d.respMetrics.panics)
+		var argv [][]byte
+		for _, a := range args {
+			argv = append(argv, []byte(a))
+		}
+		if len(argv[0]) == 0 {
+			return // the reader refuses an empty command name; it never reaches serveCommand
+		}
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					c.panicked(p)
+					c.tellPanicked()
+				}
+			}()
+			s.serveCommand(c, argv)
+		}()
+		if err := c.w.Flush(); err != nil {
 			t.Fatal(err)
 		}
 		what := fmt.Sprintf("%q", args)
 		if ctx.Err() != nil {
 			t.Fatalf("%s did not answer within 20 s", what)
 		}
-		if fd.panics.Load() != panics {
-			t.Fatalf("%s panicked (recovered by serveCommand)", what)
+		if counterValue(fd.d.respMetrics.panics) != panics {
+			t.Fatalf("%s panicked", what)
 		}
-		reply := c.out.Bytes()
+		reply := out.Bytes()
 		if n, err := readReply(reply, 0); err != nil || n != len(reply) {
 			t.Fatalf("%s: the reply %q is not one reply: %d bytes read, %v", what, reply, n, err)
 		}

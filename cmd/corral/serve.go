@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -28,6 +29,7 @@ type serveConfig struct {
 	gossipPort, peerPort, httpPort int
 	join                           listFlag
 	origin                         string
+	originRedirects                string
 	ttl, swr, negativeTTL          time.Duration
 	jitter                         float64
 	fillTimeout                    time.Duration
@@ -35,12 +37,14 @@ type serveConfig struct {
 	maxBytes                       int64
 	maxValueBytes                  int
 	maxGroups                      int
+	groups                         listFlag
 	minMembers                     int
 	shutdownTimeout, shutdownDelay time.Duration
 	drain                          time.Duration
 	label                          string
 	logFormat, logLevel            string
 	leaseConfig
+	respConfig
 	limitConfig
 	secretsConfig
 }
@@ -56,7 +60,8 @@ func serveFlags(out io.Writer) (*flag.FlagSet, *serveConfig) {
 	fs.IntVar(&c.peerPort, "peer-port", 7947, "peer gRPC port (0 = any free port)")
 	fs.IntVar(&c.httpPort, "http-port", 8080, "HTTP API, metrics and debug page port (0 = any free port)")
 	fs.Var(&c.join, "join", "seed to join, repeatable: host:port, dns+name:port, k8s://namespace/service (EndpointSlices; KUBECONFIG or in-cluster), k8s://service (namespace $POD_NAMESPACE)")
-	fs.StringVar(&c.origin, "origin", "", "origin URL template, e.g. http://api:9000/items/{key}; {group} and {key} are path-escaped (default: none, values come only from PUT)")
+	fs.StringVar(&c.origin, "origin", "", "origin URL template, e.g. http://api:9000/items/{key}; {group} and {key} are path-escaped in the path (a name that would be a dot segment, such as \"..\", is refused: 400) and query-escaped in the query (default: none, values come only from PUT)")
+	fs.StringVar(&c.originRedirects, "origin-redirects", redirectsNone, "redirects of the origin: none (a 3xx fails the fill: 502) or same-host (followed, up to 5, to the same scheme, host and port)")
 	fs.DurationVar(&c.ttl, "ttl", time.Minute, "how long a value stays fresh (0 = forever)")
 	fs.DurationVar(&c.swr, "swr", 0, "stale-while-revalidate: serve a stale value this long past --ttl while one refresh runs")
 	fs.Float64Var(&c.jitter, "jitter", 0.1, "spread each TTL uniformly over ±this fraction, in [0, 1)")
@@ -65,7 +70,8 @@ func serveFlags(out io.Writer) (*flag.FlagSet, *serveConfig) {
 	fs.DurationVar(&c.silentPeerTimeout, "silent-peer-timeout", 300*time.Millisecond, "how long a request waits on a peer before probing it; a peer that does not answer the probe within this too is failed over, so a paused or cut-off owner costs at most twice this. Raise it where nodes are starved of CPU for longer (a live owner descheduled that long is failed over, and its key filled once more); negative = never probe (wait for memberlist to declare the peer dead)")
 	fs.Int64Var(&c.maxBytes, "max-bytes", 64<<20, "memory bound of each group's store on this node, bytes")
 	fs.IntVar(&c.maxValueBytes, "max-value-bytes", 8<<20, "largest value accepted, bytes (larger PUT bodies get 413)")
-	fs.IntVar(&c.maxGroups, "max-groups", 64, "groups this node creates on demand at most")
+	fs.IntVar(&c.maxGroups, "max-groups", 64, "groups this node serves at most, counting those given by --group and those that hold a value here; at most as many again that hold nothing may exist")
+	fs.Var(&c.groups, "group", "a group to serve from the start, repeatable (with --api-token-file, a read without the token serves only groups that exist: those given here, and those an authorized request or a peer created)")
 	fs.IntVar(&c.minMembers, "min-members", 1, "not ready until this many members are seen")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 25*time.Second, "bound on a graceful stop after SIGTERM (keep it under the pod's terminationGracePeriodSeconds)")
 	fs.DurationVar(&c.shutdownDelay, "shutdown-delay", 0, "after SIGTERM, fail readiness and wait this long before leaving, so load balancers stop sending traffic")
@@ -74,6 +80,7 @@ func serveFlags(out io.Writer) (*flag.FlagSet, *serveConfig) {
 	fs.StringVar(&c.logFormat, "log-format", "auto", "auto (text on a terminal, JSON otherwise), json or text")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	addLeaseFlags(fs, &c.leaseConfig)
+	addRESPFlags(fs, &c.respConfig)
 	addLimitFlags(fs, &c.limitConfig)
 	addSecretsFlags(fs, &c.secretsConfig)
 	fs.Usage = func() {
@@ -88,10 +95,16 @@ HTTP API:
   PUT    /v1/groups/{group}/keys/{key}   store the body
   DELETE /v1/groups/{group}/keys/{key}   invalidate cluster-wide
   GET    …/keys/{key}?lease=5s[&wait=200ms]  a lease, without --origin (X-Corral-Lease-State:
-                                         hit, fill, stale, busy; X-Corral-Lease: the token)
+                                         hit, fill, stale, busy; X-Corral-Lease: the token); at
+                                         most --max-lease, --max-client-leases per client IP;
+                                         with --api-token-file only with the token (else a plain read)
   PUT    …/keys/{key}?ttl=60s[&swr=30s]  with X-Corral-Lease: store under the lease (204, 409)
   GET    /v1/cluster[?key=K]             members, ring shares, K's owner
   /metrics  /healthz  /readyz  /debug/corral
+
+Redis protocol (--resp-port): GET, SET, DEL, FILLGET, FILLSET, PING, HELLO, AUTH; bounded by
+--resp-max-conns, --resp-idle-timeout, --resp-command-timeout and --resp-max-pending-bytes.
+Every bound, and what happens past it: SECURITY.md.
 
 Flags:
 `)
@@ -134,6 +147,8 @@ func (c *serveConfig) validate() error {
 		return errors.New("--silent-peer-timeout must not be 0 (negative = never probe)")
 	case c.maxBytes <= 0 || c.maxValueBytes <= 0 || c.maxGroups <= 0:
 		return errors.New("--max-bytes, --max-value-bytes and --max-groups must be positive")
+	case len(c.configuredGroups()) > c.maxGroups:
+		return fmt.Errorf("%d groups given by --group and --resp-group exceed --max-groups %d", len(c.configuredGroups()), c.maxGroups)
 	case c.minMembers < 1:
 		return errors.New("--min-members must be at least 1")
 	case c.shutdownTimeout <= 0:
@@ -143,6 +158,9 @@ func (c *serveConfig) validate() error {
 		return err
 	}
 	if err := c.secretsConfig.validate(); err != nil {
+		return err
+	}
+	if err := c.respConfig.validate(); err != nil {
 		return err
 	}
 	return c.leaseConfig.validate()
@@ -160,15 +178,20 @@ type daemon struct {
 	mu     sync.Mutex // guards groups and srv
 	groups map[string]*corral.Group[object]
 	srv    *http.Server
+	// configured holds the groups served from the start (configuredGroups): they always
+	// count against --max-groups. Written before the node serves.
+	configured map[string]bool
 
 	stopping atomic.Bool // SIGTERM arrived: not ready
 
 	keys      *keyFile // nil = no --secret-key-file
 	stopWatch func()   // stops and waits for the key file's watch; set once the node runs
 
-	limits *httpLimits
-	token  *apiToken   // nil = no API token (--api-token-file)
-	resp   *respServer // nil = no Redis protocol front (--resp-port 0); set before serving
+	limits      *httpLimits
+	leases      *clientLeases
+	respMetrics *respMetrics
+	token       *apiToken   // nil = no API token (--api-token-file)
+	resp        *respServer // nil = no Redis protocol front (--resp-port 0); set before serving
 }
 
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -208,15 +231,28 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 func startDaemon(c *serveConfig, log *slog.Logger) (*daemon, error) {
 	d := &daemon{cfg: c, log: log, reg: prometheus.NewRegistry(), started: time.Now(),
-		groups: map[string]*corral.Group[object]{}}
-	d.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		groups: map[string]*corral.Group[object]{}, configured: map[string]bool{}}
+	for _, name := range c.configuredGroups() {
+		d.configured[name] = true
+	}
+	suppressed := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "corral_log_suppressed_total",
+		Help: "Warnings and errors not logged because too many of their kind came at once (the next one logged says how many).",
+	})
+	d.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), suppressed)
+	log = slog.New(newFloodHandler(log.Handler(), suppressed))
+	d.log = log
 	limits, err := newHTTPLimits(c.limitConfig, d.reg)
 	if err != nil {
 		return nil, err
 	}
 	d.limits = limits
+	d.leases = newClientLeases(c.maxClientLeases, limits)
+	if d.respMetrics, err = newRESPMetrics(d.reg); err != nil {
+		return nil, err
+	}
 	if c.origin != "" {
-		o, err := newOrigin(c.origin, c.fillTimeout, c.swr, c.maxValueBytes)
+		o, err := newOrigin(c.origin, c.fillTimeout, c.swr, c.maxValueBytes, c.originRedirects)
 		if err != nil {
 			return nil, err
 		}
@@ -231,7 +267,8 @@ func startDaemon(c *serveConfig, log *slog.Logger) (*daemon, error) {
 		Name: c.name, BindAddr: c.bind, AdvertiseAddr: c.advertise,
 		GossipPort: c.gossipPort, PeerPort: c.peerPort, Join: c.join,
 		Registerer: d.reg, Logger: log, Label: c.label,
-		DrainTimeout: drainOrNone(c.drain), MaxValueBytes: c.maxValueBytes,
+		// The node bounds encoded objects; --max-value-bytes bounds bodies, the user's bytes.
+		DrainTimeout: drainOrNone(c.drain), MaxValueBytes: c.maxValueBytes + objectOverhead,
 		SilentPeerTimeout: c.silentPeerTimeout,
 		AutoGroup:         func(n *corral.Node, name string) error { _, err := d.group(n, name); return err },
 	}
@@ -243,6 +280,12 @@ func startDaemon(c *serveConfig, log *slog.Logger) (*daemon, error) {
 		return nil, err
 	}
 	d.node = node
+	for name := range d.configured {
+		if _, err := d.group(node, name); err != nil {
+			node.Close(context.Background())
+			return nil, fmt.Errorf("--group %q: %w", name, err)
+		}
+	}
 	d.stopWatch = func() {}
 	if d.keys != nil {
 		log.Info("corral: gossip encryption", "keys", 1+len(cfg.SecondaryKeys),
@@ -256,6 +299,17 @@ func startDaemon(c *serveConfig, log *slog.Logger) (*daemon, error) {
 	return d, nil
 }
 
+// configuredGroups are the groups served from the start: --group's, and --resp-group with
+// --resp-port.
+func (c *serveConfig) configuredGroups() []string {
+	gs := slices.Clone([]string(c.groups))
+	if c.respPort > 0 {
+		gs = append(gs, c.respGroup)
+	}
+	slices.Sort(gs)
+	return slices.Compact(gs)
+}
+
 func drainOrNone(d time.Duration) time.Duration {
 	if d <= 0 {
 		return -1
@@ -265,7 +319,20 @@ func drainOrNone(d time.Duration) time.Duration {
 
 var errTooManyGroups = errors.New("too many groups")
 
+// existingGroup returns the named group if this node serves it.
+func (d *daemon) existingGroup(name string) (*corral.Group[object], bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	g, ok := d.groups[name]
+	return g, ok
+}
+
 // group returns the named group, registering it on first use with the daemon's defaults.
+//
+// The bound: at most --max-groups groups that were configured or hold a value on this node
+// count; a group that holds nothing (a read of a new name created it) does not keep another
+// out. corral cannot drop a group once registered, and each costs about 100 KiB and three
+// goroutines, so at most as many again that hold nothing may exist.
 func (d *daemon) group(n *corral.Node, name string) (*corral.Group[object], error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -273,7 +340,15 @@ func (d *daemon) group(n *corral.Node, name string) (*corral.Group[object], erro
 		return g, nil
 	}
 	if len(d.groups) >= d.cfg.maxGroups {
-		return nil, fmt.Errorf("%w: this node serves at most %d (--max-groups)", errTooManyGroups, d.cfg.maxGroups)
+		counted := 0
+		for gname, g := range d.groups {
+			if d.configured[gname] || g.Stats().Entries > 0 {
+				counted++
+			}
+		}
+		if counted >= d.cfg.maxGroups || len(d.groups) >= 2*d.cfg.maxGroups {
+			return nil, fmt.Errorf("%w: this node serves at most %d that hold values (--max-groups), and as many again that hold nothing", errTooManyGroups, d.cfg.maxGroups)
+		}
 	}
 	load := func(context.Context, string) (object, error) { return object{}, corral.ErrNotFound }
 	if d.origin != nil {

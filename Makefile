@@ -42,7 +42,7 @@ fuzz:
 		done; \
 	done
 
-# Benchmarks: ratios measured in one run are what count (see README, Performance).
+# Benchmarks: ratios measured in one run are what count (see docs/performance.md).
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./fill ./ring ./transport .
 

@@ -19,7 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// TestLeasePerformance measures the README's Performance row for leases: 300 concurrent
+// TestLeasePerformance measures the lease row of docs/performance.md: 300 concurrent
 // callers on one expired key, one of them builds it for 50 ms; corral's FILLGET … WAIT (3
 // nodes, 100 callers each, the server holds the waiters) against the same flow on one
 // redis-server with SET NX and 10 ms polling. It measures and prints; it asserts only the

@@ -455,7 +455,7 @@ func TestLeaseAuth(t *testing.T) {
 	}
 }
 
-// The README's Python example, run by Python's redis package against a 2-node cluster.
+// The Python example of docs/serve.md, run by Python's redis package against a 2-node cluster.
 func TestLeasePython(t *testing.T) {
 	py := "/usr/bin/python3" // Debian's, where python3-redis installs the package
 	if _, err := os.Stat(py); err != nil || exec.Command(py, "-c", "import redis").Run() != nil {

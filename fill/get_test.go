@@ -25,7 +25,7 @@ func TestGetFillsOnceThenHits(t *testing.T) {
 	}
 }
 
-// The falsifiable claim of DESIGN.md on one node: K concurrent Gets for an expired key add 1
+// The falsifiable claim of docs/design.md on one node: K concurrent Gets for an expired key add 1
 // to fills and K−1 to coalesced.
 func TestStampedeOneFillKMinusOneCoalesced(t *testing.T) {
 	const K = 200

@@ -235,7 +235,7 @@ func TestScaleUp(t *testing.T) {
 	finish(t, d, row{scenario: "a node killed and started under its name at a new address", calls: owned, ideal: fmt.Sprintf("%d (1 per new key it owns)", len(mine)),
 		converge: conv, note: fmt.Sprintf("converge from the kill (memberlist holds a dead name on its old address for DeadNodeReclaimTime, 30 s); hot keys refilled %d, most of one key %d (a crash: ≤ 1 per key); before it came back: %d refills of the %d keys it owned, %d of others (a crash should refill only its keys: refills of others' are an open flaw); slowest GET of its new keys %v",
 			total-before, most, crashOwned, len(ownedBefore), crashOther, slowest.Round(time.Millisecond))})
-	// DESIGN promises one refill per key for a crash and none for a join. The new life used
+	// docs/design.md promises one refill per key for a crash and none for a join. The new life used
 	// to fill again keys the crash had already cost one fill: the survivors refused it as a
 	// non-member until memberlist admitted its new address (DeadNodeReclaimTime), and it
 	// filled what it was asked for (see peer's claimants.go).

@@ -85,7 +85,7 @@ alone, and the test reaches every node there), and advertises its cluster-networ
 partition is docker network disconnect from the cluster network, so an isolated node keeps its
 path to the origin. The hung-owner bound is 2 × SilentPeerTimeout (300 ms) + the 200 ms fill +
 700 ms for a busy 2-core machine. During a cut each side is held only to the writes made
-through it (README: the one exception); after the heal every write of the cut must be seen on
+through it (docs/design.md: the one exception); after the heal every write of the cut must be seen on
 every node, then every write counts everywhere. A node killed and started under its name at a
 new address waits out memberlist's DeadNodeReclaimTime (30 s), as documented in peer/doc.go.
 

@@ -124,8 +124,8 @@ func (d *driver) get(r *rand.Rand, key string) {
 		return
 	}
 	defer n.inflight.Done()
-	// During a cut each side is told only of its own writes (DESIGN, "Writes under churn";
-	// README: the one exception), so a node is held to the writes made through its side.
+	// During a cut each side is told only of its own writes (docs/design.md, "Writes under
+	// churn": the one exception), so a node is held to the writes made through its side.
 	d.mu.Lock()
 	floor, silent, silentAt := max(ks.strong, ks.side[d.c.side(n)]), ks.silent, ks.at
 	d.mu.Unlock()

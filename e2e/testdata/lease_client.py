@@ -1,4 +1,4 @@
-"""The README's Python example, checked against a corral cluster by e2e/TestLeasePython.
+"""The Python example of docs/serve.md, checked against a corral cluster by e2e/TestLeasePython.
 
 Usage: python3 lease_client.py HOST:PORT HOST:PORT  (the Redis protocol ports of two nodes)
 It uses only Python's redis package (Debian: python3-redis) and exits non-zero on a failure.
@@ -23,7 +23,7 @@ def check(what, got, want):
 a, b = connect(sys.argv[1]), connect(sys.argv[2])
 check("PING", a.ping(), True)
 
-# The README's example: FILLGET answers HIT, FILL, BUSY or STALE; the one FILL caller builds
+# docs/serve.md's example: FILLGET answers HIT, FILL, BUSY or STALE; the one FILL caller builds
 # the value and stores it with its token.
 fill = a.execute_command("FILLGET", "product:42", 5000, "WAIT", 200)
 check("first FILLGET state", fill[0], b"FILL")

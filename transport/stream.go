@@ -9,14 +9,10 @@ import (
 	"math"
 	"net"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/corralcache/corral/transport/peerpb"
@@ -202,7 +198,7 @@ func (s *muxStream) get(ctx context.Context, req *peerpb.GetRequest) (*peerpb.Ge
 		select {
 		case s.slots <- struct{}{}:
 		case <-ctx.Done():
-			return nil, status.FromContextError(ctx.Err()).Err()
+			return nil, fromContext(ctx.Err())
 		case <-s.done:
 			return nil, s.failure()
 		}
@@ -221,7 +217,7 @@ func (s *muxStream) get(ctx context.Context, req *peerpb.GetRequest) (*peerpb.Ge
 	if size > s.maxSend {
 		<-s.slots
 		// Sent, it would end the stream for every call on it.
-		return nil, status.Errorf(codes.ResourceExhausted, "transport: get request of %d bytes exceeds MaxMessageSize %d", size, s.maxSend)
+		return nil, oversized("transport: get request of %d bytes exceeds MaxMessageSize %d", size, s.maxSend)
 	}
 	c := s.calls.Get().(*streamCall)
 	s.mu.Lock()
@@ -300,7 +296,7 @@ func (s *muxStream) get(ctx context.Context, req *peerpb.GetRequest) (*peerpb.Ge
 		if err == nil { // a fill's context that made its timer: it has not fired yet
 			err = context.DeadlineExceeded
 		}
-		return nil, status.FromContextError(err).Err()
+		return nil, fromContext(err)
 	}
 	select {
 	case r := <-c.reply: // or the expiry's
@@ -311,7 +307,7 @@ func (s *muxStream) get(ctx context.Context, req *peerpb.GetRequest) (*peerpb.Ge
 		if waiting {
 			s.calls.Put(c)
 		} // else the reader has taken it and sends its reply: c cannot be reused
-		return nil, status.FromContextError(ctx.Err()).Err()
+		return nil, fromContext(ctx.Err())
 	}
 }
 
@@ -363,7 +359,7 @@ func (s *muxStream) expire() {
 }
 
 // errExpired is the answer of a call the stream ended at its deadline.
-var errExpired = status.FromContextError(context.DeadlineExceeded).Err()
+var errExpired = fromContext(context.DeadlineExceeded)
 
 // result is get's answer once c's reply r has come. A call sent on an idle framed stream
 // that broke from the peer's side before anything was read is errStaleStream.
@@ -466,10 +462,10 @@ func (s *muxStream) signal() {
 func (s *muxStream) failure() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if st, ok := status.FromError(s.err); ok && st.Code() == codes.Unimplemented {
+	if isUnimplemented(s.err) {
 		return s.err // a peer without GetStream: the caller asks it with a unary call
 	}
-	return status.Errorf(codes.Unavailable, "transport: get stream broke: %v", s.err)
+	return unavailable("transport: get stream broke: %v", s.err)
 }
 
 // write sends the queued frames, in order, until the stream breaks: every frame a caller does
@@ -680,7 +676,7 @@ func (s *muxStream) readOne() error {
 	}
 	res := streamResult{resp: r.GetResponse(), unary: r.GetUnary()}
 	if f := r.GetFailure(); f != nil {
-		res = streamResult{err: failureStatus(f)}
+		res = streamResult{err: fromFailure(f)}
 	} else if res.resp == nil {
 		res.resp = &peerpb.GetResponse{}
 	}
@@ -734,30 +730,6 @@ func (s *muxStream) breakAs(err error, fromPeer bool) {
 	}
 }
 
-// failureStatus is the status error a Failure frame stands for.
-func failureStatus(f *peerpb.Failure) error {
-	st := status.New(codes.Code(f.GetCode()), f.GetMessage())
-	if f.GetReason() != peerpb.Reason_REASON_UNSPECIFIED {
-		if withDetail, err := st.WithDetails(&peerpb.ErrorDetail{Reason: f.GetReason()}); err == nil {
-			st = withDetail
-		}
-	}
-	return st.Err()
-}
-
-// statusFailure is the Failure frame of a status error (what toStatus made).
-// Its message is made valid UTF-8 (invalid bytes become U+FFFD): proto3 does not marshal
-// other strings, and an answer that cannot be marshalled would end the stream for every call
-// on it — a loader's error naming a binary key would make its owner look unreachable.
-func statusFailure(err error) *peerpb.Failure {
-	st := status.Convert(err)
-	msg := st.Message()
-	if !utf8.ValidString(msg) {
-		msg = strings.ToValidUTF8(msg, "\uFFFD")
-	}
-	return &peerpb.Failure{Code: uint32(st.Code()), Message: msg, Reason: reason(st)}
-}
-
 // stream returns the open stream to the peer, opening one when there is none or the last
 // broke. Concurrent first calls share one opening; a caller whose ctx ends stops waiting
 // for it, and the stream opens for the next. After an opening fails, calls fail at once
@@ -776,7 +748,7 @@ func (p *peerConn) stream(ctx context.Context) (*muxStream, error) {
 	if p.opening == nil {
 		if p.closed != nil {
 			p.mu.Unlock()
-			return nil, status.Errorf(codes.Unavailable, "transport: get stream closed: %v", p.closed)
+			return nil, unavailable("transport: get stream closed: %v", p.closed)
 		}
 		if time.Now().Before(p.retryAt) {
 			err := p.openErr
@@ -785,7 +757,7 @@ func (p *peerConn) stream(ctx context.Context) (*muxStream, error) {
 		}
 		if !p.client.startWork() {
 			p.mu.Unlock()
-			return nil, status.Error(codes.Unavailable, "transport: client closed") // callError: ErrClosed
+			return nil, unavailable("transport: client closed") // callError: ErrClosed
 		}
 		p.opening = make(chan struct{})
 		go func() { defer p.client.wg.Done(); p.open() }()
@@ -804,9 +776,9 @@ func (p *peerConn) stream(ctx context.Context) (*muxStream, error) {
 	select {
 	case <-opening:
 	case <-ctx.Done():
-		return nil, status.FromContextError(ctx.Err()).Err()
+		return nil, fromContext(ctx.Err())
 	case <-silent:
-		return nil, status.Errorf(codes.Unavailable, "transport: no connection to %s within %v", p.addr, 2*p.client.silent)
+		return nil, unavailable("transport: no connection to %s within %v", p.addr, 2*p.client.silent)
 	}
 	p.mu.Lock()
 	openErr := p.openErr
@@ -875,7 +847,7 @@ func (p *peerConn) openFramed() (*muxStream, error) {
 	defer cancel()
 	conn, err := c.dialConn(ctx, p.addr)
 	if err != nil {
-		return nil, status.Errorf(codes.Unavailable, "transport: dial %s: %v", p.addr, err)
+		return nil, unavailable("transport: dial %s: %v", p.addr, err)
 	}
 	deadline, _ := ctx.Deadline()
 	f, err := openFramed(conn, deadline, c.maxMessage, c.framedTLS(p.addr))
@@ -884,7 +856,7 @@ func (p *peerConn) openFramed() (*muxStream, error) {
 		if errors.Is(err, errNoFraming) {
 			return nil, err
 		}
-		return nil, status.Errorf(codes.Unavailable, "transport: framed stream to %s: %v", p.addr, err)
+		return nil, unavailable("transport: framed stream to %s: %v", p.addr, err)
 	}
 	s := newMuxStream(f, func() { conn.Close() }, c.maxMessage, c.maxStreamCalls, c.silent, &c.wg)
 	s.startKeepalive(c.keepaliveTime, c.keepaliveTimeout)
@@ -918,10 +890,10 @@ func (p *peerConn) getOnStream(ctx context.Context, req *peerpb.GetRequest) (*pe
 			if err == errAskUnary {
 				return p.unaryGet(ctx, req) // a large value (ServerConfig.MaxStreamAnswer)
 			}
-			if status.Code(err) != codes.Unimplemented {
+			if !isUnimplemented(err) {
 				return resp, err
 			}
-		} else if status.Code(err) != codes.Unimplemented {
+		} else if !isUnimplemented(err) {
 			return nil, err
 		}
 		p.unaryGets.Store(true)

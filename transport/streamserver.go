@@ -9,8 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/corralcache/corral/transport/peerpb"
@@ -146,7 +144,7 @@ func (ss *serverStream) receive() {
 			continue
 		}
 		if req == nil {
-			ss.fail(id, status.Error(codes.InvalidArgument, ErrInvalidArgument.Error()+": get call without a request"))
+			ss.fail(id, fmt.Errorf("%w: get call without a request", ErrInvalidArgument))
 			continue
 		}
 		if hits != nil {
@@ -161,13 +159,12 @@ func (ss *serverStream) receive() {
 		}
 		ss.mu.Lock()
 		var refuse error
+		full := false
 		switch {
 		case ss.stopping:
-			refuse = status.Error(codes.Unavailable, "transport: server stopping")
+			refuse = unavailable("transport: server stopping")
 		case len(ss.calls) >= p.maxStreamCalls:
-			refuse = withReason(codes.ResourceExhausted,
-				fmt.Sprintf("%v: more than %d (ServerConfig.MaxStreamCalls)", ErrStreamFull, p.maxStreamCalls),
-				peerpb.Reason_REASON_STREAM_FULL)
+			refuse, full = streamFull(p.maxStreamCalls), true
 		default:
 			ss.calls[id] = cancel
 			ss.running.Add(1) // under mu, with stopping unset: never after GetStream's Wait began
@@ -175,7 +172,7 @@ func (ss *serverStream) receive() {
 		ss.mu.Unlock()
 		if refuse != nil {
 			cancel()
-			if status.Code(refuse) == codes.ResourceExhausted {
+			if full {
 				p.onLimit("peer_stream_calls")
 			}
 			ss.fail(id, refuse)
@@ -264,7 +261,7 @@ func (ss *serverStream) answer(id uint64, resp *peerpb.GetResponse, callerMax ui
 		return
 	}
 	if size > limit {
-		ss.fail(id, status.Errorf(codes.ResourceExhausted, "transport: get answer of %d bytes exceeds %s MaxMessageSize %d", size, side, limit))
+		ss.fail(id, oversized("transport: get answer of %d bytes exceeds %s MaxMessageSize %d", size, side, limit))
 		return
 	}
 	ss.push(r, size)
@@ -299,7 +296,7 @@ func (ss *serverStream) answerHit(id uint64, resp *peerpb.GetResponse, callerMax
 		// and at many, one write carries many answers.
 		if err := ss.framed.Queue(r); err != nil {
 			ss.sendMu.Unlock()
-			ss.fail(id, status.Errorf(codes.Internal, "transport: get answer: %v", err))
+			ss.fail(id, internal("transport: get answer: %v", err))
 			return
 		}
 		ss.unflushed = true
@@ -332,10 +329,7 @@ func (ss *serverStream) flushHits() {
 
 // fail answers id with err, a status error (peerService.Get's) or any Handler error.
 func (ss *serverStream) fail(id uint64, err error) {
-	if _, ok := status.FromError(err); !ok {
-		err = toStatus(ss.ctx, err)
-	}
-	r := &peerpb.GetReply{Id: id, Failure: statusFailure(err)}
+	r := &peerpb.GetReply{Id: id, Failure: toFailure(ss.ctx, err)}
 	ss.push(r, proto.Size(r))
 }
 

@@ -31,17 +31,6 @@ import (
 // every call waiting on it fails at once as unreachable — so failover starts at once, not at
 // each call's deadline — and the next Get opens a new one (peerConn.stream).
 
-// DefaultMaxStreamCalls bounds the Gets in flight on one stream, each way: a Client waits for
-// a free slot before it sends, and a Server answers a call past its bound with an error
-// wrapping ErrStreamFull. 1024 callers of one peer at once is far past any fan-in a node
-// sees; the bound is there so that one peer cannot make a node hold unbounded work.
-const DefaultMaxStreamCalls = 1024
-
-// DefaultMaxStreamAnswer is the largest answer a Server sends on a stream for a value it
-// holds (ServerConfig.MaxStreamAnswer): 64 KiB, where a unary call costs what the stream
-// does (BenchmarkGetValueSize) and a transfer takes ≈ 0.1 ms here.
-const DefaultMaxStreamAnswer = 64 << 10
-
 // streamCall is a caller waiting on a stream: the reader sends it exactly one reply, or the
 // stream's failure, and only while the call is in pending.
 type streamCall struct {

@@ -44,24 +44,6 @@ type streamResult struct {
 	unary bool  // the peer asks for a unary call (a large value)
 }
 
-// cancelOf returns the context whose end ends a call under ctx before ctx's deadline: ctx
-// itself, or what its Canceller method returns. A fill's loader context (package fill) has
-// one: it ends at its deadline or when its Canceller does, and its own Done costs a timer,
-// which a Get on a stream does without — the stream ends the call at its deadline (expire)
-// and waits on the Canceller's Done, nil when only the deadline ends it.
-func cancelOf(ctx context.Context) context.Context {
-	if c, ok := ctx.(interface{ Canceller() context.Context }); ok {
-		return c.Canceller()
-	}
-	return ctx
-}
-
-// deadlineOf reports whether d is ctx's deadline or later: ctx's Done then closes by d.
-func deadlineOf(ctx context.Context, d time.Time) bool {
-	cd, ok := ctx.Deadline()
-	return ok && !cd.After(d)
-}
-
 // callStream is a caller's side of a GetStream: gRPC's, or a framed connection's (frame.go).
 type callStream interface {
 	Send(*peerpb.GetCall) error
@@ -297,56 +279,6 @@ func (s *muxStream) get(ctx context.Context, req *peerpb.GetRequest) (*peerpb.Ge
 		return nil, fromContext(ctx.Err())
 	}
 }
-
-// expireAt sets the expiry timer for at, under mu.
-func (s *muxStream) expireAt(at time.Time) {
-	s.expiryAt = at
-	if s.expiry == nil {
-		s.expiry = time.AfterFunc(time.Until(at), s.expire)
-	} else {
-		s.expiry.Reset(time.Until(at))
-	}
-}
-
-// expire ends the calls whose deadline has passed, as a caller that leaves at its deadline
-// would (leave), and sets the expiry timer for the earliest deadline of the others. Each
-// call makes no timer of its own: a stream's calls under fills' contexts have deadlines
-// later than the calls before them (FillTimeout on), so the timer, once set, is seldom moved.
-func (s *muxStream) expire() {
-	now := time.Now()
-	var ended []*streamCall
-	s.mu.Lock()
-	if s.err != nil {
-		s.mu.Unlock()
-		return
-	}
-	var next time.Time
-	for id, c := range s.pending {
-		switch {
-		case c.deadline.IsZero():
-		case !c.deadline.After(now):
-			delete(s.pending, id)
-			s.queue = append(s.queue, &peerpb.GetCall{Id: id, Cancel: true})
-			ended = append(ended, c)
-		case next.IsZero() || c.deadline.Before(next):
-			next = c.deadline
-		}
-	}
-	s.expiryAt = time.Time{}
-	if !next.IsZero() {
-		s.expireAt(next)
-	}
-	s.mu.Unlock()
-	if len(ended) > 0 {
-		s.signal()
-	}
-	for _, c := range ended {
-		c.reply <- streamResult{err: errExpired}
-	}
-}
-
-// errExpired is the answer of a call the stream ended at its deadline.
-var errExpired = fromContext(context.DeadlineExceeded)
 
 // result is get's answer once c's reply r has come. A call sent on an idle framed stream
 // that broke from the peer's side before anything was read is errStaleStream.

@@ -202,7 +202,7 @@ func (s *muxStream) get(ctx context.Context, req *peerpb.GetRequest) (*peerpb.Ge
 	if expires {
 		c.deadline = deadline
 		if s.expiryAt.IsZero() || deadline.Before(s.expiryAt) {
-			s.expireAt(deadline)
+			s.expireAtLocked(deadline)
 		}
 	}
 	// A call on a framed stream nobody was waiting on: if the stream turns out broken before

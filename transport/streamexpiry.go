@@ -25,8 +25,8 @@ func deadlineOf(ctx context.Context, d time.Time) bool {
 	return ok && !cd.After(d)
 }
 
-// expireAt sets the expiry timer for at, under mu.
-func (s *muxStream) expireAt(at time.Time) {
+// expireAtLocked sets the expiry timer for at; s.mu is held.
+func (s *muxStream) expireAtLocked(at time.Time) {
 	s.expiryAt = at
 	if s.expiry == nil {
 		s.expiry = time.AfterFunc(time.Until(at), s.expire)
@@ -61,7 +61,7 @@ func (s *muxStream) expire() {
 	}
 	s.expiryAt = time.Time{}
 	if !next.IsZero() {
-		s.expireAt(next)
+		s.expireAtLocked(next)
 	}
 	s.mu.Unlock()
 	if len(ended) > 0 {

@@ -2,7 +2,6 @@ package transport
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -25,11 +24,6 @@ type HitHandler interface {
 	// Get it cannot answer at once, it leaves to Get (ok = false).
 	GetHit(ctx context.Context, req *peerpb.GetRequest) (resp *peerpb.GetResponse, ok bool)
 }
-
-// ErrStreamFull means a peer had more Gets in flight on its stream than the receiver's
-// ServerConfig.MaxStreamCalls: the receiver answered the excess with it and did nothing
-// else. A Client whose MaxStreamCalls is at most the Server's never sees it.
-var ErrStreamFull = errors.New("transport: too many gets in flight on one stream")
 
 // GetStream serves one peer's stream of Gets: each call is served as Handler.Get would
 // serve a unary Get (with its timeout, and until the peer cancels it), and answered on the

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/corralcache/corral/transport/peerpb"
 )
@@ -81,6 +82,24 @@ func (p *peerConn) getAgain(ctx context.Context, req *peerpb.GetRequest) (*peerp
 	if err == errStaleStream {
 		return nil, s.failure()
 	}
+	return resp, err
+}
+
+// unaryGet is a Get sent as a unary call (a large value, or a peer without GetStream),
+// watched by probes — the same Get as a Peek — unless it is a Peek itself, which waits on
+// no work.
+func (p *peerConn) unaryGet(ctx context.Context, req *peerpb.GetRequest) (*peerpb.GetResponse, error) {
+	if req.GetPeek() && !req.GetWaitFill() { // a Peek that waits for a fill waits on work
+		return p.rpc.Get(ctx, req)
+	}
+	var resp *peerpb.GetResponse
+	probe := proto.CloneOf(req)
+	probe.Peek, probe.WaitFill = true, false
+	err := p.client.UntilSilent(ctx, p.addr, probe, func(ctx context.Context) error {
+		var err error
+		resp, err = p.rpc.Get(ctx, req)
+		return err
+	})
 	return resp, err
 }
 

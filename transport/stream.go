@@ -20,8 +20,8 @@ import (
 // frame each way: the caller queues its GetCall and waits for the reply with its id; the
 // stream's writer sends whatever is queued, the reader hands each reply to its caller, and
 // many callers' frames share each read and write. In the README's Performance table (`make
-// bench-compare`), a remote hit so costs about a third of a bare gRPC unary call's time and
-// CPU at 1 caller, and under half at 16 and 64.
+// bench-compare`), a remote hit costs about a third of a bare gRPC unary call's time and CPU
+// at 1 caller, and under half at 16 and 64.
 //
 // A muxStream is one such stream, from its first call until it breaks. It never recovers:
 // when it breaks (the connection was lost, closed by Forget or Close, or the peer stopped),
@@ -69,7 +69,7 @@ type muxStream struct {
 
 	nextID atomic.Uint64
 	// reads counts the frames read: the keepalive of a framed stream pings when it stays
-	// still (see keepalive). readerReads counts those the reader read on a framed stream;
+	// still (startKeepalive). readerReads counts those the reader read on a framed stream;
 	// their callers read the others.
 	reads       atomic.Uint64
 	readerReads atomic.Uint64
@@ -210,12 +210,7 @@ func (s *muxStream) get(ctx context.Context, req *peerpb.GetRequest) (*peerpb.Ge
 	idle := s.framed != nil && len(s.pending) == 1 && len(s.pings) == 0
 	reads := s.reads.Load()
 	if s.silent > 0 && !s.watching {
-		s.watching = true
-		if s.watch == nil {
-			s.watch = time.AfterFunc(s.silent/2, s.checkSilence)
-		} else {
-			s.watch.Reset(s.silent / 2)
-		}
+		s.startWatchLocked()
 	}
 	// With few calls in flight and nothing queued, the caller sends its own frame, saving
 	// the hand-off to the writer (at 1 caller the hand-offs are the call's cost). Such a

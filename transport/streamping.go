@@ -44,6 +44,17 @@ func (s *muxStream) startKeepalive(every, timeout time.Duration) {
 	})
 }
 
+// startWatchLocked starts the silence watch as a call begins to wait, when the watch is on
+// (silent > 0) and not running; s.mu is held.
+func (s *muxStream) startWatchLocked() {
+	s.watching = true
+	if s.watch == nil {
+		s.watch = time.AfterFunc(s.silent/2, s.checkSilence)
+	} else {
+		s.watch.Reset(s.silent / 2)
+	}
+}
+
 // checkSilence is the silence watch: every half SilentPeerTimeout while calls wait on the
 // stream, it pings the peer, and when a ping has gone unanswered for SilentPeerTimeout the
 // peer is silent — paused, cut off, its answers lost — and the stream breaks, failing every

@@ -19,7 +19,7 @@ import (
 // for 100 bytes of answer, and no grpc-go setting changes that. On one stream, a Get is a
 // frame each way: the caller queues its GetCall and waits for the reply with its id; the
 // stream's writer sends whatever is queued, the reader hands each reply to its caller, and
-// many callers' frames share each read and write. In the README's Performance table (`make
+// many callers' frames share each read and write. In docs/performance.md (`make
 // bench-compare`), a remote hit costs about a third of a bare gRPC unary call's time and CPU
 // at 1 caller, and under half at 16 and 64.
 //
@@ -238,8 +238,8 @@ func (s *muxStream) get(ctx context.Context, req *peerpb.GetRequest) (*peerpb.Ge
 	}
 
 	// On a framed stream nobody else reads, the caller reads its own reply: at 1 caller
-	// the reader's hand-off to the caller was half a remote hit's time (README,
-	// Performance). Otherwise the one who reads hands it over.
+	// the reader's hand-off to the caller cost nearly half a remote hit's time
+	// (e2e/bench/HISTORY.md, step 4). Otherwise the one who reads hands it over.
 	if s.framed != nil && s.tryRead() {
 		r, ok := s.readFor(ctx, cancel, deadline, c)
 		if !ok && !s.leave(call.Id) {

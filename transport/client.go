@@ -224,32 +224,6 @@ type Client struct {
 	wg sync.WaitGroup
 }
 
-// peerConn is one peer's connection, the generated client on it and its Get stream.
-type peerConn struct {
-	addr   string
-	cc     *grpc.ClientConn
-	rpc    peerpb.PeerClient
-	client *Client
-
-	// mux is the open Get stream, or nil before the first Get; once broken, the next Get
-	// replaces it (stream.go). Read without mu on the hot path.
-	mux atomic.Pointer[muxStream]
-	// unaryGets is set once the peer answered GetStream with Unimplemented (an older
-	// corral): its Gets are unary calls from then on.
-	unaryGets atomic.Bool
-	// unframed is set once the peer answered a framed stream's preface with something else
-	// (an older corral): its Gets go on its gRPC stream from then on.
-	unframed atomic.Bool
-
-	mu sync.Mutex // guards opening, openErr, backoff, retryAt and closed, and replacing mux
-	// opening is closed when the opening of a stream in progress ends; nil when none is.
-	opening chan struct{}
-	openErr error         // why the last opening failed; nil after one succeeded
-	backoff time.Duration // the wait after openErr before trying again
-	retryAt time.Time     // when an opening may be tried again
-	closed  error         // why closeStream closed p (Forget, Close); nil while open
-}
-
 // NewClient returns a Client. It connects to nothing until the first call.
 func NewClient(cfg ClientConfig) (*Client, error) {
 	cfg, err := cfg.validate()
@@ -339,6 +313,9 @@ func (c *Client) GetFrom(ctx context.Context, addr string, left <-chan struct{},
 	}
 	return resp, nil
 }
+
+// errLeft is GetFrom's when the member has left.
+var errLeft = errors.New("transport: the member left")
 
 // Set writes an entry through the peer at addr (see Handler.Set).
 func (c *Client) Set(ctx context.Context, addr string, req *peerpb.SetRequest) (*peerpb.SetResponse, error) {

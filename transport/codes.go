@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -11,7 +13,10 @@ import (
 	"github.com/corralcache/corral/transport/peerpb"
 )
 
-// How errors cross the wire. Only this file speaks gRPC codes.
+// How errors cross the wire. Only this file speaks gRPC codes: the rest of the package
+// makes its status errors with the constructors at the end of this file and asks
+// isUnimplemented of them, and a GetStream carries them in Failure frames (toFailure,
+// fromFailure) so that a Get on a stream fails as a unary Get would.
 //
 //	Handler returns (errors.Is / As)   code                   detail               Client returns
 //	ErrNotFound                        NotFound               -                    ErrNotFound (exactly)
@@ -28,7 +33,7 @@ import (
 //	anything else                      Internal               -                    *RemoteError{Code: "Internal"}
 //	(a panic in the Handler)           Internal               -                    *RemoteError{Code: "Internal"}
 //
-// and what gRPC itself reports on the client:
+// and what gRPC itself, or the Get stream in its place, reports on the client:
 //
 //	caller's ctx done                  any                                         ctx.Err(), alone
 //	message over MaxMessageSize        ResourceExhausted                           *RemoteError wrapping ErrInvalidArgument
@@ -177,4 +182,80 @@ func codeName(err error) string {
 		return "OK"
 	}
 	return status.Code(err).String()
+}
+
+// toFailure is the Failure frame that answers a GetStream call with err: a status error as it
+// is, any other error as toStatus sends a Handler's. Its message is made valid UTF-8 (invalid
+// bytes become U+FFFD): proto3 does not marshal other strings, and an answer that cannot be
+// marshalled would end the stream for every call on it — a loader's error naming a binary
+// key would make its owner look unreachable.
+func toFailure(ctx context.Context, err error) *peerpb.Failure {
+	if _, ok := status.FromError(err); !ok {
+		err = toStatus(ctx, err)
+	}
+	st := status.Convert(err)
+	msg := st.Message()
+	if !utf8.ValidString(msg) {
+		msg = strings.ToValidUTF8(msg, "\uFFFD")
+	}
+	return &peerpb.Failure{Code: uint32(st.Code()), Message: msg, Reason: reason(st)}
+}
+
+// fromFailure is the status error a Failure frame stands for: what the same Get as a unary
+// call would have returned, for fromStatus to map.
+func fromFailure(f *peerpb.Failure) error {
+	st := status.New(codes.Code(f.GetCode()), f.GetMessage())
+	if f.GetReason() != peerpb.Reason_REASON_UNSPECIFIED {
+		if withDetail, err := st.WithDetails(&peerpb.ErrorDetail{Reason: f.GetReason()}); err == nil {
+			st = withDetail
+		}
+	}
+	return st.Err()
+}
+
+// The status errors the package makes itself, by what they tell the client (the table above).
+
+// unavailable says the peer gave no answer and will give none on this path: a Get stream
+// that broke, was closed or could not be opened, a Server that is stopping. The caller gets
+// an *UnreachableError, or ErrClosed once its Client is closed (Client.callError).
+func unavailable(format string, args ...any) error {
+	return status.Errorf(codes.Unavailable, format, args...)
+}
+
+// oversized refuses a message over a MaxMessageSize before it is sent, as gRPC refuses one:
+// the caller gets a *RemoteError wrapping ErrInvalidArgument.
+func oversized(format string, args ...any) error {
+	return status.Errorf(codes.ResourceExhausted, format, args...)
+}
+
+// streamFull refuses a GetStream call past the Server's MaxStreamCalls, limit: the caller
+// gets a *RemoteError wrapping ErrStreamFull.
+func streamFull(limit int) error {
+	return withReason(codes.ResourceExhausted,
+		fmt.Sprintf("%v: more than %d (ServerConfig.MaxStreamCalls)", ErrStreamFull, limit),
+		peerpb.Reason_REASON_STREAM_FULL)
+}
+
+// internal is a failure on the answering side that is no Handler's answer (a panic, an
+// answer that could not be encoded): the caller gets a *RemoteError{Code: "Internal"}.
+func internal(format string, args ...any) error {
+	return status.Errorf(codes.Internal, format, args...)
+}
+
+// unimplemented answers a call this Server does not serve, as gRPC answers a method it does
+// not know.
+func unimplemented(msg string) error {
+	return status.Error(codes.Unimplemented, msg)
+}
+
+// isUnimplemented reports whether err says the peer does not serve the call: a GetStream to a
+// corral from before streams, whose Gets are then sent as unary calls.
+func isUnimplemented(err error) bool {
+	return status.Code(err) == codes.Unimplemented
+}
+
+// fromContext is the status error of a call whose caller's ctx ended with err
+// (context.Canceled or DeadlineExceeded), as gRPC returns it from a unary call.
+func fromContext(err error) error {
+	return status.FromContextError(err).Err()
 }

@@ -40,9 +40,12 @@
 // GetStream per peer and every Get to that peer is a frame on it, tagged by an
 // id; the answers come back on the stream in any order. A unary call is a new
 // HTTP/2 stream with headers and trailers and four goroutine hand-offs; on one
-// stream, many callers' frames share each read and write, which is what makes a
-// remote hit cheaper than an HTTP/1.1 GET or a Redis GET at any concurrency
-// (measured in shared/reference/peer-path-study.md and the README).
+// stream, many callers' frames share each read and write. That is what makes a
+// remote hit cheap: in docs/performance.md (make bench-compare, each node a
+// process of its own), it takes about a third of a bare gRPC unary call's time
+// and CPU at 1 caller and under half at 16 and 64, less than groupcache's
+// HTTP/1.1 Get at each, and less than a Redis GET from 16 callers on (at 1, Redis
+// is faster).
 //
 // Everything a unary Get had travels in the frames: the caller's deadline
 // (the Server runs the Get under it), cancellation (a caller that leaves sends
@@ -68,17 +71,17 @@
 // Hits, answered at once, are bounded by what the peer reads: once 4 MiB of
 // answers wait for the Server's writer, its receive loop reads no more calls
 // until the writer has taken them, so a peer that asks and does not read is
-// held back by TCP's or HTTP/2's flow control rather than growing the queue.
-// A value the Server holds that is larger than ServerConfig.MaxStreamAnswer
+// held back by TCP's or HTTP/2's flow control rather than growing the queue. A
+// value the Server holds that is larger than ServerConfig.MaxStreamAnswer
 // (64 KiB) is not sent on the stream, where every answer behind it would wait
 // for its transfer: the caller is told to ask again with a unary call, whose
-// frames interleave with the stream's. A message is checked against MaxMessageSize before it is sent, and an answer
-// against the caller's limit too (each call carries it), because an oversized
-// message would end the stream for every call on it: the one call fails, as a
-// unary call would. A peer that answers GetStream with Unimplemented (a corral
-// from before streams, during a rolling upgrade) is asked with unary Gets.
-// Set, Remove, Invalidate, Handoff, WaitsFor, Reconcile, Lease and FillSet stay
-// unary calls.
+// frames interleave with the stream's. A message is checked against
+// MaxMessageSize before it is sent, and an answer against the caller's limit
+// too (each call carries it), because an oversized message would end the stream
+// for every call on it: the one call fails, as a unary call would. A peer that
+// answers GetStream with Unimplemented (a corral from before streams, during a
+// rolling upgrade) is asked with unary Gets. Set, Remove, Invalidate, Handoff,
+// WaitsFor, Reconcile, Lease and FillSet stay unary calls.
 //
 // # The stream is framed, not gRPC
 //
@@ -87,16 +90,18 @@
 // messages, each behind a 4-byte length (frame.go); with TLS, a TLS handshake follows the
 // preface and the frames travel inside TLS.
 // gRPC hands every frame across a reader and a writer goroutine on each side; on a small
-// machine each hand-off is a thread wake-up, and they were most of a remote hit's round
-// trip. On a framed connection a caller writes its own frame to the socket and the stream's
-// reader hands each answer straight to its caller; the Server reads the socket on the
-// stream's receive loop and writes a hit's answer itself. The Server tells the two kinds of
-// connection apart by their first bytes (sniff.go) and serves gRPC on every other. The
-// framed stream keeps everything above — deadlines, cancels, errors, bounds, the failing of
-// every call at once when it breaks — and pings the peer after KeepaliveTime of silence,
-// breaking when no answer comes within KeepaliveTimeout, as gRPC's keepalive does. A peer
-// that does not answer the preface with its own (a corral from before framing, or from
-// before framing inside TLS) gets its Gets on its gRPC stream.
+// machine each hand-off is a thread wake-up, and framing took a remote hit at 1 caller from
+// 91 to 71 µs p50 (e2e/bench/HISTORY.md; BenchmarkGet times a Get on each kind of stream:
+// go test -run '^$' -bench 'BenchmarkGet$' ./transport). On a framed connection a caller
+// writes its own frame to the socket and the stream's reader hands each answer straight to
+// its caller; the Server reads the socket on the stream's receive loop and writes a hit's
+// answer itself. The Server tells the two kinds of connection apart by their first bytes
+// (sniff.go) and serves gRPC on every other. The framed stream keeps everything above —
+// deadlines, cancels, errors, bounds, the failing of every call at once when it breaks —
+// and pings the peer after KeepaliveTime of silence, breaking when no answer comes within
+// KeepaliveTimeout, as gRPC's keepalive does. A peer that does not answer the preface with
+// its own (a corral from before framing, or from before framing inside TLS) gets its Gets
+// on its gRPC stream.
 //
 // # What the caller must do
 //

@@ -42,6 +42,12 @@ var (
 	// call can return an error wrapping it.
 	ErrNotMember = errors.New("transport: sender is not a member")
 
+	// ErrStreamFull means a peer had more Gets in flight on its stream than
+	// the receiver's ServerConfig.MaxStreamCalls: the receiver answered the
+	// excess with it and did nothing else. A Client whose MaxStreamCalls is at
+	// most the Server's never sees it.
+	ErrStreamFull = errors.New("transport: too many gets in flight on one stream")
+
 	// ErrClosed is returned by Client calls after Client.Close.
 	ErrClosed = errors.New("transport: client closed")
 )

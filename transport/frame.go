@@ -19,7 +19,7 @@ import (
 // Framed streams carry the Gets of a peer connection without gRPC. On a gRPC
 // stream every frame crosses four goroutines besides its caller's and its handler's — gRPC's
 // reader and writer on each side — and on a small machine each hand-off is a thread wake-up;
-// traced at 1 caller, they were most of a remote hit's round trip (README, Performance). A
+// framing took a remote hit at 1 caller from 91 to 71 µs p50 (e2e/bench/HISTORY.md). A
 // framed stream is the same GetStream, the same GetCall and GetReply messages, on a TCP
 // connection of its own to the same port: a caller writes its frame to the socket itself, the
 // stream's reader hands each reply straight to its caller, and the Server's receive loop

@@ -4,9 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"github.com/corralcache/corral/transport/peerpb"
 )
 
@@ -41,7 +38,7 @@ func (p *peerService) Lease(ctx context.Context, req *peerpb.LeaseRequest) (resp
 	defer p.recoverPanic("Lease", &err)
 	lh, ok := p.h.(LeaseHandler)
 	if !ok {
-		return nil, status.Error(codes.Unimplemented, "transport: this peer serves no leases")
+		return nil, unimplemented("transport: this peer serves no leases")
 	}
 	resp, err = lh.Lease(ctx, req)
 	if err != nil {
@@ -57,7 +54,7 @@ func (p *peerService) FillSet(ctx context.Context, req *peerpb.FillSetRequest) (
 	defer p.recoverPanic("FillSet", &err)
 	lh, ok := p.h.(LeaseHandler)
 	if !ok {
-		return nil, status.Error(codes.Unimplemented, "transport: this peer serves no leases")
+		return nil, unimplemented("transport: this peer serves no leases")
 	}
 	if req.GetEntry() == nil {
 		return nil, toStatus(ctx, fmt.Errorf("%w: fill-set request without an entry", ErrInvalidArgument))

@@ -19,3 +19,14 @@ const (
 	streamWindow = 1 << 20
 	connWindow   = 4 << 20
 )
+
+// DefaultMaxStreamCalls bounds the Gets in flight on one Get stream, each way: a Client
+// waits for a free slot before it sends, and a Server answers a call past its bound with an
+// error wrapping ErrStreamFull. 1024 callers of one peer at once is far past any fan-in a
+// node sees; the bound is there so that one peer cannot make a node hold unbounded work.
+const DefaultMaxStreamCalls = 1024
+
+// DefaultMaxStreamAnswer is the largest answer a Server sends on a stream for a value it
+// holds (ServerConfig.MaxStreamAnswer): 64 KiB, where a unary call costs what the stream
+// does (BenchmarkGetValueSize) and a transfer takes ≈ 0.1 ms here.
+const DefaultMaxStreamAnswer = 64 << 10

@@ -61,6 +61,9 @@ func (c *Client) Forget(addr string) {
 	}
 }
 
+// errForgotten is why Forget closed a connection: the calls on it fail as unreachable.
+var errForgotten = fmt.Errorf("transport: connection closed (the member left)")
+
 // Close closes every connection. Calls in flight fail with ErrClosed, and so
 // does every call after. It is safe to call more than once; later calls
 // return nil.

@@ -15,9 +15,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/status"
 
 	"github.com/corralcache/corral/transport/peerpb"
 )
@@ -436,7 +434,7 @@ func (p *peerService) recoverPanic(method string, errp *error) {
 		return
 	}
 	p.log.Error("transport: handler panicked", "method", method, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
-	*errp = status.Errorf(codes.Internal, "transport: handler %s panicked: %v", method, r)
+	*errp = internal("transport: handler %s panicked: %v", method, r)
 }
 
 func setDefault[T comparable](p *T, def T) {

@@ -7,8 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/corralcache/corral/transport/peerpb"
 )
 
@@ -21,8 +19,10 @@ import (
 // a silent peer costs call at most twice SilentPeerTimeout; the probe's bound leaves room
 // for one TCP retransmission (200 ms). probe should be a Peek, which loads nothing.
 //
-// Gets need none of this: their streams are watched (ClientConfig.SilentPeerTimeout). It is
-// for the other calls (Set, Invalidate, Lease, ...), which wait on the peer's work.
+// Gets on a stream need none of this: their streams are watched
+// (ClientConfig.SilentPeerTimeout). It is for the calls that wait on the peer's work
+// without one: Set, Invalidate, Lease, ..., and a Get sent as a unary call
+// (peerConn.unaryGet).
 func (c *Client) UntilSilent(ctx context.Context, addr string, probe *peerpb.GetRequest, call func(context.Context) error) error {
 	every := c.silent
 	if every <= 0 {
@@ -65,22 +65,4 @@ func (c *Client) Answers(ctx context.Context, addr string, probe *peerpb.GetRequ
 	defer cancel()
 	_, err := c.Get(ctx, addr, probe)
 	return ctx.Err() == nil && !IsUnreachable(err)
-}
-
-// unaryGet is a Get sent as a unary call (a large value, or a peer without GetStream),
-// watched by probes — the same Get as a Peek — unless it is a Peek itself, which waits on
-// no work.
-func (p *peerConn) unaryGet(ctx context.Context, req *peerpb.GetRequest) (*peerpb.GetResponse, error) {
-	if req.GetPeek() && !req.GetWaitFill() { // a Peek that waits for a fill waits on work
-		return p.rpc.Get(ctx, req)
-	}
-	var resp *peerpb.GetResponse
-	probe := proto.CloneOf(req)
-	probe.Peek, probe.WaitFill = true, false
-	err := p.client.UntilSilent(ctx, p.addr, probe, func(ctx context.Context) error {
-		var err error
-		resp, err = p.rpc.Get(ctx, req)
-		return err
-	})
-	return resp, err
 }

@@ -2,21 +2,13 @@ package transport
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
-	"fmt"
 	"io"
 	"math"
-	"net"
-	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/corralcache/corral/transport/peerpb"
@@ -24,27 +16,19 @@ import (
 
 // Gets travel on one long-lived GetStream per peer rather than as unary calls. A unary call
 // is a new HTTP/2 stream: headers, trailers, a handler goroutine and four goroutine hand-offs
-// for 100 bytes of answer, ≈ 120 µs of CPU here, and no grpc-go setting changes that. On one
-// stream, a Get is a frame each way: the caller queues its GetCall and waits for the reply
-// with its id; the stream's writer sends whatever is queued, the reader hands each reply to
-// its caller, and many callers' frames share each read and write (measurements:
-// shared/reference/peer-path-study.md, and the README's Performance table).
+// for 100 bytes of answer, and no grpc-go setting changes that. On one stream, a Get is a
+// frame each way: the caller queues its GetCall and waits for the reply with its id; the
+// stream's writer sends whatever is queued, the reader hands each reply to its caller, and
+// many callers' frames share each read and write. In docs/performance.md (`make
+// bench-compare`), a remote hit costs about a third of a bare gRPC unary call's time and CPU
+// at 1 caller, and under half at 16 and 64.
 //
 // A muxStream is one such stream, from its first call until it breaks. It never recovers:
 // when it breaks (the connection was lost, closed by Forget or Close, or the peer stopped),
 // every call waiting on it fails at once as unreachable — so failover starts at once, not at
-// each call's deadline — and the next Get opens a new one (peerConn.stream).
-
-// DefaultMaxStreamCalls bounds the Gets in flight on one stream, each way: a Client waits for
-// a free slot before it sends, and a Server answers a call past its bound with an error
-// wrapping ErrStreamFull. 1024 callers of one peer at once is far past any fan-in a node
-// sees; the bound is there so that one peer cannot make a node hold unbounded work.
-const DefaultMaxStreamCalls = 1024
-
-// DefaultMaxStreamAnswer is the largest answer a Server sends on a stream for a value it
-// holds (ServerConfig.MaxStreamAnswer): 64 KiB, where a unary call costs what the stream
-// does (BenchmarkGetValueSize) and a transfer takes ≈ 0.1 ms here.
-const DefaultMaxStreamAnswer = 64 << 10
+// each call's deadline — and the next Get opens a new one (peerConn.stream). Its reader, its
+// writer, its pings and its deadlines each have a file: streamread.go, streamwrite.go,
+// streamping.go, streamexpiry.go.
 
 // streamCall is a caller waiting on a stream: the reader sends it exactly one reply, or the
 // stream's failure, and only while the call is in pending.
@@ -59,24 +43,6 @@ type streamResult struct {
 	resp  *peerpb.GetResponse
 	err   error // a status error, as a unary call would return
 	unary bool  // the peer asks for a unary call (a large value)
-}
-
-// cancelOf returns the context whose end ends a call under ctx before ctx's deadline: ctx
-// itself, or what its Canceller method returns. A fill's loader context (package fill) has
-// one: it ends at its deadline or when its Canceller does, and its own Done costs a timer,
-// which a Get on a stream does without — the stream ends the call at its deadline (expire)
-// and waits on the Canceller's Done, nil when only the deadline ends it.
-func cancelOf(ctx context.Context) context.Context {
-	if c, ok := ctx.(interface{ Canceller() context.Context }); ok {
-		return c.Canceller()
-	}
-	return ctx
-}
-
-// deadlineOf reports whether d is ctx's deadline or later: ctx's Done then closes by d.
-func deadlineOf(ctx context.Context, d time.Time) bool {
-	cd, ok := ctx.Deadline()
-	return ok && !cd.After(d)
 }
 
 // callStream is a caller's side of a GetStream: gRPC's, or a framed connection's (frame.go).
@@ -103,7 +69,7 @@ type muxStream struct {
 
 	nextID atomic.Uint64
 	// reads counts the frames read: the keepalive of a framed stream pings when it stays
-	// still (see keepalive). readerReads counts those the reader read on a framed stream;
+	// still (startKeepalive). readerReads counts those the reader read on a framed stream;
 	// their callers read the others.
 	reads       atomic.Uint64
 	readerReads atomic.Uint64
@@ -202,7 +168,7 @@ func (s *muxStream) get(ctx context.Context, req *peerpb.GetRequest) (*peerpb.Ge
 		select {
 		case s.slots <- struct{}{}:
 		case <-ctx.Done():
-			return nil, status.FromContextError(ctx.Err()).Err()
+			return nil, fromContext(ctx.Err())
 		case <-s.done:
 			return nil, s.failure()
 		}
@@ -221,7 +187,7 @@ func (s *muxStream) get(ctx context.Context, req *peerpb.GetRequest) (*peerpb.Ge
 	if size > s.maxSend {
 		<-s.slots
 		// Sent, it would end the stream for every call on it.
-		return nil, status.Errorf(codes.ResourceExhausted, "transport: get request of %d bytes exceeds MaxMessageSize %d", size, s.maxSend)
+		return nil, oversized("transport: get request of %d bytes exceeds MaxMessageSize %d", size, s.maxSend)
 	}
 	c := s.calls.Get().(*streamCall)
 	s.mu.Lock()
@@ -236,7 +202,7 @@ func (s *muxStream) get(ctx context.Context, req *peerpb.GetRequest) (*peerpb.Ge
 	if expires {
 		c.deadline = deadline
 		if s.expiryAt.IsZero() || deadline.Before(s.expiryAt) {
-			s.expireAt(deadline)
+			s.expireAtLocked(deadline)
 		}
 	}
 	// A call on a framed stream nobody was waiting on: if the stream turns out broken before
@@ -244,12 +210,7 @@ func (s *muxStream) get(ctx context.Context, req *peerpb.GetRequest) (*peerpb.Ge
 	idle := s.framed != nil && len(s.pending) == 1 && len(s.pings) == 0
 	reads := s.reads.Load()
 	if s.silent > 0 && !s.watching {
-		s.watching = true
-		if s.watch == nil {
-			s.watch = time.AfterFunc(s.silent/2, s.checkSilence)
-		} else {
-			s.watch.Reset(s.silent / 2)
-		}
+		s.startWatchLocked()
 	}
 	// With few calls in flight and nothing queued, the caller sends its own frame, saving
 	// the hand-off to the writer (at 1 caller the hand-offs are the call's cost). Such a
@@ -277,8 +238,8 @@ func (s *muxStream) get(ctx context.Context, req *peerpb.GetRequest) (*peerpb.Ge
 	}
 
 	// On a framed stream nobody else reads, the caller reads its own reply: at 1 caller
-	// the reader's hand-off to the caller was half a remote hit's time (README,
-	// Performance). Otherwise the one who reads hands it over.
+	// the reader's hand-off to the caller cost nearly half a remote hit's time
+	// (e2e/bench/HISTORY.md, step 4). Otherwise the one who reads hands it over.
 	if s.framed != nil && s.tryRead() {
 		r, ok := s.readFor(ctx, cancel, deadline, c)
 		if !ok && !s.leave(call.Id) {
@@ -300,7 +261,7 @@ func (s *muxStream) get(ctx context.Context, req *peerpb.GetRequest) (*peerpb.Ge
 		if err == nil { // a fill's context that made its timer: it has not fired yet
 			err = context.DeadlineExceeded
 		}
-		return nil, status.FromContextError(err).Err()
+		return nil, fromContext(err)
 	}
 	select {
 	case r := <-c.reply: // or the expiry's
@@ -311,59 +272,9 @@ func (s *muxStream) get(ctx context.Context, req *peerpb.GetRequest) (*peerpb.Ge
 		if waiting {
 			s.calls.Put(c)
 		} // else the reader has taken it and sends its reply: c cannot be reused
-		return nil, status.FromContextError(ctx.Err()).Err()
+		return nil, fromContext(ctx.Err())
 	}
 }
-
-// expireAt sets the expiry timer for at, under mu.
-func (s *muxStream) expireAt(at time.Time) {
-	s.expiryAt = at
-	if s.expiry == nil {
-		s.expiry = time.AfterFunc(time.Until(at), s.expire)
-	} else {
-		s.expiry.Reset(time.Until(at))
-	}
-}
-
-// expire ends the calls whose deadline has passed, as a caller that leaves at its deadline
-// would (leave), and sets the expiry timer for the earliest deadline of the others. Each
-// call makes no timer of its own: a stream's calls under fills' contexts have deadlines
-// later than the calls before them (FillTimeout on), so the timer, once set, is seldom moved.
-func (s *muxStream) expire() {
-	now := time.Now()
-	var ended []*streamCall
-	s.mu.Lock()
-	if s.err != nil {
-		s.mu.Unlock()
-		return
-	}
-	var next time.Time
-	for id, c := range s.pending {
-		switch {
-		case c.deadline.IsZero():
-		case !c.deadline.After(now):
-			delete(s.pending, id)
-			s.queue = append(s.queue, &peerpb.GetCall{Id: id, Cancel: true})
-			ended = append(ended, c)
-		case next.IsZero() || c.deadline.Before(next):
-			next = c.deadline
-		}
-	}
-	s.expiryAt = time.Time{}
-	if !next.IsZero() {
-		s.expireAt(next)
-	}
-	s.mu.Unlock()
-	if len(ended) > 0 {
-		s.signal()
-	}
-	for _, c := range ended {
-		c.reply <- streamResult{err: errExpired}
-	}
-}
-
-// errExpired is the answer of a call the stream ended at its deadline.
-var errExpired = status.FromContextError(context.DeadlineExceeded).Err()
 
 // result is get's answer once c's reply r has come. A call sent on an idle framed stream
 // that broke from the peer's side before anything was read is errStaleStream.
@@ -398,294 +309,14 @@ func (s *muxStream) leave(id uint64) bool {
 	return waiting
 }
 
-// tryRead takes the reading token if nobody holds it.
-func (s *muxStream) tryRead() bool {
-	select {
-	case s.reading <- struct{}{}:
-		return true
-	default:
-		return false
-	}
-}
-
-// readFor reads a framed stream for the caller of c, who holds the reading token, until c's reply has
-// come (returned, ok) or ctx ends (not ok); the replies of others it reads it hands to
-// their callers, as the reader does. The connection's read deadline is d, ctx's, and
-// cancel's end (cancelOf(ctx)) ends the read at once.
-func (s *muxStream) readFor(ctx, cancel context.Context, d time.Time, c *streamCall) (streamResult, bool) {
-	conn := s.framed.conn
-	if err := conn.SetReadDeadline(d); err != nil {
-		s.breakIO(err) // c's reply is the failure
-	}
-	if cancel.Done() != nil {
-		stop := context.AfterFunc(cancel, s.interrupt)
-		defer stop()
-	}
-	for {
-		select {
-		case r := <-c.reply:
-			return r, true
-		default:
-		}
-		err := s.readOne()
-		if err == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
-			continue // a reply handed over, or the stream broke and c's reply is its failure
-		}
-		if cancel.Err() != nil || (!d.IsZero() && !time.Now().Before(d)) {
-			return streamResult{}, false
-		}
-		// Interrupted for a caller that read before this one and left: read on.
-		if err := conn.SetReadDeadline(d); err != nil {
-			s.breakIO(err)
-		}
-	}
-}
-
-// awaited reports whether calls wait for replies, or a ping for its answer.
-func (s *muxStream) awaited() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.pending) > 0 || len(s.pings) > 0
-}
-
-func (s *muxStream) wakeReader() {
-	select {
-	case s.rwake <- struct{}{}:
-	default:
-	}
-}
-
-func (s *muxStream) signal() {
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
-}
-
 // failure is the error of a call on a broken stream: unreachable, whatever broke it.
 func (s *muxStream) failure() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if st, ok := status.FromError(s.err); ok && st.Code() == codes.Unimplemented {
+	if isUnimplemented(s.err) {
 		return s.err // a peer without GetStream: the caller asks it with a unary call
 	}
-	return status.Errorf(codes.Unavailable, "transport: get stream broke: %v", s.err)
-}
-
-// write sends the queued frames, in order, until the stream breaks: every frame a caller does
-// not send itself (see get), since a Send can block for as long as the peer does not read
-// (it is paused, say), and a caller must be free to leave at its deadline.
-func (s *muxStream) write() {
-	var batch []*peerpb.GetCall
-	for {
-		select {
-		case <-s.wake:
-		case <-s.done:
-			return
-		}
-		s.sendMu.Lock()
-		s.mu.Lock()
-		batch, s.queue = s.queue, batch[:0]
-		s.mu.Unlock()
-		err := s.send(batch)
-		clear(batch)
-		s.sendMu.Unlock()
-		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				s.breakIO(err)
-			}
-			// io.EOF: the peer ended the stream, and its status is what the reader's Recv
-			// returns (Unimplemented from a peer without GetStream, say); the reader fails
-			// the calls with it.
-			return
-		}
-	}
-}
-
-// send sends batch, in order: on a framed stream, in one write.
-func (s *muxStream) send(batch []*peerpb.GetCall) error {
-	return sendBatch(s.stream.Send, s.framed, batch)
-}
-
-// sendBatch sends batch with send, in order, or, when f is the stream's framed connection,
-// queues it on f and writes it in one write.
-func sendBatch[S, R proto.Message](send func(S) error, f *framed[S, R], batch []S) error {
-	if f == nil {
-		for _, m := range batch {
-			if err := send(m); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	for _, m := range batch {
-		if err := f.Queue(m); err != nil {
-			return err
-		}
-	}
-	return f.Flush()
-}
-
-// startKeepalive makes a framed stream ping the peer once it has read nothing for every, and
-// break when the ping is not answered within timeout: the stream of a peer that vanished
-// without closing its connection (node lost, partition) breaks, as gRPC's keepalive closes
-// its connection. A ping is a GetCall with id 0 and no request; the peer answers it with a
-// GetReply of id 0.
-func (s *muxStream) startKeepalive(every, timeout time.Duration) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.kaEvery = every
-	s.keepalive = time.AfterFunc(every, func() {
-		s.mu.Lock()
-		if s.err != nil {
-			s.mu.Unlock()
-			return
-		}
-		switch r := s.reads.Load(); {
-		case r != s.kaSeen:
-			s.kaSeen, s.kaPinged = r, false
-			s.keepalive.Reset(s.kaEvery)
-		case !s.kaPinged:
-			s.kaPinged = true
-			s.keepalive.Reset(timeout)
-			s.pingLocked()
-		default:
-			s.mu.Unlock()
-			s.breakWith(fmt.Errorf("transport: no answer to a keepalive ping within %v", timeout))
-			return
-		}
-		s.mu.Unlock()
-	})
-}
-
-// checkSilence is the silence watch: every half SilentPeerTimeout while calls wait on the
-// stream, it pings the peer, and when a ping has gone unanswered for SilentPeerTimeout the
-// peer is silent — paused, cut off, its answers lost — and the stream breaks, failing every
-// call on it at once as unreachable. A call sent to a silent peer waits at most 1.5 ×
-// SilentPeerTimeout: the next ping within half of it, then that ping's wait. A peer that
-// answers its pings is filling slowly, and its calls wait on; a ping's wait leaves room for
-// one TCP retransmission (200 ms by default). One timer per stream, running while calls wait
-// on it: none per call.
-func (s *muxStream) checkSilence() {
-	s.mu.Lock()
-	silent := false
-	switch {
-	case s.err != nil || !s.watching:
-	case len(s.pending) == 0:
-		s.watching = false // the next call to wait starts it again
-	case len(s.pings) > 0 && time.Since(s.pings[0]) >= s.silent:
-		silent = true
-	default:
-		s.pingLocked()
-		s.watch.Reset(s.silent / 2)
-	}
-	s.mu.Unlock()
-	if silent {
-		s.breakWith(fmt.Errorf("transport: no answer to a ping within %v while Gets waited", s.silent))
-	}
-}
-
-// pingLocked sends the peer a ping, under mu.
-func (s *muxStream) pingLocked() {
-	s.pings = append(s.pings, time.Now())
-	s.queue = append(s.queue, &peerpb.GetCall{})
-	s.signal()
-	s.wakeReader() // its answer must be read
-}
-
-// pingAnswered restarts the keepalive's wait once a ping is answered.
-func (s *muxStream) pingAnswered() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.pings) > 0 {
-		s.pings = s.pings[1:]
-	}
-	if s.keepalive != nil && s.err == nil {
-		s.kaSeen, s.kaPinged = s.reads.Load(), false
-		s.keepalive.Reset(s.kaEvery)
-	}
-}
-
-// A caller sends its own frame (muxStream.get) when at most directSendCalls calls are in
-// flight on the stream, its own included, and the frame is at most directSendBytes: so the
-// frames sent and not yet answered stay well under grpc-go's 64 KiB of write quota per
-// stream, and a Send never waits on a peer that reads nothing.
-const (
-	directSendCalls = 8
-	directSendBytes = 6 << 10
-)
-
-// read reads the stream and hands each reply to its caller until the stream breaks (then
-// every call still waiting fails). A framed stream's reader reads only while calls wait and
-// no caller reads for itself: woken by rwake, until no call waits; so a framed stream
-// nobody waits on is not read at all (see errStaleStream).
-func (s *muxStream) read() {
-	if s.framed == nil {
-		for s.readOne() == nil {
-		}
-		return
-	}
-	for {
-		select {
-		case <-s.rwake:
-		case <-s.done:
-			return
-		}
-		select {
-		case s.reading <- struct{}{}:
-		case <-s.done:
-			return
-		}
-		err := s.framed.conn.SetReadDeadline(time.Time{})
-		for err == nil && s.awaited() {
-			if err = s.readOne(); err == nil {
-				s.readerReads.Add(1)
-			} else if errors.Is(err, os.ErrDeadlineExceeded) {
-				// Interrupted for a caller that read before it and left.
-				err = s.framed.conn.SetReadDeadline(time.Time{})
-			}
-		}
-		<-s.reading
-		if err != nil {
-			s.breakIO(err)
-			return
-		}
-		if s.awaited() {
-			s.wakeReader() // a call came as it stopped, and found the token held
-		}
-	}
-}
-
-// readOne reads one frame and hands it to its caller. An error breaks the stream, except a
-// read deadline's on a framed stream, which changes nothing (Recv resumes where it was).
-func (s *muxStream) readOne() error {
-	r, err := s.stream.Recv()
-	if err != nil {
-		if s.framed == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
-			s.breakIO(err)
-		}
-		return err
-	}
-	s.reads.Add(1)
-	if r.GetId() == 0 {
-		s.pingAnswered()
-		return nil
-	}
-	s.mu.Lock()
-	c, ok := s.pending[r.GetId()]
-	delete(s.pending, r.GetId())
-	s.mu.Unlock()
-	if !ok {
-		return nil // its caller left (and sent a cancel the peer had not read yet)
-	}
-	res := streamResult{resp: r.GetResponse(), unary: r.GetUnary()}
-	if f := r.GetFailure(); f != nil {
-		res = streamResult{err: failureStatus(f)}
-	} else if res.resp == nil {
-		res.resp = &peerpb.GetResponse{}
-	}
-	c.reply <- res
-	return nil
+	return unavailable("transport: get stream broke: %v", s.err)
 }
 
 // breakIO is breakWith for an error of the connection itself: the peer closed or reset it,
@@ -734,237 +365,6 @@ func (s *muxStream) breakAs(err error, fromPeer bool) {
 	}
 }
 
-// failureStatus is the status error a Failure frame stands for.
-func failureStatus(f *peerpb.Failure) error {
-	st := status.New(codes.Code(f.GetCode()), f.GetMessage())
-	if f.GetReason() != peerpb.Reason_REASON_UNSPECIFIED {
-		if withDetail, err := st.WithDetails(&peerpb.ErrorDetail{Reason: f.GetReason()}); err == nil {
-			st = withDetail
-		}
-	}
-	return st.Err()
-}
-
-// statusFailure is the Failure frame of a status error (what toStatus made).
-// Its message is made valid UTF-8 (invalid bytes become U+FFFD): proto3 does not marshal
-// other strings, and an answer that cannot be marshalled would end the stream for every call
-// on it — a loader's error naming a binary key would make its owner look unreachable.
-func statusFailure(err error) *peerpb.Failure {
-	st := status.Convert(err)
-	msg := st.Message()
-	if !utf8.ValidString(msg) {
-		msg = strings.ToValidUTF8(msg, "\uFFFD")
-	}
-	return &peerpb.Failure{Code: uint32(st.Code()), Message: msg, Reason: reason(st)}
-}
-
-// stream returns the open stream to the peer, opening one when there is none or the last
-// broke. Concurrent first calls share one opening; a caller whose ctx ends stops waiting
-// for it, and the stream opens for the next. After an opening fails, calls fail at once
-// with its error until a backoff (100 ms, doubling to 2 s) has passed, so a peer that
-// refuses streams is not asked for one per call; the connection's own reconnect backoff
-// covers a peer that cannot be reached at all.
-func (p *peerConn) stream(ctx context.Context) (*muxStream, error) {
-	if s := p.mux.Load(); s != nil && !s.broken() {
-		return s, nil
-	}
-	p.mu.Lock()
-	if s := p.mux.Load(); s != nil && !s.broken() {
-		p.mu.Unlock()
-		return s, nil
-	}
-	if p.opening == nil {
-		if p.closed != nil {
-			p.mu.Unlock()
-			return nil, status.Errorf(codes.Unavailable, "transport: get stream closed: %v", p.closed)
-		}
-		if time.Now().Before(p.retryAt) {
-			err := p.openErr
-			p.mu.Unlock()
-			return nil, err
-		}
-		if !p.client.startWork() {
-			p.mu.Unlock()
-			return nil, status.Error(codes.Unavailable, "transport: client closed") // callError: ErrClosed
-		}
-		p.opening = make(chan struct{})
-		go func() { defer p.client.wg.Done(); p.open() }()
-	}
-	opening := p.opening
-	p.mu.Unlock()
-	// A peer that does not complete a connection within twice SilentPeerTimeout is as
-	// silent as one that stops answering on it: the caller gives up, and the opening goes
-	// on, up to ConnectTimeout, for the calls after.
-	var silent <-chan time.Time
-	if d := 2 * p.client.silent; d > 0 {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		silent = t.C
-	}
-	select {
-	case <-opening:
-	case <-ctx.Done():
-		return nil, status.FromContextError(ctx.Err()).Err()
-	case <-silent:
-		return nil, status.Errorf(codes.Unavailable, "transport: no connection to %s within %v", p.addr, 2*p.client.silent)
-	}
-	p.mu.Lock()
-	openErr := p.openErr
-	p.mu.Unlock()
-	if openErr != nil {
-		return nil, openErr
-	}
-	s := p.mux.Load()
-	if s.broken() {
-		// It opened and broke already (a peer without GetStream ends it at once): its
-		// failure says why.
-		return nil, s.failure()
-	}
-	return s, nil
-}
-
-// open opens a stream: a framed one when the peer speaks framing (frame.go), a gRPC one
-// otherwise. It is bounded by ConnectTimeout (a framed connection's
-// dial and preface) or the connection's attempt (gRPC's), and ends when the connection is
-// closed.
-func (p *peerConn) open() {
-	var s *muxStream
-	var err error
-	if p.client.framing && !p.unframed.Load() {
-		s, err = p.openFramed()
-		if errors.Is(err, errNoFraming) {
-			p.unframed.Store(true) // an older corral: its Gets go on its gRPC stream
-			s, err = nil, nil
-		}
-	}
-	if s == nil && err == nil {
-		ctx, cancel := context.WithCancel(context.Background())
-		var st peerpb.Peer_GetStreamClient
-		st, err = p.rpc.GetStream(ctx)
-		if err == nil {
-			s = newMuxStream(st, cancel, p.client.maxMessage, p.client.maxStreamCalls, p.client.silent, &p.client.wg)
-		} else {
-			cancel()
-		}
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if err == nil && p.closed != nil {
-		// Forget or Close came while it opened: a framed connection is not closed with
-		// the gRPC one, so end it here.
-		s.breakWith(p.closed)
-		err = s.failure()
-	}
-	if err != nil {
-		p.openErr = err
-		p.backoff = min(max(2*p.backoff, reconnectBaseBackoff), reconnectMaxBackoff)
-		p.retryAt = time.Now().Add(p.backoff)
-	} else {
-		p.openErr, p.backoff, p.retryAt = nil, 0, time.Time{}
-		p.mux.Store(s)
-	}
-	close(p.opening)
-	p.opening = nil
-}
-
-// openFramed dials the peer and opens a framed stream on the new connection. Its errors
-// but errNoFraming are Unavailable status errors (the peer is unreachable).
-func (p *peerConn) openFramed() (*muxStream, error) {
-	c := p.client
-	ctx, cancel := context.WithTimeout(context.Background(), c.connectTimeout)
-	defer cancel()
-	conn, err := c.dialConn(ctx, p.addr)
-	if err != nil {
-		return nil, status.Errorf(codes.Unavailable, "transport: dial %s: %v", p.addr, err)
-	}
-	deadline, _ := ctx.Deadline()
-	f, err := openFramed(conn, deadline, c.maxMessage, c.framedTLS(p.addr))
-	if err != nil {
-		conn.Close()
-		if errors.Is(err, errNoFraming) {
-			return nil, err
-		}
-		return nil, status.Errorf(codes.Unavailable, "transport: framed stream to %s: %v", p.addr, err)
-	}
-	s := newMuxStream(f, func() { conn.Close() }, c.maxMessage, c.maxStreamCalls, c.silent, &c.wg)
-	s.startKeepalive(c.keepaliveTime, c.keepaliveTimeout)
-	return s, nil
-}
-
-// framedTLS returns the TLS config of a framed connection to addr, or nil without TLS: the
-// Client's, naming the host dialed unless it names a server itself, as gRPC's TLS does.
-func (c *Client) framedTLS(addr string) *tls.Config {
-	if c.tls == nil || c.tls.ServerName != "" {
-		return c.tls
-	}
-	cfg := c.tls.Clone()
-	cfg.ServerName = addr
-	if host, _, err := net.SplitHostPort(addr); err == nil {
-		cfg.ServerName = host
-	}
-	return cfg
-}
-
-// getOnStream is Client.Get's call on p: on the stream, or as a unary call to a peer that
-// has no GetStream (one running an older corral during a rolling upgrade).
-func (p *peerConn) getOnStream(ctx context.Context, req *peerpb.GetRequest) (*peerpb.GetResponse, error) {
-	if !p.unaryGets.Load() {
-		s, err := p.stream(ctx)
-		if err == nil {
-			resp, err := s.get(ctx, req)
-			if err == errStaleStream {
-				resp, err = p.getAgain(ctx, req)
-			}
-			if err == errAskUnary {
-				return p.unaryGet(ctx, req) // a large value (ServerConfig.MaxStreamAnswer)
-			}
-			if status.Code(err) != codes.Unimplemented {
-				return resp, err
-			}
-		} else if status.Code(err) != codes.Unimplemented {
-			return nil, err
-		}
-		p.unaryGets.Store(true)
-	}
-	return p.unaryGet(ctx, req)
-}
-
-// getAgain sends a Get again, once, on a new stream, after errStaleStream.
-func (p *peerConn) getAgain(ctx context.Context, req *peerpb.GetRequest) (*peerpb.GetResponse, error) {
-	s, err := p.stream(ctx)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := s.get(ctx, req)
-	if err == errStaleStream {
-		return nil, s.failure()
-	}
-	return resp, err
-}
-
-// closeStream ends p's stream, if any, and any opened after; their calls fail as
-// unreachable.
-func (p *peerConn) closeStream(why error) {
-	p.mu.Lock()
-	p.closed = why
-	p.mu.Unlock()
-	if s := p.mux.Load(); s != nil {
-		s.breakWith(why)
-	}
-}
-
-// startWork counts a goroutine of a stream in wg unless the Client is closed: Close waits
-// for wg, and an Add must not race with that Wait once the count is zero.
-func (c *Client) startWork() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed.Load() {
-		return false
-	}
-	c.wg.Add(1)
-	return true
-}
-
 // errStaleStream is get's answer when its call was the only one on a framed stream and the
 // stream broke from the peer's side before anything was read: the peer closed it while it
 // stood idle — nobody reads a framed stream no call waits on, so that went unseen — as a
@@ -974,8 +374,3 @@ var errStaleStream = errors.New("transport: get stream closed by the peer while 
 
 // errAskUnary is get's answer when the peer asks for a unary call.
 var errAskUnary = errors.New("transport: ask with a unary call")
-
-// errLeft is GetFrom's when the member has left.
-var errLeft = errors.New("transport: the member left")
-
-var errForgotten = fmt.Errorf("transport: connection closed (the member left)")

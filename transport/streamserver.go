@@ -2,15 +2,12 @@ package transport
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/corralcache/corral/transport/peerpb"
@@ -27,11 +24,6 @@ type HitHandler interface {
 	// Get it cannot answer at once, it leaves to Get (ok = false).
 	GetHit(ctx context.Context, req *peerpb.GetRequest) (resp *peerpb.GetResponse, ok bool)
 }
-
-// ErrStreamFull means a peer had more Gets in flight on its stream than the receiver's
-// ServerConfig.MaxStreamCalls: the receiver answered the excess with it and did nothing
-// else. A Client whose MaxStreamCalls is at most the Server's never sees it.
-var ErrStreamFull = errors.New("transport: too many gets in flight on one stream")
 
 // GetStream serves one peer's stream of Gets: each call is served as Handler.Get would
 // serve a unary Get (with its timeout, and until the peer cancels it), and answered on the
@@ -146,7 +138,7 @@ func (ss *serverStream) receive() {
 			continue
 		}
 		if req == nil {
-			ss.fail(id, status.Error(codes.InvalidArgument, ErrInvalidArgument.Error()+": get call without a request"))
+			ss.fail(id, fmt.Errorf("%w: get call without a request", ErrInvalidArgument))
 			continue
 		}
 		if hits != nil {
@@ -161,13 +153,12 @@ func (ss *serverStream) receive() {
 		}
 		ss.mu.Lock()
 		var refuse error
+		full := false
 		switch {
 		case ss.stopping:
-			refuse = status.Error(codes.Unavailable, "transport: server stopping")
+			refuse = unavailable("transport: server stopping")
 		case len(ss.calls) >= p.maxStreamCalls:
-			refuse = withReason(codes.ResourceExhausted,
-				fmt.Sprintf("%v: more than %d (ServerConfig.MaxStreamCalls)", ErrStreamFull, p.maxStreamCalls),
-				peerpb.Reason_REASON_STREAM_FULL)
+			refuse, full = streamFull(p.maxStreamCalls), true
 		default:
 			ss.calls[id] = cancel
 			ss.running.Add(1) // under mu, with stopping unset: never after GetStream's Wait began
@@ -175,7 +166,7 @@ func (ss *serverStream) receive() {
 		ss.mu.Unlock()
 		if refuse != nil {
 			cancel()
-			if status.Code(refuse) == codes.ResourceExhausted {
+			if full {
 				p.onLimit("peer_stream_calls")
 			}
 			ss.fail(id, refuse)
@@ -264,7 +255,7 @@ func (ss *serverStream) answer(id uint64, resp *peerpb.GetResponse, callerMax ui
 		return
 	}
 	if size > limit {
-		ss.fail(id, status.Errorf(codes.ResourceExhausted, "transport: get answer of %d bytes exceeds %s MaxMessageSize %d", size, side, limit))
+		ss.fail(id, oversized("transport: get answer of %d bytes exceeds %s MaxMessageSize %d", size, side, limit))
 		return
 	}
 	ss.push(r, size)
@@ -299,7 +290,7 @@ func (ss *serverStream) answerHit(id uint64, resp *peerpb.GetResponse, callerMax
 		// and at many, one write carries many answers.
 		if err := ss.framed.Queue(r); err != nil {
 			ss.sendMu.Unlock()
-			ss.fail(id, status.Errorf(codes.Internal, "transport: get answer: %v", err))
+			ss.fail(id, internal("transport: get answer: %v", err))
 			return
 		}
 		ss.unflushed = true
@@ -332,10 +323,7 @@ func (ss *serverStream) flushHits() {
 
 // fail answers id with err, a status error (peerService.Get's) or any Handler error.
 func (ss *serverStream) fail(id uint64, err error) {
-	if _, ok := status.FromError(err); !ok {
-		err = toStatus(ss.ctx, err)
-	}
-	r := &peerpb.GetReply{Id: id, Failure: statusFailure(err)}
+	r := &peerpb.GetReply{Id: id, Failure: toFailure(ss.ctx, err)}
 	ss.push(r, proto.Size(r))
 }
 

@@ -164,8 +164,6 @@ var pending = []struct{ file, text string }{
 	{"metrics.go", "metrics of " + "DES" + "IGN.md"},
 	{"breaker.go", "DES" + "IGN's allowed cost"},
 	{"node_test.go", "claim of " + "DES" + "IGN.md"},
-	{"transport/doc.go", "shared/" + "reference/peer-path-study.md"},
-	{"transport/stream.go", "shared/" + "reference/peer-path-study.md"},
 	{"e2e/k8s/promql_test.go", "DES" + "IGN.md's table"},
 	{"e2e/k8s/promql_test.go", "(" + "DES" + "IGN's"},
 }

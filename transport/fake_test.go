@@ -182,6 +182,12 @@ func serveOn(tb testing.TB, h Handler, cfg ServerConfig, lis net.Listener) *Serv
 
 func newClient(tb testing.TB, cfg ClientConfig) *Client {
 	tb.Helper()
+	if cfg.SilentPeerTimeout == 0 {
+		// A test of something else must not read a stall of the busy machine running it —
+		// 300 ms without a turn of the peer's goroutines, under -race — as a silent peer; the
+		// tests of silence set the timeout they test.
+		cfg.SilentPeerTimeout = time.Minute
+	}
 	c, err := NewClient(cfg)
 	if err != nil {
 		tb.Fatal(err)

@@ -113,6 +113,7 @@ func newNamespace(t *testing.T, name string) string {
 		}
 		nd.client.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{})
 	})
+	followLogs(t, name)
 	return name
 }
 

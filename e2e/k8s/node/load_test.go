@@ -222,9 +222,30 @@ func (m *measure) expectClean() result {
 		t.Errorf("%s: %d of %d requests failed, want 0", m.name, r.Failed, r.Requests)
 	}
 	if r.Extra > 0 {
-		t.Errorf("%s: %d extra origin calls for hot keys (%v), want 0", m.name, r.Extra, extra)
+		t.Errorf("%s: %d extra origin calls for hot keys (%v), want 0; the origin's calls of those keys:\n%s",
+			m.name, r.Extra, extra, m.w.callTimes(sortedKeys(extra)))
 	}
 	return r
+}
+
+// callTimes says when the origin was called for keys (its first 8 calls of each), to be read
+// beside the pods' logs.
+func (w *workload) callTimes(keys []string) string {
+	var c struct {
+		Times map[string][]time.Time `json:"times"`
+	}
+	if err := jsonGet("http://"+w.originIP+":9000/counts?times", &c); err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, "  %s:", k)
+		for _, at := range c.Times[k] {
+			fmt.Fprintf(&b, " %s", at.UTC().Format("15:04:05.000"))
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
 }
 
 func contains(list []string, s string) bool {

@@ -265,13 +265,15 @@ func undo() {
 	}
 	// 6. Host paths the node created. /run/containerd/s holds the shims' sockets of every
 	// containerd, Docker's too: only sockets nobody answers on any more are removed.
+	// Docker's shims use that directory too, so whether it existed before says little: it is
+	// removed whenever it is empty.
 	removeStaleShimSockets(s.Started)
+	removeIfEmpty("/run/containerd/s")
+	removeIfEmpty("/run/containerd/runc")
+	removeIfEmpty("/run/containerd")
 	for _, p := range s.Created {
 		unmountUnder(p)
 		if p == "/run/containerd" {
-			removeIfEmpty(filepath.Join(p, "s"))
-			removeIfEmpty(filepath.Join(p, "runc"))
-			removeEmptyTree(p)
 			continue
 		}
 		if err := os.RemoveAll(p); err != nil {
@@ -487,24 +489,6 @@ func removeStaleShimSockets(since time.Time) {
 }
 
 func removeIfEmpty(p string) { syscall.Rmdir(p) }
-
-// removeEmptyTree removes p and the directories below it, as long as they hold nothing else.
-func removeEmptyTree(p string) {
-	var dirs []string
-	filepath.WalkDir(p, func(q string, d fs.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			dirs = append(dirs, q)
-		}
-		return nil
-	})
-	sort.Slice(dirs, func(i, j int) bool { return len(dirs[i]) > len(dirs[j]) })
-	for _, d := range dirs {
-		syscall.Rmdir(d)
-	}
-	if _, err := os.Stat(p); err == nil {
-		logf("undo: %s is not empty, left in place", p)
-	}
-}
 
 func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")

@@ -63,13 +63,19 @@ e2e:
 e2e-faults:
 	cd e2e/faults && $(GO) test -count=1 -timeout 10m -v .
 
-# The chart and k8s:// discovery against a real control plane (e2e/k8s, its own module). build.sh
-# builds etcd, kube-apiserver, kube-controller-manager and helm from Go modules once per version
-# into $HOME/.cache/corral-e2e (about 10 minutes cold, nothing warm); the tests take about a
-# minute. Tests that run containers need Docker (they skip without it, and fail when CI is set).
+# The chart and k8s:// discovery on Kubernetes (e2e/k8s, its own module). build.sh builds the
+# control plane, the node's parts (kubelet, kube-proxy, CoreDNS), kubectl and helm from Go
+# modules once per version into $HOME/.cache/corral-e2e (see e2e/k8s/node/doc.go for the cold
+# times; nothing warm). First the chart against a control plane alone (about a minute; the tests
+# that run containers need Docker); then e2e/k8s/node: a real node (kubelet, Debian's
+# containerd, runc and CNI plugins, CoreDNS, kube-proxy) that runs the chart in server and
+# library mode under load through rollouts, scaling, a drain and crashes, and prints the
+# figures of every scenario (a few minutes warm; needs root). Without what they need the tests
+# skip; with CI set they fail.
 e2e-k8s:
 	e2e/k8s/build.sh >/dev/null
-	cd e2e/k8s && $(GO) test -race -count=1 -timeout 15m ./...
+	cd e2e/k8s && $(GO) test -race -count=1 -timeout 15m .
+	cd e2e/k8s && $(GO) test -race -count=1 -timeout 40m -v ./node
 
 # Rewrites manifests/corral.yaml from the chart (TestManifests keeps them equal).
 manifests:

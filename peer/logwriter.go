@@ -36,6 +36,16 @@ var levelPrefixes = []struct {
 
 var memberlistPrefix = []byte("memberlist: ")
 
+// unreachable are the [ERR] lines memberlist writes when it cannot reach a member. A member
+// that dies (a crashed pod, a node gone) makes every survivor write them until failure
+// detection declares it dead, which memberlist says at Info ("Marking <name> as failed") and
+// corral too ("corral: member failed", with the member's name): they are logged at Warn, as
+// what failure detection is about to settle, not as errors of this member.
+var unreachable = [][]byte{
+	[]byte("Failed fallback TCP ping"), []byte("Push/Pull with "), []byte("Failed to send gossip to "),
+	[]byte("Failed to send UDP ping"), []byte("Failed to send UDP compound ping"), []byte("Failed to send indirect UDP ping"),
+}
+
 func (w logWriter) Write(p []byte) (int, error) {
 	n := len(p)
 	line := bytes.TrimSpace(p)
@@ -47,12 +57,20 @@ func (w logWriter) Write(p []byte) (int, error) {
 			break
 		}
 	}
+	line = bytes.TrimPrefix(line, memberlistPrefix)
+	if level == slog.LevelError {
+		for _, u := range unreachable {
+			if bytes.HasPrefix(line, u) {
+				level = slog.LevelWarn
+				break
+			}
+		}
+	}
 	// Most of memberlist's lines are Debug: check before building the record, so a quiet
 	// logger costs a prefix comparison per line.
 	if !w.logger.Enabled(context.Background(), level) {
 		return n, nil
 	}
-	line = bytes.TrimPrefix(line, memberlistPrefix)
 	w.logger.Log(context.Background(), level, string(line), slog.String("component", "memberlist"))
 	return n, nil
 }

@@ -17,13 +17,17 @@ func TestLogWriter(t *testing.T) {
 	l.Printf("[INFO] memberlist: Marking b as failed")
 	l.Printf("[WARN] memberlist: Refuting a suspect message (from: a)")
 	l.Printf("[ERR] memberlist: Push/Pull with b failed: EOF")
+	l.Printf("[ERR] memberlist: Failed fallback TCP ping: dial tcp 10.1.0.7:7946: connect: connection refused")
+	l.Printf("[ERR] memberlist: Failed to decode ping: bad")
 	l.Printf("[ERROR] something else")
 	l.Printf("no level at all")
 	want := strings.Join([]string{
 		`level=DEBUG msg="Stream connection from=127.0.0.1:1" component=memberlist`,
 		`level=INFO msg="Marking b as failed" component=memberlist`,
 		`level=WARN msg="Refuting a suspect message (from: a)" component=memberlist`,
-		`level=ERROR msg="Push/Pull with b failed: EOF" component=memberlist`,
+		`level=WARN msg="Push/Pull with b failed: EOF" component=memberlist`,
+		`level=WARN msg="Failed fallback TCP ping: dial tcp 10.1.0.7:7946: connect: connection refused" component=memberlist`,
+		`level=ERROR msg="Failed to decode ping: bad" component=memberlist`,
 		`level=ERROR msg="something else" component=memberlist`,
 		`level=INFO msg="no level at all" component=memberlist`,
 	}, "\n") + "\n"

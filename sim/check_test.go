@@ -154,7 +154,7 @@ func (h *history) check() []violation {
 		if g.group != "s" || !errors.Is(g.err, corral.ErrNotFound) {
 			continue
 		}
-		if w, ok := h.lostBy(g); ok {
+		if w, ok := h.lostBy(g); ok && !h.failedOver(g.key, w.start, g.end) {
 			add("lost", "Get(%s) on %s at %v found nothing; the write of generation %d returned at %v", g.key, g.node, g.start, w.gen, w.end)
 		}
 	}
@@ -164,12 +164,12 @@ func (h *history) check() []violation {
 	for _, l := range h.leases {
 		live := 0
 		for _, o := range h.leases {
-			if o.key == l.key && o.start <= l.start && l.start < h.leaseEnd(o) {
+			if o.key == l.key && o.granted <= l.granted && l.granted < h.leaseEnd(o) {
 				live++
 			}
 		}
 		allowed := max(len(owners[l.key]), 1) + h.failovers[l.key] + restarts[l.key] + h.faults["partition side"] + h.faults["pause"]
-		if live > allowed && !h.splitDuring(l.start, l.start) {
+		if live > allowed && !h.splitDuring(l.granted, l.granted) {
 			add("leases", "%d live tokens of %s at %v (the newest granted on %s), allowed %d (owners %d, failovers %d, restarts of its owners %d)",
 				live, l.key, l.start, l.node, allowed, len(owners[l.key]), h.failovers[l.key], restarts[l.key])
 		}
@@ -191,8 +191,8 @@ func (h *history) restartsOfOwners() map[string]int {
 }
 
 // departedForAll reports whether member m was gone (crashed or leaving, with no restart) for
-// the whole of [from, to], and every node live at from had dropped it from its view by then.
-// h.mu must be held.
+// the whole of [from, to], and every node not closed at from — leaving ones too: they still
+// pass writes on — had dropped it from its view by then. h.mu must be held.
 func (h *history) departedForAll(m string, from, to time.Duration) bool {
 	goneSince := time.Duration(-1)
 	for _, e := range h.life {
@@ -212,7 +212,7 @@ func (h *history) departedForAll(m string, from, to time.Duration) bool {
 		return false
 	}
 	for name, views := range h.viewLog {
-		if name == m || !h.liveAt(name, from) {
+		if name == m || h.closedAt(name, from) {
 			continue
 		}
 		var latest []string
@@ -224,6 +224,26 @@ func (h *history) departedForAll(m string, from, to time.Duration) bool {
 		}
 		if latest == nil || slices.Contains(latest, m) {
 			return false
+		}
+	}
+	return true
+}
+
+// closedAt reports whether the node called name had closed (crashed, or its Close returned)
+// at t, and not restarted since. h.mu must be held.
+func (h *history) closedAt(name string, t time.Duration) bool {
+	closed := time.Duration(-1)
+	for _, c := range h.closed {
+		if c.name == name && c.closedAt <= t {
+			closed = max(closed, c.closedAt)
+		}
+	}
+	if closed < 0 {
+		return false
+	}
+	for _, e := range h.life {
+		if e.name == name && !e.gone && e.at > closed && e.at <= t {
+			return false // restarted since
 		}
 	}
 	return true
@@ -276,16 +296,31 @@ func (h *history) splitDuring(from, to time.Duration) bool {
 	return false
 }
 
-// leaseEnd is when token l stopped being live: its FillSet or its lapse, or a completed
-// write of its key that started after its grant (the write revoked it). h.mu must be held.
+// leaseEnd is when token l stopped being surely live: its FillSet or its lapse, or a write
+// of its key that started after its grant and was applied (it revoked it). h.mu must be held.
 func (h *history) leaseEnd(l leaseRec) time.Duration {
 	end := l.end
 	for _, w := range h.writes {
-		if w.key == l.key && w.err == nil && w.start > l.start && w.start < end {
+		var ue *corral.UnreachedError
+		applied := w.err == nil || errors.As(w.err, &ue)
+		if w.key == l.key && applied && w.start > l.start && w.start < end {
 			end = w.start
 		}
 	}
 	return end
+}
+
+// failedOver reports whether a request for key went around its owner (failed over to a
+// successor) between from and to: a value written through the successor while the owner was
+// routed around lives there alone, and the owner, with no source behind group s, has none.
+// h.mu must be held.
+func (h *history) failedOver(key string, from, to time.Duration) bool {
+	for _, at := range h.failoverAt[key] {
+		if at >= from && at <= to {
+			return true
+		}
+	}
+	return false
 }
 
 // longestGet returns how long the longest Get that was not cancelled took.

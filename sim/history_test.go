@@ -120,29 +120,30 @@ type history struct {
 
 	mu sync.Mutex
 	// guards everything below
-	trace     []event
-	fills     []fillRec
-	gets      []getRec
-	writes    []writeRec
-	views     map[string][][]string // every view each node reported, in order
-	groups    map[string]*corral.Group[string]
-	gen       int64 // the source of truth's generation: values are "key@gen"
-	loadRand  *rand.Rand
-	faults    map[string]int // named exceptions to the fill bound, by kind
-	failovers map[string]int // requests that failed over to a key's next owner, by key
-	restarts  map[string]int // per node name
-	healedAt  time.Duration  // when the last fault healed
-	settled   time.Duration  // how long after healedAt the views agreed (-1 = never)
-	nodes     int
-	splits    []split                          // faults that can split the views: partitions, cuts, pauses, lossy links
-	agreed    []span                           // when every node's view held the live nodes, with one ring
-	lastView  map[string][]string              // each node's newest view, for drops; reset on restart
-	drops     []drop                           // a member dropped from a view
-	life      []lifeEvent                      // crashes, leaves and restarts, in order
-	viewLog   map[string][]viewRec             // every view each node reported, with its time
-	closed    []closedGroup                    // groups of nodes that crashed or left
-	sgroups   map[string]*corral.Group[string] // group s (stale-while-revalidate, leases), by node
-	leases    []leaseRec                       // refresh and fill tokens granted in group s
+	trace      []event
+	fills      []fillRec
+	gets       []getRec
+	writes     []writeRec
+	views      map[string][][]string // every view each node reported, in order
+	groups     map[string]*corral.Group[string]
+	gen        int64 // the source of truth's generation: values are "key@gen"
+	loadRand   *rand.Rand
+	faults     map[string]int             // named exceptions to the fill bound, by kind
+	failovers  map[string]int             // requests that failed over to a key's next owner, by key
+	failoverAt map[string][]time.Duration // when each of them did
+	restarts   map[string]int             // per node name
+	healedAt   time.Duration              // when the last fault healed
+	settled    time.Duration              // how long after healedAt the views agreed (-1 = never)
+	nodes      int
+	splits     []split                          // faults that can split the views: partitions, cuts, pauses, lossy links
+	agreed     []span                           // when every node's view held the live nodes, with one ring
+	lastView   map[string][]string              // each node's newest view, for drops; reset on restart
+	drops      []drop                           // a member dropped from a view
+	life       []lifeEvent                      // crashes, leaves and restarts, in order
+	viewLog    map[string][]viewRec             // every view each node reported, with its time
+	closed     []closedGroup                    // groups of nodes that crashed or left
+	sgroups    map[string]*corral.Group[string] // group s (stale-while-revalidate, leases), by node
+	leases     []leaseRec                       // refresh and fill tokens granted in group s
 
 	locks  keyLocks // not guarded by mu: each serialises the writes of one key
 	slocks keyLocks // the same for group s
@@ -326,6 +327,7 @@ func (h *history) run() error {
 	h.groups = map[string]*corral.Group[string]{}
 	h.faults = map[string]int{}
 	h.failovers = map[string]int{}
+	h.failoverAt = map[string][]time.Duration{}
 	h.restarts = map[string]int{}
 	h.viewLog = map[string][]viewRec{}
 	h.sgroups = map[string]*corral.Group[string]{}

@@ -52,6 +52,7 @@ func (l simLog) Handle(_ context.Context, r slog.Record) error {
 	})
 	l.h.mu.Lock()
 	l.h.failovers[key]++
+	l.h.failoverAt[key] = append(l.h.failoverAt[key], l.h.now())
 	l.h.mu.Unlock()
 	l.h.logf(l.node, "failover %s from %s: %s", key, owner, strings.TrimPrefix(r.Message, "corral: "))
 	return nil

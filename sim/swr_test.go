@@ -28,12 +28,15 @@ func (h *history) noSource(node string) corral.LoadFunc[string] {
 	return func(context.Context, string) (string, error) { return "", corral.ErrNotFound }
 }
 
-// leaseRec is one token granted in group s: from when it was granted until its holder's
-// FillSet returned, or it lapsed.
+// leaseRec is one token granted in group s. The owner granted it at some instant between the
+// Lease call's start and its return; it is surely live from the return (granted) until the
+// earliest of the call's start plus its fill time (it lapses leaseFill after the grant), its
+// holder's FillSet, or a write of its key (which revokes it).
 type leaseRec struct {
 	key, node  string
 	token      string
 	start, end time.Duration
+	granted    time.Duration
 }
 
 // swrOp is one request to group s on a random live node: a Get, a write (SetWithExpiry or
@@ -70,7 +73,7 @@ func (h *history) swrOp(r *rand.Rand, k int) {
 			}
 			return
 		}
-		rec := leaseRec{key: key, node: name, token: l.Token, start: start, end: start + leaseFill}
+		rec := leaseRec{key: key, node: name, token: l.Token, start: start, end: start + leaseFill, granted: h.now()}
 		h.logf(name, "lease %s %s %s", key, l.State, l.Token)
 		if r.IntN(2) == 0 {
 			time.Sleep(time.Duration(1+r.IntN(50)) * time.Millisecond) // the build

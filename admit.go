@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/corralcache/corral/internal/version"
 	"github.com/corralcache/corral/transport"
 	"github.com/corralcache/corral/transport/peerpb"
 )
@@ -33,10 +34,10 @@ func (n *Node) admit(ctx context.Context, h *peerpb.Header) error {
 
 // admitHeader is admit's work after the caller's address passed.
 func (n *Node) admitHeader(h *peerpb.Header) error {
-	if err := checkVersion(h.GetClock()); err != nil {
+	if err := version.Check(h.GetClock()); err != nil {
 		return fmt.Errorf("%w: the header's clock: %v", transport.ErrInvalidArgument, err)
 	}
-	n.version.Observe(h.GetClock())
+	n.versions.Observe(h.GetClock())
 	name := h.GetSender()
 	if name == "" || name == n.cfg.Name {
 		return nil

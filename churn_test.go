@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/corralcache/corral/internal/version"
 	"github.com/corralcache/corral/ring"
 )
 
@@ -438,8 +439,8 @@ func TestWriteAboveAVersionTheWriterNeverSaw(t *testing.T) {
 	ctx := context.Background()
 	// The write n1 never heard of: n0 holds it, at a version from a clock an hour ahead.
 	unheard := func(key, v string) {
-		version := uint64(time.Now().Add(time.Hour).UnixMilli())<<16 | clockID("elsewhere")
-		if ok, err := gs[0].local.SetAt(key, v, version); !ok || err != nil {
+		at := version.New("elsewhere", func() time.Time { return time.Now().Add(time.Hour) }).Next()
+		if ok, err := gs[0].local.SetAt(key, v, at); !ok || err != nil {
 			t.Fatalf("SetAt(%s) on n0 = %v, %v", key, ok, err)
 		}
 	}

@@ -11,7 +11,6 @@ import (
 func TestFuzzCorpus(t *testing.T) {
 	fuzzcorpus.Check(t, "FuzzPeerHandler", peerSeeds())
 	fuzzcorpus.Check(t, "FuzzPeerAnswer", answerSeeds())
-	fuzzcorpus.Check(t, "FuzzMergeState", mergeStateSeeds())
 	fuzzcorpus.Check(t, "FuzzCodec", codecSeeds())
 	fuzzcorpus.Check(t, "FuzzParseSecretKeys", secretKeySeeds())
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/maypok86/otter/v2"
 
 	"github.com/corralcache/corral/fill"
+	"github.com/corralcache/corral/internal/version"
 )
 
 // LoadFunc loads the value of a key from the source of truth. It runs on the key's owner
@@ -81,7 +82,7 @@ func NewGroup[V any](n *Node, name string, load LoadFunc[V], opts ...GroupOption
 		NegativeTTL: o.negativeTTL, FillTimeout: o.fillTimeout, MaxBytes: o.maxBytes,
 		Refreshes: n.refreshes, Fills: n.fills, Clock: n.clock, Logger: n.log, Rand: n.randFloat(),
 		OnFill:      func(d time.Duration, err error) { n.metrics.fillDuration.WithLabelValues(name).Observe(d.Seconds()) },
-		NextVersion: n.version.Next, Tombstones: g.tombs, Waits: n.waits.Hook(nil),
+		NextVersion: n.versions.Next, Tombstones: g.tombs, Waits: n.waits.Hook(nil),
 	})
 	if err != nil {
 		return nil, err
@@ -93,7 +94,7 @@ func NewGroup[V any](n *Node, name string, load LoadFunc[V], opts ...GroupOption
 		// worker and back. When that caller leaves, its request ends, and the Gets that
 		// waited on it ask the owner again — which fills once whoever asks.
 		InlineFill:  true,
-		NextVersion: n.version.Next, Tombstones: g.tombs, Waits: n.waits.Hook(n.ownerAddr),
+		NextVersion: n.versions.Next, Tombstones: g.tombs, Waits: n.waits.Hook(n.ownerAddr),
 	})
 	if err == nil {
 		g.hot, err = otter.New(&otter.Options[string, *atomic.Int32]{
@@ -392,38 +393,38 @@ func (g *Group[V]) write(ctx context.Context, key string, local func(version uin
 		return ErrClosed
 	}
 	for redraw := 0; ; redraw++ {
-		drawn := n.version.Next()
-		var version uint64
+		drawn := n.versions.Next()
+		var applied uint64
 		_, err := n.onOwner(ctx, key, false,
-			func() error { var err error; version, err = local(drawn); return err },
+			func() error { var err error; applied, err = local(drawn); return err },
 			func(ctx context.Context, st *memberState) error {
 				var err error
-				version, err = remote(ctx, st, drawn)
+				applied, err = remote(ctx, st, drawn)
 				return err
 			})
 		if err != nil {
 			return g.wrapErr(key, err)
 		}
-		if version == 0 {
+		if applied == 0 {
 			return nil // nothing changed (a FillSet whose lease was not live): nobody to tell
 		}
-		if err := checkVersion(version); err != nil {
+		if err := version.Check(applied); err != nil {
 			return g.wrapErr(key, err) // an owner that answered a version no clock can pass
 		}
-		n.version.Observe(version)
-		n.log.Debug("corral: wrote", "group", g.name, "key", key, "version", version)
-		g.invalidate(key, version) // this node's own copies, in either store
-		unreached, newer := n.tell(ctx, g.name, key, version, []string{n.cfg.Name})
+		n.versions.Observe(applied)
+		n.log.Debug("corral: wrote", "group", g.name, "key", key, "version", applied)
+		g.invalidate(key, applied) // this node's own copies, in either store
+		unreached, newer := n.tell(ctx, g.name, key, applied, []string{n.cfg.Name})
 		if len(unreached) > 0 {
 			return &UnreachedError{Members: unreached, Err: errNotTold}
 		}
 		// A FillSet applied at the owner's own version is kept out by its lease, not by
 		// versions: it is not written again.
-		if newer == 0 || version != drawn || redraw == maxRedraws {
+		if newer == 0 || applied != drawn || redraw == maxRedraws {
 			return nil
 		}
-		n.version.Observe(newer)
-		n.log.Debug("corral: writing again above a newer version", "group", g.name, "key", key, "version", version, "newer", newer)
+		n.versions.Observe(newer)
+		n.log.Debug("corral: writing again above a newer version", "group", g.name, "key", key, "version", applied, "newer", newer)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/corralcache/corral/fill"
+	"github.com/corralcache/corral/internal/version"
 	"github.com/corralcache/corral/transport"
 	"github.com/corralcache/corral/transport/peerpb"
 )
@@ -537,7 +538,7 @@ func (g *Group[V]) storeLocal(key string, v V, token string, e Expiry, drawn uin
 		t.rejected.Add(1)
 		return 0, nil
 	}
-	version := g.node.version.Next()
+	version := g.node.versions.Next()
 	ok, err := g.local.SetFor(key, v, e.fresh(), e.SWR, l.version, version)
 	switch {
 	case err != nil:
@@ -651,7 +652,7 @@ func (g *Group[V]) serveFillSet(ctx context.Context, req *peerpb.FillSetRequest)
 	if err := e.validate(); err != nil {
 		return nil, fmt.Errorf("%w: %v", transport.ErrInvalidArgument, err)
 	}
-	if err := checkVersion(pe.GetVersion()); err != nil {
+	if err := version.Check(pe.GetVersion()); err != nil {
 		return nil, fmt.Errorf("%w: %v", transport.ErrInvalidArgument, err)
 	}
 	v, err := g.codec.Decode(pe.GetValue())
@@ -686,10 +687,10 @@ func (g *Group[V]) leaseFromWire(resp *peerpb.LeaseResponse) (leaseAnswer[V], er
 	}
 	if ans.state == LeaseHit || ans.state == LeaseStale {
 		pe := resp.GetEntry()
-		if err := checkVersion(pe.GetVersion()); err != nil {
+		if err := version.Check(pe.GetVersion()); err != nil {
 			return ans, fmt.Errorf("corral: value of %s/%q from its owner: %w", g.name, pe.GetKey(), err)
 		}
-		g.node.version.Observe(pe.GetVersion())
+		g.node.versions.Observe(pe.GetVersion())
 		e, err := g.decodeEntry(pe)
 		if err != nil {
 			return ans, fmt.Errorf("corral: value of %s/%q from its owner: %w", g.name, pe.GetKey(), err)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/internal/crash"
+	"github.com/corralcache/corral/internal/version"
 	"github.com/corralcache/corral/peer"
 	"github.com/corralcache/corral/ring"
 	"github.com/corralcache/corral/transport"
@@ -44,7 +45,7 @@ type Node struct {
 	peerAddr   string    // the "ip:port" peers dial, fixed at New
 	started    time.Time // when New ran: this life of the member (its gossip meta's StartedAt)
 
-	version   versionClock    // orders writes (see version.go)
+	versions  *version.Clock  // orders writes (package version)
 	breakers  breakers        // peers found unreachable a moment ago (see breaker.go)
 	waits     *fill.WaitGraph // fills waiting on fills, here and through peers
 	strangers strangers       // peers that asked before they were in the view
@@ -116,7 +117,7 @@ func New(cfg Config) (*Node, error) {
 		rand:       newLockedRand(cfg.Rand),
 		started:    time.Now(),
 	}
-	n.version.now, n.version.id = time.Now, clockID(cfg.Name)
+	n.versions = version.New(cfg.Name, time.Now)
 	n.waits = fill.NewWaitGraph(n.resolveWaits)
 	n.recCtx, n.recCancel = context.WithCancel(context.Background())
 	n.breakers.probe = n.probeBreaker
@@ -212,8 +213,8 @@ func New(cfg Config) (*Node, error) {
 		Logger:              n.log,
 		OnChange:            n.setMembers,
 		OnEvent:             n.memberEvent,
-		LocalState:          n.version.localState,
-		MergeState:          n.version.mergeState,
+		LocalState:          n.versions.LocalState,
+		MergeState:          n.versions.MergeState,
 	}
 	if n.rand != nil {
 		pc.Rand = n.rand.child()

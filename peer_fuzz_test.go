@@ -19,6 +19,7 @@ import (
 
 	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/internal/fuzzcorpus"
+	"github.com/corralcache/corral/internal/version"
 	"github.com/corralcache/corral/transport"
 	"github.com/corralcache/corral/transport/peerpb"
 )
@@ -150,7 +151,7 @@ func (fz *fuzzNode) serve(t *testing.T, method int, msg []byte) {
 	defer cancel()
 
 	want := fz.writeSentinels(t, ctx)
-	before := fz.n.version.Now()
+	before := fz.n.versions.Now()
 	var err error
 	var hit *peerpb.GetResponse
 	if method == fuzzGetHit {
@@ -163,7 +164,7 @@ func (fz *fuzzNode) serve(t *testing.T, method int, msg []byte) {
 	if ctx.Err() != nil {
 		t.Fatalf("%s did not answer within 20 s: %v", name, err)
 	}
-	if v := fz.n.version.Next(); v <= before {
+	if v := fz.n.versions.Next(); v <= before {
 		t.Fatalf("%s moved the version clock back: %#x after %#x", name, v, before)
 	}
 	bad, named, writes := fz.judge(req)
@@ -238,8 +239,8 @@ func (fz *fuzzNode) judge(req proto.Message) (bad string, named, writes []groupK
 		}
 	}
 	version := func(what string, v uint64) {
-		if v > maxVersion {
-			reasons = append(reasons, fmt.Sprintf("%s %#x above maxVersion", what, v))
+		if v > version.Max {
+			reasons = append(reasons, fmt.Sprintf("%s %#x above version.Max", what, v))
 		}
 	}
 	header := func(h *peerpb.Header) { version("clock", h.GetClock()) }
@@ -357,7 +358,7 @@ func (fz *fuzzNode) checkSentinels(t *testing.T, ctx context.Context, what strin
 func (fz *fuzzNode) forget(named []groupKey) {
 	for _, gk := range named {
 		if g, ok := fz.n.group(gk.group); ok && fill.CheckKey(gk.key) == nil {
-			g.invalidate(gk.key, fz.n.version.Next())
+			g.invalidate(gk.key, fz.n.versions.Next())
 		}
 	}
 }
@@ -372,7 +373,7 @@ func FuzzPeerAnswer(f *testing.F) {
 		if proto.Unmarshal(msg, &resp) != nil {
 			return
 		}
-		before := fz.n.version.Now()
+		before := fz.n.versions.Now()
 		var state LeaseState
 		var err error
 		if jsonGroup {
@@ -384,7 +385,7 @@ func FuzzPeerAnswer(f *testing.F) {
 			ans, err = fz.str.leaseFromWire(&resp)
 			state = ans.state
 		}
-		if v := fz.n.version.Next(); v <= before {
+		if v := fz.n.versions.Next(); v <= before {
 			t.Fatalf("the answer moved the version clock back: %#x after %#x", v, before)
 		}
 		valued := resp.GetState() == peerpb.LeaseState_LEASE_STATE_HIT || resp.GetState() == peerpb.LeaseState_LEASE_STATE_STALE
@@ -394,8 +395,8 @@ func FuzzPeerAnswer(f *testing.F) {
 			bad = fmt.Sprintf("state %v", resp.GetState())
 		case valued && jsonGroup && json.Unmarshal(resp.GetEntry().GetValue(), new(fuzzValue)) != nil:
 			bad = "a value that is not JSON"
-		case valued && resp.GetEntry().GetVersion() > maxVersion:
-			bad = "a version above maxVersion"
+		case valued && resp.GetEntry().GetVersion() > version.Max:
+			bad = "a version above version.Max"
 		}
 		switch {
 		case bad != "" && err == nil:

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/corralcache/corral/fill"
+	"github.com/corralcache/corral/internal/version"
 	"github.com/corralcache/corral/peer"
 	"github.com/corralcache/corral/transport"
 	"github.com/corralcache/corral/transport/peerpb"
@@ -134,7 +135,7 @@ func (n *Node) exchangeWrites(ctx context.Context, addr string) error {
 		if err != nil {
 			return err
 		}
-		g.applyWrites(resp.GetWrites(), &n.version)
+		g.applyWrites(resp.GetWrites(), n.versions)
 	}
 	return nil
 }
@@ -152,11 +153,11 @@ func (s server) Reconcile(ctx context.Context, req *peerpb.ReconcileRequest) (*p
 		return nil, err
 	}
 	for _, w := range req.GetWrites() {
-		if err := checkVersion(w.GetVersion()); err != nil {
+		if err := version.Check(w.GetVersion()); err != nil {
 			return nil, fmt.Errorf("%w: a write of %q: %v", transport.ErrInvalidArgument, w.GetKey(), err)
 		}
 	}
-	g.applyWrites(req.GetWrites(), &n.version)
+	g.applyWrites(req.GetWrites(), n.versions)
 	resp := &peerpb.ReconcileResponse{Writes: g.writes()}
 	n.reconciledGroup(req.GetHeader().GetSender(), req.GetGroup())
 	return resp, nil
@@ -204,7 +205,7 @@ func (g *Group[V]) writes() []*peerpb.Write {
 }
 
 // applyWrites applies writes another member remembers, as if it had told this node of each.
-func (g *Group[V]) applyWrites(ws []*peerpb.Write, clock *versionClock) {
+func (g *Group[V]) applyWrites(ws []*peerpb.Write, clock *version.Clock) {
 	for _, w := range ws {
 		clock.Observe(w.GetVersion())
 		g.invalidate(string(w.GetKey()), w.GetVersion())

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/corralcache/corral/fill"
+	"github.com/corralcache/corral/internal/version"
 	"github.com/corralcache/corral/transport"
 	"github.com/corralcache/corral/transport/peerpb"
 )
@@ -130,7 +131,7 @@ func (n *Node) header(ctx context.Context) *peerpb.Header { return n.headerWith(
 // headerWith is header with the fill chain given.
 func (n *Node) headerWith(chain []string) *peerpb.Header {
 	v := n.view.Load()
-	h := &peerpb.Header{Sender: v.self, Epoch: v.ring.Epoch(), Clock: n.version.Now(), SenderAddr: n.peerAddr,
+	h := &peerpb.Header{Sender: v.self, Epoch: v.ring.Epoch(), Clock: n.versions.Now(), SenderAddr: n.peerAddr,
 		Leaving: n.leaving.Load(), Started: n.started.UnixNano()}
 	for _, link := range chain {
 		h.Chain = append(h.Chain, []byte(link))
@@ -177,10 +178,10 @@ func (g *Group[V]) askOwner(ctx context.Context, st *memberState, key string) (V
 		return val, err
 	}
 	e := resp.GetEntry()
-	if err := checkVersion(e.GetVersion()); err != nil {
+	if err := version.Check(e.GetVersion()); err != nil {
 		return val, fmt.Errorf("corral: value of %s/%q from %s: %w", g.name, key, st.Name, err)
 	}
-	n.version.Observe(e.GetVersion())
+	n.versions.Observe(e.GetVersion())
 	val, err = g.codec.Decode(e.GetValue())
 	if err != nil {
 		return val, fmt.Errorf("corral: value of %s/%q from %s: %w", g.name, key, st.Name, err)
@@ -290,10 +291,10 @@ func (g *Group[V]) peek(ctx context.Context, st *memberState, key string, waitFi
 	if err != nil {
 		return e, false, false
 	}
-	if !resp.GetFound() || resp.GetEntry().GetStaleForNanos() <= 0 || checkVersion(resp.GetEntry().GetVersion()) != nil {
+	if !resp.GetFound() || resp.GetEntry().GetStaleForNanos() <= 0 || version.Check(resp.GetEntry().GetVersion()) != nil {
 		return e, false, resp.GetFilling()
 	}
-	n.version.Observe(resp.GetEntry().GetVersion())
+	n.versions.Observe(resp.GetEntry().GetVersion())
 	e, err = g.decodeEntry(resp.GetEntry())
 	return e, err == nil, false
 }
@@ -349,13 +350,13 @@ func (n *Node) known() map[string]string {
 }
 
 // tell tells every member this node knows of and told does not list of the write of
-// group/key at version, in parallel, each of them passing it on to the members they know
+// group/key at version v, in parallel, each of them passing it on to the members they know
 // of in turn, and returns the names of the members that could not be told, sorted, and the
-// largest version of the key above version that a member told held (0 when none). The
+// largest version of the key above v that a member told held (0 when none). The
 // write then reaches every member that any member reached knows of: when views disagree
 // for a moment — a member has just joined, say — a member that one view lacks is told by
 // one that has it.
-func (n *Node) tell(ctx context.Context, group, key string, version uint64, told []string) (unreached []string, newer uint64) {
+func (n *Node) tell(ctx context.Context, group, key string, v uint64, told []string) (unreached []string, newer uint64) {
 	known := n.known()
 	all := slices.Clone(told)
 	var targets []string
@@ -389,7 +390,7 @@ func (n *Node) tell(ctx context.Context, group, key string, version uint64, told
 			err := n.untilSilent(ctx, known[name], func(ctx context.Context) error {
 				var err error
 				resp, err = n.client.Invalidate(ctx, known[name], &peerpb.InvalidateRequest{
-					Header: n.header(ctx), Group: group, Key: []byte(key), Version: version, Told: all,
+					Header: n.header(ctx), Group: group, Key: []byte(key), Version: v, Told: all,
 				})
 				return err
 			})
@@ -403,8 +404,8 @@ func (n *Node) tell(ctx context.Context, group, key string, version uint64, told
 				unreached = append(unreached, name)
 			}
 			unreached = append(unreached, resp.GetUnreached()...)
-			if v := resp.GetNewerVersion(); v > version && checkVersion(v) == nil {
-				newer = max(newer, v)
+			if nv := resp.GetNewerVersion(); nv > v && version.Check(nv) == nil {
+				newer = max(newer, nv)
 			}
 		})
 	}

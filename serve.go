@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/corralcache/corral/fill"
+	"github.com/corralcache/corral/internal/version"
 	"github.com/corralcache/corral/ring"
 	"github.com/corralcache/corral/transport"
 	"github.com/corralcache/corral/transport/peerpb"
@@ -17,7 +18,7 @@ import (
 type groupHandle interface {
 	Name() string
 	writes() []*peerpb.Write
-	applyWrites(ws []*peerpb.Write, clock *versionClock)
+	applyWrites(ws []*peerpb.Write, clock *version.Clock)
 	serveGet(ctx context.Context, req *peerpb.GetRequest) (*peerpb.GetResponse, error)
 	serveHeld(ctx context.Context, req *peerpb.GetRequest) (*peerpb.GetResponse, bool)
 	serveSet(ctx context.Context, req *peerpb.SetRequest) (*peerpb.SetResponse, error)
@@ -121,10 +122,10 @@ func (s server) Invalidate(ctx context.Context, req *peerpb.InvalidateRequest) (
 	if err := n.checkKey(key); err != nil {
 		return nil, toWire(err)
 	}
-	if err := checkVersion(req.GetVersion()); err != nil {
+	if err := version.Check(req.GetVersion()); err != nil {
 		return nil, fmt.Errorf("%w: %v", transport.ErrInvalidArgument, err)
 	}
-	n.version.Observe(req.GetVersion())
+	n.versions.Observe(req.GetVersion())
 	// A node that does not have the group holds no copy; it may still know members that do.
 	if g, ok := n.group(req.GetGroup()); ok {
 		g.invalidate(key, req.GetVersion())
@@ -157,10 +158,10 @@ func (s server) Handoff(ctx context.Context, e *peerpb.Entry) (bool, error) {
 	if n.leaving.Load() {
 		return false, fmt.Errorf("%w: %s is leaving", transport.ErrLeaving, n.cfg.Name)
 	}
-	if err := checkVersion(e.GetVersion()); err != nil {
+	if err := version.Check(e.GetVersion()); err != nil {
 		return false, fmt.Errorf("%w: %v", transport.ErrInvalidArgument, err)
 	}
-	n.version.Observe(e.GetVersion())
+	n.versions.Observe(e.GetVersion())
 	g, err := n.handle(e.GetGroup())
 	if err != nil {
 		return false, err
@@ -279,7 +280,7 @@ func (g *Group[V]) serveSet(ctx context.Context, req *peerpb.SetRequest) (*peerp
 	if err := g.node.checkKey(key); err != nil {
 		return nil, toWire(err)
 	}
-	if err := checkVersion(e.GetVersion()); err != nil {
+	if err := version.Check(e.GetVersion()); err != nil {
 		return nil, fmt.Errorf("%w: %v", transport.ErrInvalidArgument, err)
 	}
 	v, err := g.codec.Decode(e.GetValue())
@@ -301,7 +302,7 @@ func (g *Group[V]) serveRemove(ctx context.Context, req *peerpb.RemoveRequest) (
 	if err := g.node.checkKey(key); err != nil {
 		return nil, toWire(err)
 	}
-	if err := checkVersion(req.GetVersion()); err != nil {
+	if err := version.Check(req.GetVersion()); err != nil {
 		return nil, fmt.Errorf("%w: %v", transport.ErrInvalidArgument, err)
 	}
 	version := g.writeVersion(req.GetVersion())
@@ -317,9 +318,9 @@ func (g *Group[V]) serveRemove(ctx context.Context, req *peerpb.RemoveRequest) (
 // drew, or a new one for a writer that sent none.
 func (g *Group[V]) writeVersion(v uint64) uint64 {
 	if v == 0 {
-		return g.node.version.Next()
+		return g.node.versions.Next()
 	}
-	g.node.version.Observe(v)
+	g.node.versions.Observe(v)
 	return v
 }
 

@@ -1,4 +1,4 @@
-package corral
+package version
 
 import (
 	"encoding/binary"
@@ -15,19 +15,28 @@ import (
 // than the clock a well-formed state carries, when that one is in range.
 func FuzzMergeState(f *testing.F) {
 	f.Fuzz(func(t *testing.T, state []byte) {
-		c := versionClock{id: 7, now: time.Now}
+		c := Clock{id: 7, now: time.Now}
 		before := c.Next()
-		c.mergeState(state, true)
+		c.MergeState(state, true)
 		after := c.Next()
 		if after <= before {
 			t.Fatalf("state %x moved the clock back: %#x after %#x", state, after, before)
 		}
 		if len(state) >= 9 && state[0] == stateFormat {
-			if v := binary.BigEndian.Uint64(state[1:9]); v <= maxVersion && after <= v {
+			if v := binary.BigEndian.Uint64(state[1:9]); v <= Max && after <= v {
 				t.Fatalf("state %x: the next version %#x is not past the state's clock %#x", state, after, v)
 			}
 		}
 	})
+}
+
+// fuzzClock is a realistic version: a write at 2025-06-01 12:00 UTC by a node of id 0x2a.
+var fuzzClock = uint64(time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC).UnixMilli())<<16 | 0x2a
+
+// TestFuzzCorpus keeps testdata/fuzz in step with the seeds in code (see package fuzzcorpus;
+// -fuzzcorpus.update writes them).
+func TestFuzzCorpus(t *testing.T) {
+	fuzzcorpus.Check(t, "FuzzMergeState", mergeStateSeeds())
 }
 
 // mergeStateSeeds are FuzzMergeState's seed corpus.

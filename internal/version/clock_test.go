@@ -1,4 +1,4 @@
-package corral
+package version
 
 import (
 	"sync"
@@ -6,17 +6,13 @@ import (
 	"time"
 )
 
-func clockAt(name string, now func() time.Time) *versionClock {
-	return &versionClock{id: clockID(name), now: now}
-}
-
 // Versions order writes by what each node has seen, not by wall clocks: a node whose clock
 // is an hour behind still draws a version above every one it has seen, and one an hour ahead
 // does not make the others' later writes look older once they have seen its versions.
 func TestVersionsIgnoreClockSkew(t *testing.T) {
 	base := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	ahead := clockAt("ahead", func() time.Time { return base.Add(time.Hour) })
-	behind := clockAt("behind", func() time.Time { return base.Add(-time.Hour) })
+	ahead := New("ahead", func() time.Time { return base.Add(time.Hour) })
+	behind := New("behind", func() time.Time { return base.Add(-time.Hour) })
 
 	first := ahead.Next()
 	behind.Observe(first) // it heard of the write (a header, an invalidation, a state exchange)
@@ -34,7 +30,7 @@ func TestVersionsIgnoreClockSkew(t *testing.T) {
 // goroutines draw at once within one millisecond, and carries the node's id in its low byte.
 func TestVersionsIncreaseAndCarryTheID(t *testing.T) {
 	frozen := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	c := clockAt("n0", func() time.Time { return frozen })
+	c := New("n0", func() time.Time { return frozen })
 	const goroutines, each = 8, 1000 // far more than 256 a millisecond: the counter carries
 	out := make([][]uint64, goroutines)
 	var wg sync.WaitGroup
@@ -56,8 +52,8 @@ func TestVersionsIncreaseAndCarryTheID(t *testing.T) {
 				t.Fatalf("version %#x handed out twice", v)
 			}
 			seen[v] = true
-			if v&0xff != clockID("n0") {
-				t.Fatalf("version %#x does not end in the node's id %#x", v, clockID("n0"))
+			if v&0xff != id("n0") {
+				t.Fatalf("version %#x does not end in the node's id %#x", v, id("n0"))
 			}
 		}
 	}
@@ -67,8 +63,8 @@ func TestVersionsIncreaseAndCarryTheID(t *testing.T) {
 // different versions when their ids differ, so every member orders the two writes alike.
 func TestConcurrentWritersDrawDistinctVersions(t *testing.T) {
 	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	a, b := clockAt("n0", func() time.Time { return at }), clockAt("n1", func() time.Time { return at })
-	if clockID("n0") == clockID("n1") {
+	a, b := New("n0", func() time.Time { return at }), New("n1", func() time.Time { return at })
+	if id("n0") == id("n1") {
 		t.Skip("the two names hash to one id")
 	}
 	if va, vb := a.Next(), b.Next(); va == vb {
@@ -80,13 +76,13 @@ func TestConcurrentWritersDrawDistinctVersions(t *testing.T) {
 // them: the wall clock is the floor.
 func TestRestartStartsAboveItsPastVersions(t *testing.T) {
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	before := clockAt("n0", func() time.Time { return now })
+	before := New("n0", func() time.Time { return now })
 	var last uint64
 	for range 100 {
 		last = before.Next()
 	}
 	now = now.Add(time.Second)
-	after := clockAt("n0", func() time.Time { return now })
+	after := New("n0", func() time.Time { return now })
 	if v := after.Next(); v <= last {
 		t.Fatalf("after a restart a second later: %#x ≤ %#x", v, last)
 	}

@@ -46,15 +46,15 @@ func (n *Node) admitHeader(h *peerpb.Header) error {
 		n.firstAsked.CompareAndSwap(0, time.Now().UnixNano())
 	}
 	v := n.view.Load()
-	if _, ok := v.members[name]; ok {
+	if _, ok := v.Members[name]; ok {
 		return nil
 	}
-	switch d, departed := v.departed[name]; {
+	switch d, departed := v.Departed[name]; {
 	case h.GetLeaving():
 		// A member that is leaving is told of nothing (its copies are checked by whoever
 		// pulls them), however long it goes on asking while it drains.
 		n.strangers.forget(name)
-	case departed && h.GetStarted() != 0 && h.GetStarted() == d.started.UnixNano():
+	case departed && h.GetStarted() != 0 && h.GetStarted() == d.Started.UnixNano():
 		// A late message of a life that left this view (declared dead, say, while it was
 		// paused): it is no newcomer. If it lives, it is reconciled when it is back.
 	default:
@@ -78,7 +78,7 @@ func (n *Node) isMemberCaller(ctx context.Context) bool {
 	if !ip.IsValid() {
 		return false
 	}
-	if n.view.Load().memberIPs[ip] {
+	if n.view.Load().MemberIPs[ip] {
 		return true
 	}
 	n.viewMu.Lock()

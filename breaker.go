@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/corralcache/corral/internal/view"
 )
 
 // Failure detection by gossip takes seconds, and longer for a node that is itself cut off:
@@ -123,7 +125,7 @@ func (b *breakers) endSweep() {
 
 // peerDown records that st was found unreachable; the first time, it probes every other
 // member of the view at once and trips the breakers of those that do not answer either.
-func (n *Node) peerDown(ctx context.Context, st *memberState) {
+func (n *Node) peerDown(ctx context.Context, st *view.MemberState) {
 	now := time.Now()
 	if !n.breakers.trip(st.PeerAddr, now) || !n.breakers.startSweep() {
 		return
@@ -131,8 +133,8 @@ func (n *Node) peerDown(ctx context.Context, st *memberState) {
 	defer n.breakers.endSweep()
 	v := n.view.Load()
 	var wg sync.WaitGroup
-	for _, other := range v.members {
-		if other.Name == v.self || other == st || n.breakers.skip(other.PeerAddr, now) {
+	for _, other := range v.Members {
+		if other.Name == v.Self || other == st || n.breakers.skip(other.PeerAddr, now) {
 			continue
 		}
 		wg.Go(func() {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/internal/version"
+	"github.com/corralcache/corral/internal/view"
 )
 
 // LoadFunc loads the value of a key from the source of truth. It runs on the key's owner
@@ -144,15 +145,15 @@ func (g *Group[V]) Get(ctx context.Context, key string) (V, error) {
 	// A key found owned here under this view is stamped with it: its hits skip the owner
 	// lookup (xxhash and a search of the ring, a third of a hit's time) until the view
 	// changes.
-	if val, ok := g.local.GetStamped(ctx, key, v.stamp); ok {
+	if val, ok := g.local.GetStamped(ctx, key, v.Stamp); ok {
 		return val, nil
 	}
-	if v.stopped {
+	if v.Stopped {
 		val, _, err := g.getStopped(ctx, key)
 		return val, err
 	}
-	if v.owner(key) == v.self {
-		val, err := g.local.GetStamping(ctx, key, v.stamp)
+	if v.Owner(key) == v.Self {
+		val, err := g.local.GetStamping(ctx, key, v.Stamp)
 		if err != nil {
 			return val, g.wrapErr(key, err)
 		}
@@ -177,10 +178,10 @@ const (
 // GetWithSource is Get that also says how the value was found (the daemon's X-Corral-Source).
 func (g *Group[V]) GetWithSource(ctx context.Context, key string) (V, Source, error) {
 	v := g.node.view.Load()
-	if v.stopped {
+	if v.Stopped {
 		return g.getStopped(ctx, key)
 	}
-	if v.owner(key) == v.self {
+	if v.Owner(key) == v.Self {
 		e, src, err := g.local.GetEntry(ctx, key)
 		if err != nil {
 			return e.Value, "", g.wrapErr(key, err)
@@ -234,7 +235,7 @@ func (g *Group[V]) getStopped(ctx context.Context, key string) (V, Source, error
 		return val, "", err
 	}
 	_, err := g.node.onOwner(ctx, key, true, func() error { return ErrClosed },
-		func(ctx context.Context, st *memberState) error {
+		func(ctx context.Context, st *view.MemberState) error {
 			var err error
 			val, err = g.askOwner(ctx, st, key)
 			return err
@@ -350,7 +351,7 @@ func (g *Group[V]) Set(ctx context.Context, key string, v V) error {
 	// A Set that finds a newer write at the owner still tells: the copies it makes older are
 	// older than the newer write too.
 	return g.write(ctx, key, func(version uint64) (uint64, error) { _, err := g.local.SetAt(key, v, version); return version, err },
-		func(ctx context.Context, st *memberState, version uint64) (uint64, error) {
+		func(ctx context.Context, st *view.MemberState, version uint64) (uint64, error) {
 			return version, g.node.remoteSet(ctx, st, g.name, key, b, version)
 		})
 }
@@ -364,7 +365,7 @@ func (g *Group[V]) Remove(ctx context.Context, key string) error {
 		return err
 	}
 	return g.write(ctx, key, func(version uint64) (uint64, error) { return version, g.local.RemoveAt(key, version) },
-		func(ctx context.Context, st *memberState, version uint64) (uint64, error) {
+		func(ctx context.Context, st *view.MemberState, version uint64) (uint64, error) {
 			return version, g.node.remoteRemove(ctx, st, g.name, key, version)
 		})
 }
@@ -387,7 +388,7 @@ func (g *Group[V]) Remove(ctx context.Context, key string) error {
 // keeps a late duplicate out), or 0 when nothing changed (that lease was no longer live) —
 // then nobody is told.
 func (g *Group[V]) write(ctx context.Context, key string, local func(version uint64) (uint64, error),
-	remote func(ctx context.Context, st *memberState, version uint64) (uint64, error)) error {
+	remote func(ctx context.Context, st *view.MemberState, version uint64) (uint64, error)) error {
 	n := g.node
 	if n.leaving.Load() {
 		return ErrClosed
@@ -397,7 +398,7 @@ func (g *Group[V]) write(ctx context.Context, key string, local func(version uin
 		var applied uint64
 		_, err := n.onOwner(ctx, key, false,
 			func() error { var err error; applied, err = local(drawn); return err },
-			func(ctx context.Context, st *memberState) error {
+			func(ctx context.Context, st *view.MemberState) error {
 				var err error
 				applied, err = remote(ctx, st, drawn)
 				return err

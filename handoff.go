@@ -24,11 +24,11 @@ const maxHandoffRounds = 4
 func (n *Node) handoff(ctx context.Context) error {
 	v := n.view.Load()
 	excluded := map[string]bool{}
-	r := v.handoffRing(excluded)
+	r := v.HandoffRing(excluded)
 	groups := map[string]groupHandle{}
 	pending := make(map[string][]*peerpb.Entry) // by owner
 	for _, g := range n.groupList() {
-		g.handoffEntries(r, v.self, func(owner string, e *peerpb.Entry) {
+		g.handoffEntries(r, v.Self, func(owner string, e *peerpb.Entry) {
 			groups[e.GetGroup()] = g
 			pending[owner] = append(pending[owner], e)
 		})
@@ -41,7 +41,7 @@ func (n *Node) handoff(ctx context.Context) error {
 			again []*peerpb.Entry // refused, for their next owner
 		)
 		for owner, entries := range pending {
-			st, ok := n.view.Load().members[owner]
+			st, ok := n.view.Load().Members[owner]
 			if !ok {
 				excluded[owner] = true
 				again = append(again, entries...)
@@ -73,7 +73,7 @@ func (n *Node) handoff(ctx context.Context) error {
 			})
 		}
 		wg.Wait()
-		r = n.view.Load().handoffRing(excluded)
+		r = n.view.Load().HandoffRing(excluded)
 		pending = make(map[string][]*peerpb.Entry)
 		for _, e := range again {
 			if owner := r.Owner(string(e.GetKey())); owner != "" {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/internal/version"
+	"github.com/corralcache/corral/internal/view"
 	"github.com/corralcache/corral/transport"
 	"github.com/corralcache/corral/transport/peerpb"
 )
@@ -159,7 +160,7 @@ func (g *Group[V]) Lease(ctx context.Context, key string, o LeaseOptions) (Lease
 				ans, err = g.acquire(ctx, key, o.Fill, until)
 				return err
 			},
-			func(ctx context.Context, st *memberState) error {
+			func(ctx context.Context, st *view.MemberState) error {
 				wait := max(time.Until(until), 0)
 				// The owner may hold the call for wait: give it a deadline past that, so the
 				// client's default call timeout does not read a long wait as a dead owner.
@@ -239,7 +240,7 @@ func (g *Group[V]) store(ctx context.Context, key string, v V, token string, e E
 			stored = version > 0
 			return version, err
 		},
-		func(ctx context.Context, st *memberState, drawn uint64) (uint64, error) {
+		func(ctx context.Context, st *view.MemberState, drawn uint64) (uint64, error) {
 			resp, err := n.client.FillSet(ctx, st.PeerAddr, &peerpb.FillSetRequest{
 				Header: n.header(ctx), Token: token,
 				Entry: &peerpb.Entry{Group: g.name, Key: []byte(key), Value: b,
@@ -355,19 +356,19 @@ func (t *leases) revoke(key string, version uint64) {
 // moved ends the leases of the keys whose owner in v is another member than their owner at
 // grant. A lease this node granted as acting owner (the owner did not answer, or was
 // leaving) stays live when the key is now its own: its holder builds the value here.
-func (t *leases) moved(v *view) {
+func (t *leases) moved(v *view.View) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := time.Now()
 	for key, until := range t.movedAway {
-		if !now.Before(until) || v.owner(key) == v.self {
+		if !now.Before(until) || v.Owner(key) == v.Self {
 			delete(t.movedAway, key)
 		}
 	}
 	for key, l := range t.byKey {
-		switch owner := v.owner(key); owner {
+		switch owner := v.Owner(key); owner {
 		case l.owner:
-		case v.self:
+		case v.Self:
 			l.owner = owner
 		default:
 			t.endLocked(key, l, leaseMovedTo)
@@ -433,7 +434,7 @@ func (g *Group[V]) acquire(ctx context.Context, key string, fillFor time.Duratio
 		if ok { // stale, within its SWR window
 			ans := leaseAnswer[V]{state: LeaseStale, entry: e}
 			if l == nil && !movedAway {
-				ans.token = t.grantLocked(key, false, max(e.Version, g.tombs.Floor(key)), v.owner(key), fillFor).token
+				ans.token = t.grantLocked(key, false, max(e.Version, g.tombs.Floor(key)), v.Owner(key), fillFor).token
 			}
 			t.mu.Unlock()
 			return ans, nil
@@ -444,17 +445,17 @@ func (g *Group[V]) acquire(ctx context.Context, key string, fillFor time.Duratio
 		}
 		if l == nil {
 			floor := g.tombs.Floor(key)
-			if _, movedHere := v.peekCandidates(key, g.node.cfg.PeekWindow, time.Now(), g.node.askedAt()); movedHere {
+			if _, movedHere := v.PeekCandidates(key, g.node.cfg.PeekWindow, time.Now(), g.node.askedAt()); movedHere {
 				// The key's owner changed lately: a member may still hold it. One caller looks
 				// (a warm pull) under a placeholder that keeps the others waiting.
-				ph := t.grantLocked(key, true, floor, v.owner(key), 2*g.node.cfg.PeekTimeout+time.Second)
+				ph := t.grantLocked(key, true, floor, v.Owner(key), 2*g.node.cfg.PeekTimeout+time.Second)
 				t.mu.Unlock()
 				if ans, ok, err := g.pullOrGrant(ctx, key, ph, fillFor); ok || err != nil {
 					return ans, err
 				}
 				continue
 			}
-			token := t.grantLocked(key, false, floor, v.owner(key), fillFor).token
+			token := t.grantLocked(key, false, floor, v.Owner(key), fillFor).token
 			t.mu.Unlock()
 			return leaseAnswer[V]{state: LeaseFill, token: token}, nil
 		}
@@ -532,9 +533,9 @@ func (g *Group[V]) storeLocal(key string, v V, token string, e Expiry, drawn uin
 	t := g.leases
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	view := g.node.view.Load()
+	cur := g.node.view.Load()
 	l := t.byKey[key]
-	if l == nil || l.token != token || view.owner(key) != l.owner {
+	if l == nil || l.token != token || cur.Owner(key) != l.owner {
 		t.rejected.Add(1)
 		return 0, nil
 	}
@@ -558,7 +559,7 @@ func (g *Group[V]) storeLocal(key string, v V, token string, e Expiry, drawn uin
 type leaseHandle interface {
 	serveLease(ctx context.Context, req *peerpb.LeaseRequest) (*peerpb.LeaseResponse, error)
 	serveFillSet(ctx context.Context, req *peerpb.FillSetRequest) (*peerpb.FillSetResponse, error)
-	leasesMoved(v *view)
+	leasesMoved(v *view.View)
 }
 
 var (
@@ -605,7 +606,7 @@ func (s server) leaseGroup(ctx context.Context, h *peerpb.Header, group string) 
 }
 
 // leasesMoved ends, in every group, the leases of keys whose owner changed in v.
-func (n *Node) leasesMoved(v *view) {
+func (n *Node) leasesMoved(v *view.View) {
 	for _, g := range n.groupList() {
 		if lg, ok := g.(leaseHandle); ok {
 			lg.leasesMoved(v)
@@ -613,7 +614,7 @@ func (n *Node) leasesMoved(v *view) {
 	}
 }
 
-func (g *Group[V]) leasesMoved(v *view) { g.leases.moved(v) }
+func (g *Group[V]) leasesMoved(v *view.View) { g.leases.moved(v) }
 
 func (g *Group[V]) serveLease(ctx context.Context, req *peerpb.LeaseRequest) (*peerpb.LeaseResponse, error) {
 	key := string(req.GetKey())

@@ -5,14 +5,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corralcache/corral/internal/view"
 	"github.com/corralcache/corral/peer"
 )
 
 // viewOwnedBy is n's view rebuilt as if the members were ms (self among them or not): the
 // view after a membership change that this test makes up.
-func viewOwnedBy(tb testing.TB, n *Node, ms []peer.Member) *view {
+func viewOwnedBy(tb testing.TB, n *Node, ms []peer.Member) *view.View {
 	tb.Helper()
-	v, _, err := nextView(n.view.Load(), ms, n.ringCfg, time.Now(), n.cfg.PeekWindow, nil)
+	v, _, err := view.Next(n.view.Load(), ms, n.ringCfg, time.Now(), n.cfg.PeekWindow, nil)
 	if err != nil {
 		tb.Fatal(err)
 	}

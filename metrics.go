@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/corralcache/corral/internal/view"
 )
 
 // GroupStats are one group's counters on one node, each monotonic.
@@ -144,9 +146,9 @@ type excludedCollector struct {
 func (c *excludedCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
 func (c *excludedCollector) Collect(ch chan<- prometheus.Metric) {
-	counts := map[string]int{excludedReconciling: 0, excludedPeerTLS: 0, admissionPending: 0, excludedPeerTLSFailed: 0}
+	counts := map[string]int{view.ExcludedReconciling: 0, view.ExcludedPeerTLS: 0, view.ExcludedTLSPending: 0, view.ExcludedTLSFailed: 0}
 	if v := c.n.view.Load(); v != nil {
-		for _, reason := range v.excluded {
+		for _, reason := range v.Excluded {
 			counts[reason]++
 		}
 	}
@@ -210,7 +212,7 @@ func newMetrics(n *Node, reg prometheus.Registerer) (*metrics, error) {
 		Help: "Members in this node's view.",
 	}, func() float64 {
 		if v := n.view.Load(); v != nil {
-			return float64(len(v.list))
+			return float64(len(v.List))
 		}
 		return 0
 	})

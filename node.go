@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -18,6 +17,7 @@ import (
 	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/internal/crash"
 	"github.com/corralcache/corral/internal/version"
+	"github.com/corralcache/corral/internal/view"
 	"github.com/corralcache/corral/peer"
 	"github.com/corralcache/corral/ring"
 	"github.com/corralcache/corral/transport"
@@ -50,7 +50,7 @@ type Node struct {
 	waits     *fill.WaitGraph // fills waiting on fills, here and through peers
 	strangers strangers       // peers that asked before they were in the view
 
-	view atomic.Pointer[view]
+	view atomic.Pointer[view.View]
 	// viewMu serialises view changes (membership callbacks, reconciliations and Close), and
 	// guards members while New sets it and the fields below.
 	viewMu      sync.Mutex
@@ -79,7 +79,7 @@ type Node struct {
 	groups map[string]groupHandle
 
 	leaving   atomic.Bool // Close began: not ready, new writes fail, no hand-off is taken
-	draining  atomic.Bool // handed off: peers get warm pulls only, and this node's own Gets go to other members (view.stopped)
+	draining  atomic.Bool // handed off: peers get warm pulls only, and this node's own Gets go to other members (view.Stopped)
 	left      atomic.Bool // left the gossip cluster: its view is no longer kept up
 	closed    atomic.Bool // Close returned, or the node was killed: every call returns ErrClosed
 	closeOnce sync.Once
@@ -178,11 +178,7 @@ func New(cfg Config) (*Node, error) {
 		cc := fill.NewCoarseClock(time.Millisecond)
 		n.clock, n.stopClock = cc, cc.Stop
 	}
-	self := &memberState{Member: Member{Name: cfg.Name, PeerAddr: peerAddr}}
-	self.gone, self.cancel = context.WithCancel(context.Background())
-	r, _ := ring.New([]string{cfg.Name}, n.ringCfg)
-	n.view.Store(&view{self: cfg.Name, ring: r, stamp: 1, members: map[string]*memberState{cfg.Name: self},
-		list: []Member{self.Member}})
+	n.view.Store(view.Alone(cfg.Name, peerAddr, n.ringCfg))
 
 	var seeds []string
 	for _, s := range cfg.Join {
@@ -295,7 +291,7 @@ func (n *Node) rebuildLocked() {
 	tls := n.cfg.PeerTLS != nil
 	for _, m := range ms {
 		if m.Name != n.cfg.Name && m.Meta.PeerTLS != tls {
-			exclude[m.Name] = excludedPeerTLS
+			exclude[m.Name] = view.ExcludedPeerTLS
 			if !n.warnedTLS[m.Name] {
 				if n.warnedTLS == nil {
 					n.warnedTLS = make(map[string]bool)
@@ -308,7 +304,7 @@ func (n *Node) rebuildLocked() {
 	}
 	n.admitNewcomersLocked(exclude)
 	cur := n.view.Load()
-	nv, gone, err := nextView(cur, ms, n.ringCfg, now, n.cfg.PeekWindow, exclude)
+	nv, gone, err := view.Next(cur, ms, n.ringCfg, now, n.cfg.PeekWindow, exclude)
 	if err != nil {
 		n.log.Error("corral: membership change ignored", "err", err)
 		return
@@ -316,23 +312,23 @@ func (n *Node) rebuildLocked() {
 	n.view.Store(nv)
 	n.leasesMoved(nv)
 	for _, st := range gone {
-		if st.Name == nv.self {
+		if st.Name == nv.Self {
 			continue
 		}
-		st.cancel()
-		if _, still := nv.members[st.Name]; !still || nv.members[st.Name].PeerAddr != st.PeerAddr {
+		st.Cancel()
+		if _, still := nv.Members[st.Name]; !still || nv.Members[st.Name].PeerAddr != st.PeerAddr {
 			n.client.Forget(st.PeerAddr)
 		}
-		if _, still := nv.members[st.Name]; !still {
+		if _, still := nv.Members[st.Name]; !still {
 			// Out of the view, it is no stranger either: a member gone from every view is
 			// not one a write must reach (a new life that asks again is remembered again).
 			n.strangers.forget(st.Name)
 		}
 	}
-	for name, st := range nv.members {
-		_, was := cur.members[name]
-		_, departed := cur.departed[name]
-		if name == nv.self || cur.members[name] == st || (!was && !departed) {
+	for name, st := range nv.Members {
+		_, was := cur.Members[name]
+		_, departed := cur.Departed[name]
+		if name == nv.Self || cur.Members[name] == st || (!was && !departed) {
 			continue
 		}
 		// A name seen before, in a new life (restarted in place, or back after it was
@@ -342,10 +338,10 @@ func (n *Node) rebuildLocked() {
 		n.breakers.reset(st.PeerAddr)
 		n.client.Forget(st.PeerAddr)
 	}
-	if nv.ring.Epoch() != cur.ring.Epoch() {
-		n.log.Info("corral: members changed", "members", len(nv.list), "epoch", nv.ring.Epoch())
+	if nv.Ring.Epoch() != cur.Ring.Epoch() {
+		n.log.Info("corral: members changed", "members", len(nv.List), "epoch", nv.Ring.Epoch())
 		if n.cfg.OnChange != nil {
-			n.cfg.OnChange(slices.Clone(nv.list))
+			n.cfg.OnChange(members(nv))
 		}
 	}
 }
@@ -371,7 +367,7 @@ func (n *Node) PeerAddr() string { return n.peerAddr }
 // fill of a key that the near cache waits on runs.
 func (n *Node) ownerAddr(key string) string {
 	v := n.view.Load()
-	if st, ok := v.members[v.owner(key)]; ok && st.Name != v.self {
+	if st, ok := v.Members[v.Owner(key)]; ok && st.Name != v.Self {
 		return st.PeerAddr
 	}
 	return ""
@@ -399,27 +395,31 @@ func (n *Node) resolveWaits(ctx context.Context, t fill.WaitTarget) ([]fill.Wait
 }
 
 // Members returns the current view, self included, sorted by Name.
-func (n *Node) Members() []Member {
-	v := n.view.Load()
-	out := make([]Member, len(v.list))
-	copy(out, v.list)
+func (n *Node) Members() []Member { return members(n.view.Load()) }
+
+// members returns v's members, sorted by Name.
+func members(v *view.View) []Member {
+	out := make([]Member, len(v.List))
+	for i, m := range v.List {
+		out[i] = Member(m)
+	}
 	return out
 }
 
 // Owner returns the member this node's ring routes key to.
 func (n *Node) Owner(key string) Member {
 	v := n.view.Load()
-	if st, ok := v.members[v.owner(key)]; ok {
-		return st.Member
+	if st, ok := v.Members[v.Owner(key)]; ok {
+		return Member(st.Member)
 	}
 	return Member{}
 }
 
 // Epoch identifies the member set of this node's view: equal views have equal epochs.
-func (n *Node) Epoch() uint64 { return n.view.Load().ring.Epoch() }
+func (n *Node) Epoch() uint64 { return n.view.Load().Ring.Epoch() }
 
 // Shares returns the fraction of the ring each member owns in this node's view.
-func (n *Node) Shares() map[string]float64 { return n.view.Load().ring.Shares() }
+func (n *Node) Shares() map[string]float64 { return n.view.Load().Ring.Shares() }
 
 // Ready reports whether the node serves: not closing. (Joined-ness is the caller's policy:
 // compare len(Members()) with what it expects.)
@@ -476,7 +476,7 @@ func (n *Node) close(ctx context.Context, graceful bool) error {
 		n.stopServing()
 	}
 	if graceful {
-		alone := len(n.view.Load().list) <= 1
+		alone := len(n.view.Load().List) <= 1
 		if !alone {
 			// Hand off before leaving, while peers still route here: the entries are with
 			// their new owners before any Get reaches them there. Members handing off at the
@@ -520,8 +520,8 @@ func (n *Node) close(ctx context.Context, graceful bool) error {
 		}
 	}
 	n.viewMu.Lock()
-	for _, st := range n.view.Load().members {
-		st.cancel()
+	for _, st := range n.view.Load().Members {
+		st.Cancel()
 	}
 	n.viewMu.Unlock()
 	n.stopClock()
@@ -538,9 +538,7 @@ func (n *Node) stopServing() {
 	n.viewMu.Lock()
 	defer n.viewMu.Unlock()
 	n.draining.Store(true)
-	v := *n.view.Load()
-	v.stopped, v.stamp = true, nextStamp(v.stamp)
-	n.view.Store(&v)
+	n.view.Store(n.view.Load().Stop())
 }
 
 func (n *Node) stopTransport(ctx context.Context) {

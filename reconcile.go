@@ -8,6 +8,7 @@ import (
 
 	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/internal/version"
+	"github.com/corralcache/corral/internal/view"
 	"github.com/corralcache/corral/peer"
 	"github.com/corralcache/corral/transport"
 	"github.com/corralcache/corral/transport/peerpb"
@@ -26,12 +27,6 @@ import (
 // it comes back: as long as writes are remembered (fill.DefaultTombstoneTTL), beyond which
 // there is nothing left to exchange.
 const reconcileWindow = fill.DefaultTombstoneTTL
-
-// The reasons a live member is kept out of the ring, as corral_members_excluded says them.
-const (
-	excludedReconciling = "reconciling"
-	excludedPeerTLS     = "peer TLS differs"
-)
 
 // memberFailed notes that a member was declared dead. Called from membership's goroutine,
 // before the view change that drops it.
@@ -73,7 +68,7 @@ func (n *Node) reconcileNewcomersLocked(ms []peer.Member, now time.Time) map[str
 	}
 	out := make(map[string]string, len(n.pending))
 	for name := range n.pending {
-		out[name] = excludedReconciling
+		out[name] = view.ExcludedReconciling
 	}
 	return out
 }

@@ -59,14 +59,14 @@ func TestRestartInPlaceIsReachedAtOnce(t *testing.T) {
 		t.Fatal("the dead member's breaker is not open")
 	}
 
-	oldStart := nodes[0].view.Load().members["n1"].started
+	oldStart := nodes[0].view.Load().Members["n1"].Started
 	n1 := newNode(t, cfg)
 	if _, err := NewGroup(n1, "g", loadOn("n1")); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "n0 sees n1's new life", func() bool {
-		st, ok := nodes[0].view.Load().members["n1"]
-		return ok && !st.started.Equal(oldStart)
+		st, ok := nodes[0].view.Load().Members["n1"]
+		return ok && !st.Started.Equal(oldStart)
 	})
 	key := routedTo("n1", "after")
 	start := time.Now()

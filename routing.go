@@ -10,6 +10,7 @@ import (
 
 	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/internal/version"
+	"github.com/corralcache/corral/internal/view"
 	"github.com/corralcache/corral/transport"
 	"github.com/corralcache/corral/transport/peerpb"
 )
@@ -25,26 +26,26 @@ var errNoMembers = errors.New("corral: no member to route to")
 // With Config.LocalFallback it runs locally instead. It returns the name of the member that
 // ran the operation.
 func (n *Node) onOwner(ctx context.Context, key string, streamed bool, local func() error,
-	remote func(context.Context, *memberState) error) (string, error) {
+	remote func(context.Context, *view.MemberState) error) (string, error) {
 	v := n.view.Load()
-	r := v.ring
+	r := v.Ring
 	fallback := n.cfg.LocalFallback
-	if v.stopped {
+	if v.Stopped {
 		// This node serves nothing itself any more: the key's owner among the others.
-		r, fallback = r.Without(v.self), false
+		r, fallback = r.Without(v.Self), false
 	}
 	for {
 		owner := r.Owner(key)
-		if owner == "" && v.stopped {
+		if owner == "" && v.Stopped {
 			return "", ErrClosed // no other member to ask
 		}
 		if owner == "" {
 			return "", errNoMembers
 		}
-		if owner == v.self {
+		if owner == v.Self {
 			return owner, local()
 		}
-		st, ok := v.members[owner]
+		st, ok := v.Members[owner]
 		if !ok {
 			r = r.Without(owner)
 			continue
@@ -53,7 +54,7 @@ func (n *Node) onOwner(ctx context.Context, key string, streamed bool, local fun
 			// Found unreachable a moment ago (breaker.go): do not wait on it again.
 			n.log.Debug("corral: owner unreachable a moment ago, asking its successor", "owner", owner, "key", key)
 			if fallback {
-				return v.self, local()
+				return v.Self, local()
 			}
 			r = r.Without(owner)
 			continue
@@ -72,7 +73,7 @@ func (n *Node) onOwner(ctx context.Context, key string, streamed bool, local fun
 			n.peerDown(ctx, st)
 		}
 		if fallback {
-			return v.self, local()
+			return v.Self, local()
 		}
 		r = r.Without(owner)
 	}
@@ -85,13 +86,13 @@ func (n *Node) onOwner(ctx context.Context, key string, streamed bool, local fun
 // ends when the member leaves the view, so that a request to a member found dead fails over
 // at once rather than at its deadline, and is given up once the member has gone silent
 // (untilSilent). A silent owner costs at most twice SilentPeerTimeout either way.
-func (n *Node) callPeer(ctx context.Context, st *memberState, streamed bool, call func(context.Context, *memberState) error) error {
+func (n *Node) callPeer(ctx context.Context, st *view.MemberState, streamed bool, call func(context.Context, *view.MemberState) error) error {
 	if streamed {
 		return call(ctx, st)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stop := context.AfterFunc(st.gone, cancel)
+	stop := context.AfterFunc(st.Gone, cancel)
 	defer stop()
 	return n.untilSilent(ctx, st.PeerAddr, func(ctx context.Context) error { return call(ctx, st) })
 }
@@ -115,11 +116,11 @@ func (n *Node) probe() *peerpb.GetRequest {
 }
 
 // failover reports whether a request to st that failed with err goes to the next owner.
-func (n *Node) failover(ctx context.Context, st *memberState, err error) bool {
+func (n *Node) failover(ctx context.Context, st *view.MemberState, err error) bool {
 	if ctx.Err() != nil {
 		return false // the caller gave up: not the owner's fault
 	}
-	return st.gone.Err() != nil || transport.IsUnreachable(err) ||
+	return st.Gone.Err() != nil || transport.IsUnreachable(err) ||
 		errors.Is(err, transport.ErrLeaving) || errors.Is(err, transport.ErrUnknownGroup) ||
 		errors.Is(err, transport.ErrNotMember) // it does not know this node yet: it has just joined
 }
@@ -131,7 +132,7 @@ func (n *Node) header(ctx context.Context) *peerpb.Header { return n.headerWith(
 // headerWith is header with the fill chain given.
 func (n *Node) headerWith(chain []string) *peerpb.Header {
 	v := n.view.Load()
-	h := &peerpb.Header{Sender: v.self, Epoch: v.ring.Epoch(), Clock: n.versions.Now(), SenderAddr: n.peerAddr,
+	h := &peerpb.Header{Sender: v.Self, Epoch: v.Ring.Epoch(), Clock: n.versions.Now(), SenderAddr: n.peerAddr,
 		Leaving: n.leaving.Load(), Started: n.started.UnixNano()}
 	for _, link := range chain {
 		h.Chain = append(h.Chain, []byte(link))
@@ -154,7 +155,7 @@ func (g *Group[V]) fetch(ctx context.Context, key string) (V, error) {
 			val, err = g.local.Get(fill.Outer(ctx), key)
 			return err
 		},
-		func(ctx context.Context, st *memberState) error {
+		func(ctx context.Context, st *view.MemberState) error {
 			var err error
 			val, err = g.askOwner(ctx, st, key)
 			return err
@@ -168,10 +169,10 @@ func (g *Group[V]) fetch(ctx context.Context, key string) (V, error) {
 // askOwner asks st, the key's owner, for the value of key on the owner's stream. Under a
 // near-cache fill's ctx it also says what the fill keeps: a near copy at the owner's version,
 // for a hot key.
-func (g *Group[V]) askOwner(ctx context.Context, st *memberState, key string) (V, error) {
+func (g *Group[V]) askOwner(ctx context.Context, st *view.MemberState, key string) (V, error) {
 	var val V
 	n := g.node
-	resp, err := n.client.GetFrom(ctx, st.PeerAddr, st.gone.Done(), &peerpb.GetRequest{
+	resp, err := n.client.GetFrom(ctx, st.PeerAddr, st.Gone.Done(), &peerpb.GetRequest{
 		Header: n.headerWith(fill.OuterChain(ctx)), Group: g.name, Key: []byte(key),
 	})
 	if err != nil {
@@ -204,14 +205,14 @@ const maxWidePeek = 64
 func (g *Group[V]) warmPull(ctx context.Context, key string) (fill.Entry[V], bool) {
 	n := g.node
 	v := n.view.Load()
-	cands, moved := v.peekCandidates(key, n.cfg.PeekWindow, time.Now(), n.askedAt())
+	cands, moved := v.PeekCandidates(key, n.cfg.PeekWindow, time.Now(), n.askedAt())
 	if !moved {
 		return fill.Entry[V]{}, false
 	}
 	if e, ok := g.peekAll(ctx, key, cands); ok {
 		return e, true
 	}
-	rest := v.others(cands)
+	rest := v.Others(cands)
 	if len(rest) > maxWidePeek {
 		rest = rest[:maxWidePeek]
 	}
@@ -225,9 +226,9 @@ func (g *Group[V]) warmPull(ctx context.Context, key string) (fill.Entry[V], boo
 // filling it — acting owners of the key while its owner was down, as when a crashed owner
 // comes back before its successor's fill ends — those are asked again to wait for their
 // fill, within ctx (the fill's own bound), so that the key is loaded once, not twice.
-func (g *Group[V]) peekAll(ctx context.Context, key string, sts []*memberState) (fill.Entry[V], bool) {
+func (g *Group[V]) peekAll(ctx context.Context, key string, sts []*view.MemberState) (fill.Entry[V], bool) {
 	now := time.Now()
-	sts = slices.DeleteFunc(slices.Clone(sts), func(st *memberState) bool { return g.node.breakers.skip(st.PeerAddr, now) })
+	sts = slices.DeleteFunc(slices.Clone(sts), func(st *view.MemberState) bool { return g.node.breakers.skip(st.PeerAddr, now) })
 	if len(sts) == 0 {
 		return fill.Entry[V]{}, false
 	}
@@ -243,13 +244,13 @@ func (g *Group[V]) peekAll(ctx context.Context, key string, sts []*memberState) 
 
 // peekEach asks the members of sts at once, as peekAll says, and returns the first entry
 // found, or else the members that said they were filling the key.
-func (g *Group[V]) peekEach(ctx context.Context, key string, sts []*memberState, waitFill bool) (fill.Entry[V], bool, []*memberState) {
+func (g *Group[V]) peekEach(ctx context.Context, key string, sts []*view.MemberState, waitFill bool) (fill.Entry[V], bool, []*view.MemberState) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type answer struct {
 		e       fill.Entry[V]
 		ok      bool
-		filling *memberState
+		filling *view.MemberState
 	}
 	answers := make(chan answer, len(sts)) // never blocks a sender
 	var wg sync.WaitGroup
@@ -265,7 +266,7 @@ func (g *Group[V]) peekEach(ctx context.Context, key string, sts []*memberState,
 	}
 	go func() { wg.Wait(); close(answers) }()
 	floor := g.tombs.Floor(key)
-	var filling []*memberState
+	var filling []*view.MemberState
 	for a := range answers {
 		if a.ok && a.e.Version >= floor {
 			g.node.log.Debug("corral: warm pull found a copy", "group", g.name, "key", key, "version", a.e.Version)
@@ -283,7 +284,7 @@ func (g *Group[V]) peekEach(ctx context.Context, key string, sts []*memberState,
 
 // peek asks st for an entry of key it holds, without letting it fill; with waitFill, st
 // first waits for a fill of key it runs. filling reports that st found none but runs a fill.
-func (g *Group[V]) peek(ctx context.Context, st *memberState, key string, waitFill bool) (e fill.Entry[V], ok, filling bool) {
+func (g *Group[V]) peek(ctx context.Context, st *view.MemberState, key string, waitFill bool) (e fill.Entry[V], ok, filling bool) {
 	n := g.node
 	resp, err := n.client.Get(ctx, st.PeerAddr, &peerpb.GetRequest{
 		Header: n.headerWith(fill.OuterChain(ctx)), Group: g.name, Key: []byte(key), Peek: true, WaitFill: waitFill,
@@ -299,14 +300,14 @@ func (g *Group[V]) peek(ctx context.Context, st *memberState, key string, waitFi
 	return e, err == nil, false
 }
 
-func (n *Node) remoteSet(ctx context.Context, st *memberState, group, key string, value []byte, version uint64) error {
+func (n *Node) remoteSet(ctx context.Context, st *view.MemberState, group, key string, value []byte, version uint64) error {
 	_, err := n.client.Set(ctx, st.PeerAddr, &peerpb.SetRequest{
 		Header: n.header(ctx), Entry: &peerpb.Entry{Group: group, Key: []byte(key), Value: value, Version: version},
 	})
 	return err
 }
 
-func (n *Node) remoteRemove(ctx context.Context, st *memberState, group, key string, version uint64) error {
+func (n *Node) remoteRemove(ctx context.Context, st *view.MemberState, group, key string, version uint64) error {
 	_, err := n.client.Remove(ctx, st.PeerAddr, &peerpb.RemoveRequest{
 		Header: n.header(ctx), Group: group, Key: []byte(key), Version: version,
 	})
@@ -318,9 +319,9 @@ func (n *Node) remoteRemove(ctx context.Context, st *memberState, group, key str
 // and the strangers that asked it for keys before they were in its view.
 func (n *Node) known() map[string]string {
 	v := n.view.Load()
-	out := make(map[string]string, len(v.members))
-	for name, st := range v.members {
-		if v.excluded[name] != excludedPeerTLS { // it cannot be reached, nor hold this node's copies
+	out := make(map[string]string, len(v.Members))
+	for name, st := range v.Members {
+		if v.Excluded[name] != view.ExcludedPeerTLS { // it cannot be reached, nor hold this node's copies
 			out[name] = st.PeerAddr
 		}
 	}
@@ -340,7 +341,7 @@ func (n *Node) known() map[string]string {
 			out[name] = addr
 		}
 	}
-	delete(out, v.self)
+	delete(out, v.Self)
 	for name, addr := range out {
 		if addr == "" {
 			delete(out, name)

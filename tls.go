@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/corralcache/corral/internal/view"
 )
 
 // With Config.PeerTLS, both ends of every peer connection present a certificate, and each
@@ -201,10 +203,10 @@ func (n *Node) certNamesMember(leaf *x509.Certificate, ip string) bool {
 		ips[hostOf(peerAddr)], ips[hostOf(gossipAddr)] = true, true
 	}
 	if v := n.view.Load(); v != nil { // nil for a handshake while New still runs
-		for name, st := range v.members {
+		for name, st := range v.Members {
 			add(name, st.PeerAddr, st.GossipAddr)
 		}
-		for name, d := range v.departed {
+		for name, d := range v.Departed {
 			add(name, d.PeerAddr, d.GossipAddr)
 		}
 	}
@@ -243,8 +245,8 @@ func (n *Node) admitTLS(name, addr string) {
 			break
 		}
 		n.viewMu.Lock()
-		if n.unadmitted[name] == admissionPending {
-			n.unadmitted[name] = excludedPeerTLSFailed
+		if n.unadmitted[name] == view.ExcludedTLSPending {
+			n.unadmitted[name] = view.ExcludedTLSFailed
 			n.log.Warn("corral: a member's peer port does not complete mutual TLS with this node: it is not an owner here until it does",
 				"member", name, "peer_addr", addr)
 			n.rebuildLocked()
@@ -276,12 +278,6 @@ func (n *Node) admitTLS(name, addr string) {
 	n.rebuildLocked()
 }
 
-// The reasons a member is kept out of the ring while its TLS is not checked.
-const (
-	admissionPending      = "peer TLS not checked yet"
-	excludedPeerTLSFailed = "peer TLS failed"
-)
-
 // admitNewcomersLocked starts a TLS check of every member of the view this node has not
 // checked yet, and returns the ones that are not admitted, with why. Without PeerTLS there is
 // nothing to check. n.viewMu must be held.
@@ -302,7 +298,7 @@ func (n *Node) admitNewcomersLocked(exclude map[string]string) {
 			n.unadmitted = make(map[string]string)
 		}
 		if _, checking := n.unadmitted[m.Name]; !checking {
-			n.unadmitted[m.Name] = admissionPending
+			n.unadmitted[m.Name] = view.ExcludedTLSPending
 			name, addr := m.Name, m.Meta.PeerAddr
 			n.recWG.Go(func() { n.admitTLS(name, addr) })
 		}

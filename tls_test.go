@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/corralcache/corral/internal/testpki"
+	"github.com/corralcache/corral/internal/view"
 )
 
 var gossipKey = []byte("0123456789abcdef")
@@ -60,9 +61,9 @@ func TestPeerTLSMixedConfigurationsFailSafe(t *testing.T) {
 		name, reason string
 		tls          func(ca *testpki.CA) *tls.Config
 	}{
-		{"no TLS", excludedPeerTLS, func(*testpki.CA) *tls.Config { return nil }},
-		{"another CA", excludedPeerTLSFailed, func(*testpki.CA) *tls.Config { return testpki.NewCA(t, "other").TLSConfig(t, pod("n2")) }},
-		{"names no member", excludedPeerTLSFailed, func(ca *testpki.CA) *tls.Config { return ca.TLSConfig(t, "intruder.example.com") }},
+		{"no TLS", view.ExcludedPeerTLS, func(*testpki.CA) *tls.Config { return nil }},
+		{"another CA", view.ExcludedTLSFailed, func(*testpki.CA) *tls.Config { return testpki.NewCA(t, "other").TLSConfig(t, pod("n2")) }},
+		{"names no member", view.ExcludedTLSFailed, func(ca *testpki.CA) *tls.Config { return ca.TLSConfig(t, "intruder.example.com") }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

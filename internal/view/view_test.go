@@ -1,4 +1,4 @@
-package corral
+package view
 
 import (
 	"fmt"
@@ -21,7 +21,7 @@ func members(names ...string) []peer.Member {
 	return ms
 }
 
-func names2(sts []*memberState) []string {
+func names2(sts []*MemberState) []string {
 	var out []string
 	for _, st := range sts {
 		out = append(out, st.Name)
@@ -41,18 +41,18 @@ func TestPeekCandidates(t *testing.T) {
 	// d joins a, b and c, which started before it: keys d now owns were owned on the ring
 	// without d.
 	t0 := time.Unix(1000, 0)
-	v0 := &view{self: "d", ring: solo, members: map[string]*memberState{}}
-	v1, _, err := nextView(v0, members("a", "b", "c", "d"), rc, t0, window, nil)
+	v0 := &View{Self: "d", Ring: solo, Members: map[string]*MemberState{}}
+	v1, _, err := Next(v0, members("a", "b", "c", "d"), rc, t0, window, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	without, _ := ring.New([]string{"a", "b", "c"}, rc)
 	checked := 0
 	for _, key := range keys {
-		if v1.ring.Owner(key) != "d" {
+		if v1.Ring.Owner(key) != "d" {
 			continue
 		}
-		got, moved := v1.peekCandidates(key, window, t0.Add(time.Second), time.Time{})
+		got, moved := v1.PeekCandidates(key, window, t0.Add(time.Second), time.Time{})
 		if !moved || !slices.Contains(names2(got), without.Owner(key)) {
 			t.Fatalf("%q: candidates %v (moved %v), want %s among them", key, names2(got), moved, without.Owner(key))
 		}
@@ -62,16 +62,16 @@ func TestPeekCandidates(t *testing.T) {
 		t.Fatal("d owns no key")
 	}
 	// Past the window: nobody is asked.
-	if got, moved := v1.peekCandidates(keys[0], window, t0.Add(2*time.Minute), time.Time{}); got != nil || moved {
+	if got, moved := v1.PeekCandidates(keys[0], window, t0.Add(2*time.Minute), time.Time{}); got != nil || moved {
 		t.Fatalf("past the window: %v %v", names2(got), moved)
 	}
 
 	// Long after, e joins: d asks for no key it owned before and still owns.
 	t1 := t0.Add(time.Hour)
-	v2, _, _ := nextView(v1, members("a", "b", "c", "d", "e"), rc, t1, window, nil)
+	v2, _, _ := Next(v1, members("a", "b", "c", "d", "e"), rc, t1, window, nil)
 	for _, key := range keys {
-		if v1.ring.Owner(key) == "d" && v2.ring.Owner(key) == "d" {
-			if got, moved := v2.peekCandidates(key, window, t1.Add(time.Second), time.Time{}); len(got) != 0 || moved {
+		if v1.Ring.Owner(key) == "d" && v2.Ring.Owner(key) == "d" {
+			if got, moved := v2.PeekCandidates(key, window, t1.Add(time.Second), time.Time{}); len(got) != 0 || moved {
 				t.Fatalf("%q: d owned it before and still asks %v", key, names2(got))
 			}
 		}
@@ -80,16 +80,16 @@ func TestPeekCandidates(t *testing.T) {
 	// Then a leaves: the keys d takes over from it name a — departed, still known, with its
 	// address — and so do those of overlapping changes before it.
 	t2 := t1.Add(10 * time.Second)
-	v3, _, _ := nextView(v2, members("b", "c", "d", "e"), rc, t2, window, nil)
-	if _, ok := v3.departed["a"]; !ok {
+	v3, _, _ := Next(v2, members("b", "c", "d", "e"), rc, t2, window, nil)
+	if _, ok := v3.Departed["a"]; !ok {
 		t.Fatal("a is not remembered as departed")
 	}
 	checked = 0
 	for _, key := range keys {
-		if v2.ring.Owner(key) != "a" || v3.ring.Owner(key) != "d" {
+		if v2.Ring.Owner(key) != "a" || v3.Ring.Owner(key) != "d" {
 			continue
 		}
-		got, moved := v3.peekCandidates(key, window, t2.Add(time.Second), time.Time{})
+		got, moved := v3.PeekCandidates(key, window, t2.Add(time.Second), time.Time{})
 		if !moved || !slices.Contains(names2(got), "a") || got[0].PeerAddr != "a:2" {
 			t.Fatalf("%q: candidates %v, want a first", key, names2(got))
 		}
@@ -99,9 +99,9 @@ func TestPeekCandidates(t *testing.T) {
 		t.Fatal("no key moved from a to d")
 	}
 	// A departed member is forgotten after the window, and so are old rings.
-	v4, _, _ := nextView(v3, members("b", "c", "d", "e", "f"), rc, t2.Add(2*time.Minute), window, nil)
-	if _, ok := v4.departed["a"]; ok || len(v4.history) != 1 {
-		t.Fatalf("after the window: departed %v, %d rings", v4.departed, len(v4.history))
+	v4, _, _ := Next(v3, members("b", "c", "d", "e", "f"), rc, t2.Add(2*time.Minute), window, nil)
+	if _, ok := v4.Departed["a"]; ok || len(v4.history) != 1 {
+		t.Fatalf("after the window: departed %v, %d rings", v4.Departed, len(v4.history))
 	}
 }
 
@@ -110,8 +110,8 @@ func TestPeekCandidates(t *testing.T) {
 func TestFoundingMemberHasNotJoined(t *testing.T) {
 	rc := ring.DefaultConfig()
 	solo, _ := ring.New([]string{"a"}, rc)
-	v0 := &view{self: "a", ring: solo, members: map[string]*memberState{}}
-	v1, _, _ := nextView(v0, members("a", "b"), rc, time.Unix(1000, 0), time.Minute, nil)
+	v0 := &View{Self: "a", Ring: solo, Members: map[string]*MemberState{}}
+	v1, _, _ := Next(v0, members("a", "b"), rc, time.Unix(1000, 0), time.Minute, nil)
 	if !v1.joined.IsZero() {
 		t.Fatal("the oldest member counts as joined")
 	}
@@ -124,28 +124,28 @@ func TestFoundingMemberHasNotJoined(t *testing.T) {
 func TestJoinedCountsFromFirstAsked(t *testing.T) {
 	rc := ring.DefaultConfig()
 	solo, _ := ring.New([]string{"c"}, rc)
-	v0 := &view{self: "c", ring: solo, members: map[string]*memberState{}}
+	v0 := &View{Self: "c", Ring: solo, Members: map[string]*MemberState{}}
 	t0 := time.Unix(1000, 0)
-	v1, _, _ := nextView(v0, members("a", "b", "c"), rc, t0, time.Minute, nil)
+	v1, _, _ := Next(v0, members("a", "b", "c"), rc, t0, time.Minute, nil)
 	if v1.joined != t0 {
 		t.Fatalf("joined = %v, want %v", v1.joined, t0)
 	}
 	var key string
 	for i := 0; key == "" && i < 10000; i++ {
-		if k := fmt.Sprint("k", i); v1.ring.Owner(k) == "c" {
+		if k := fmt.Sprint("k", i); v1.Ring.Owner(k) == "c" {
 			key = k
 		}
 	}
 	later := t0.Add(90 * time.Second)
-	if _, moved := v1.peekCandidates(key, time.Minute, later, time.Time{}); moved {
+	if _, moved := v1.PeekCandidates(key, time.Minute, later, time.Time{}); moved {
 		t.Fatal("a key asked for past the window, never asked by others, counts as moved")
 	}
-	got, moved := v1.peekCandidates(key, time.Minute, later, t0.Add(80*time.Second))
-	want := v1.ring.Without("c").Owner(key)
+	got, moved := v1.PeekCandidates(key, time.Minute, later, t0.Add(80*time.Second))
+	want := v1.Ring.Without("c").Owner(key)
 	if !moved || len(got) != 1 || got[0].Name != want {
 		t.Fatalf("asked 10s ago: candidates %v (moved %v), want [%s]", names2(got), moved, want)
 	}
-	if _, moved := v1.peekCandidates(key, time.Minute, later.Add(time.Minute), t0.Add(80*time.Second)); moved {
+	if _, moved := v1.PeekCandidates(key, time.Minute, later.Add(time.Minute), t0.Add(80*time.Second)); moved {
 		t.Fatal("past the window after the first ask, the key counts as moved")
 	}
 }

@@ -3,7 +3,6 @@ package corral
 import (
 	"context"
 	"fmt"
-	"net"
 	"slices"
 	"time"
 
@@ -97,16 +96,4 @@ func (n *Node) isMemberCaller(ctx context.Context) bool {
 		}
 	}
 	return false
-}
-
-// hostOf returns the IP of an "ip:port" address, canonical, or "".
-func hostOf(addr string) string {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return ""
-	}
-	if ip := net.ParseIP(host); ip != nil {
-		return ip.String()
-	}
-	return host
 }

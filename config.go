@@ -15,6 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/corralcache/corral/memnet"
+
+	"github.com/corralcache/corral/internal/peertls"
 )
 
 // Config configures New. The zero value of every field means its default; DefaultConfig
@@ -207,7 +209,7 @@ func (c *Config) validate() error {
 	default:
 		return fmt.Errorf("corral: SecretKey of %d bytes: want 16, 24 or 32", len(c.SecretKey))
 	}
-	if err := checkPeerTLS(c.PeerTLS); err != nil {
+	if err := peertls.Check(c.PeerTLS); err != nil {
 		return err
 	}
 	for _, f := range []struct {

@@ -9,6 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/corralcache/corral/internal/view"
+
+	"github.com/corralcache/corral/internal/peertls"
 )
 
 // GroupStats are one group's counters on one node, each monotonic.
@@ -200,7 +202,7 @@ func newMetrics(n *Node, reg prometheus.Registerer) (*metrics, error) {
 	}
 	// Every reason is exported from the start, at 0, so that an alert on a rise needs no
 	// first occurrence to see.
-	for _, r := range []string{refusedNonMember, refusedNoCertificate, refusedExpired, refusedAuthority, refusedBadCert, refusedNotAMember} {
+	for _, r := range append([]string{refusedNonMember}, peertls.Reasons...) {
 		m.refused.WithLabelValues(r)
 	}
 	gc := &groupCollector{n: n}

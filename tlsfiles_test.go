@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/corralcache/corral/internal/peertls"
 	"github.com/corralcache/corral/internal/testpki"
 )
 
@@ -133,11 +134,11 @@ func TestPeerTLSFromFilesRotation(t *testing.T) {
 		}
 		getAll(step.name)
 	}
-	before := metricWithLabel(t, reg, "corral_peer_requests_refused_total", refusedAuthority)
+	before := metricWithLabel(t, reg, "corral_peer_requests_refused_total", peertls.RefusedAuthority)
 	if _, err := knock(t, nodes[0].PeerAddr(), asMember, asMemberKey); err == nil {
 		t.Fatal("a certificate of the dropped CA was accepted")
 	}
-	if got := metricWithLabel(t, reg, "corral_peer_requests_refused_total", refusedAuthority); got != before+1 {
+	if got := metricWithLabel(t, reg, "corral_peer_requests_refused_total", peertls.RefusedAuthority); got != before+1 {
 		t.Errorf("refusals for an unknown authority went from %v to %v, want one more", before, got)
 	}
 	newMember, newMemberKey := ca2.Issue(t, pod("n1"), testpki.Spec{})
@@ -222,11 +223,11 @@ func TestPeerTLSRefusals(t *testing.T) {
 		name, reason string
 		cert         func() ([]byte, []byte)
 	}{
-		{"no certificate", refusedNoCertificate, func() ([]byte, []byte) { return nil, nil }},
-		{"another CA", refusedAuthority, func() ([]byte, []byte) { return other.Issue(t, pod("n0"), testpki.Spec{}) }},
-		{"expired", refusedExpired, func() ([]byte, []byte) { return ca.Issue(t, pod("n0"), testpki.Spec{Expired: true}) }},
-		{"names no member", refusedNotAMember, func() ([]byte, []byte) { return ca.Issue(t, "intruder.example.com", testpki.Spec{}) }},
-		{"not for client auth", refusedBadCert, func() ([]byte, []byte) { return ca.Issue(t, pod("n0"), testpki.Spec{ServerOnly: true}) }},
+		{"no certificate", peertls.RefusedNoCertificate, func() ([]byte, []byte) { return nil, nil }},
+		{"another CA", peertls.RefusedAuthority, func() ([]byte, []byte) { return other.Issue(t, pod("n0"), testpki.Spec{}) }},
+		{"expired", peertls.RefusedExpired, func() ([]byte, []byte) { return ca.Issue(t, pod("n0"), testpki.Spec{Expired: true}) }},
+		{"names no member", peertls.RefusedNotAMember, func() ([]byte, []byte) { return ca.Issue(t, "intruder.example.com", testpki.Spec{}) }},
+		{"not for client auth", peertls.RefusedBadCert, func() ([]byte, []byte) { return ca.Issue(t, pod("n0"), testpki.Spec{ServerOnly: true}) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,4 +1,4 @@
-package corral
+package peertls
 
 import (
 	"crypto/tls"
@@ -12,32 +12,20 @@ import (
 	"time"
 )
 
-// PeerTLSFromFiles returns a Config.PeerTLS whose certificate and CA come from files, as
-// Kubernetes mounts a cert-manager Secret: certFile holds this member's certificate (PEM, the
-// leaf first, then any intermediates; tls.crt), keyFile its private key (PEM; tls.key), and
-// caFile the CAs a peer's certificate must chain to (PEM, one or more; ca.crt). Every member
-// presents its certificate and checks the other's, in both directions, against the CAs, with
-// the member check of Config.PeerTLS on top (tls.go). The certificate must be valid for both
-// server and client authentication (extended key usages serverAuth and clientAuth, or none):
-// every member is both, with one certificate. TLS 1.3 only: both ends are corral.
+// FromFiles returns a peer TLS config whose certificate and CA come from files, as Kubernetes
+// mounts a cert-manager Secret: certFile holds this member's certificate (PEM, the leaf
+// first, then any intermediates), keyFile its private key, caFile the CAs a peer's
+// certificate must chain to (corral.PeerTLSFromFiles says what a user needs to know).
 //
-// The files are read again when they change — cert-manager renews a certificate before it
-// expires, and the kubelet swaps a Secret's files in one step by a symlink — so a rotation
-// needs no restart. Each handshake stats the three files (a few microseconds; a handshake costs
-// a millisecond of signatures, and peer connections are long-lived, so handshakes are rare) and
-// reads them again when one has changed (another file, size or modification time). This
-// rather than a poll: no goroutine to own and stop, and no window after a rotation in which an
-// old certificate, perhaps expired by then, is still presented or an old CA still trusted.
-// Connections already open are not touched: requests in flight on them finish, and they keep
-// the identity they were opened with (SECURITY.md).
-//
-// A reload that fails — a file missing or unreadable, a key that does not match the
-// certificate, a CA file with no certificate, files that changed while they were read — keeps
-// the certificate and CAs loaded before, logs at Error once per failure, and is tried again
-// at a later handshake once a file changes again. A reload that works is logged at Info.
-//
-// It fails when the files cannot be loaded now. logger may be nil (no logs).
-func PeerTLSFromFiles(certFile, keyFile, caFile string, logger *slog.Logger) (*tls.Config, error) {
+// The files are read again when they change. Each handshake stats the three files (a few
+// microseconds; a handshake costs a millisecond of signatures, and peer connections are
+// long-lived, so handshakes are rare) and reads them again when one has changed (another
+// file, size or modification time). This rather than a poll: no goroutine to own and stop,
+// and no window after a rotation in which an old certificate, perhaps expired by then, is
+// still presented or an old CA still trusted. A reload that fails keeps what was loaded
+// before, logs at Error once per failure, and is tried again at a later handshake once a
+// file changes again. A reload that works is logged at Info.
+func FromFiles(certFile, keyFile, caFile string, logger *slog.Logger) (*tls.Config, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -64,7 +52,7 @@ func PeerTLSFromFiles(certFile, keyFile, caFile string, logger *slog.Logger) (*t
 	}, nil
 }
 
-// tlsFiles is what PeerTLSFromFiles loaded, and reloads.
+// tlsFiles is what FromFiles loaded, and reloads.
 type tlsFiles struct {
 	paths [3]string // certificate, key, CA
 	log   *slog.Logger

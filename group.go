@@ -10,6 +10,7 @@ import (
 	"github.com/maypok86/otter/v2"
 
 	"github.com/corralcache/corral/fill"
+	"github.com/corralcache/corral/internal/route"
 	"github.com/corralcache/corral/internal/version"
 	"github.com/corralcache/corral/internal/view"
 )
@@ -234,7 +235,7 @@ func (g *Group[V]) getStopped(ctx context.Context, key string) (V, Source, error
 	if err := g.node.checkKey(key); err != nil {
 		return val, "", err
 	}
-	_, err := g.node.onOwner(ctx, key, true, func() error { return ErrClosed },
+	_, err := g.node.router.OnOwner(ctx, key, true, func() error { return ErrClosed },
 		func(ctx context.Context, st *view.MemberState) error {
 			var err error
 			val, err = g.askOwner(ctx, st, key)
@@ -269,7 +270,7 @@ func (g *Group[V]) blamePeers(ctx context.Context, key string, err error) error 
 
 // wrapErr turns the fill engine's errors into the public ones.
 func (g *Group[V]) wrapErr(key string, err error) error {
-	if errors.Is(err, ErrClosed) || errors.Is(err, fill.ErrClosed) {
+	if errors.Is(err, ErrClosed) || errors.Is(err, fill.ErrClosed) || errors.Is(err, route.ErrStopped) {
 		return ErrClosed // this node is closing: not a failure of the fill
 	}
 	var fe *fill.FillError
@@ -396,7 +397,7 @@ func (g *Group[V]) write(ctx context.Context, key string, local func(version uin
 	for redraw := 0; ; redraw++ {
 		drawn := n.versions.Next()
 		var applied uint64
-		_, err := n.onOwner(ctx, key, false,
+		_, err := n.router.OnOwner(ctx, key, false,
 			func() error { var err error; applied, err = local(drawn); return err },
 			func(ctx context.Context, st *view.MemberState) error {
 				var err error

@@ -154,7 +154,7 @@ func (g *Group[V]) Lease(ctx context.Context, key string, o LeaseOptions) (Lease
 	until := time.Now().Add(o.Wait)
 	for range maxLeaseMoves {
 		var ans leaseAnswer[V]
-		_, err := n.onOwner(ctx, key, false,
+		_, err := n.router.OnOwner(ctx, key, false,
 			func() error {
 				var err error
 				ans, err = g.acquire(ctx, key, o.Fill, until)
@@ -167,7 +167,7 @@ func (g *Group[V]) Lease(ctx context.Context, key string, o LeaseOptions) (Lease
 				cctx, cancel := context.WithTimeout(ctx, wait+n.cfg.PeerTimeout)
 				defer cancel()
 				resp, err := n.client.Lease(cctx, st.PeerAddr, &peerpb.LeaseRequest{
-					Header: n.header(ctx), Group: g.name, Key: []byte(key),
+					Header: n.router.Header(ctx), Group: g.name, Key: []byte(key),
 					FillNanos: int64(o.Fill), WaitNanos: int64(wait),
 				})
 				if err != nil {
@@ -242,7 +242,7 @@ func (g *Group[V]) store(ctx context.Context, key string, v V, token string, e E
 		},
 		func(ctx context.Context, st *view.MemberState, drawn uint64) (uint64, error) {
 			resp, err := n.client.FillSet(ctx, st.PeerAddr, &peerpb.FillSetRequest{
-				Header: n.header(ctx), Token: token,
+				Header: n.router.Header(ctx), Token: token,
 				Entry: &peerpb.Entry{Group: g.name, Key: []byte(key), Value: b,
 					FreshForNanos: int64(e.TTL), StaleForNanos: int64(e.SWR), Version: drawn},
 			})

@@ -16,6 +16,7 @@ import (
 
 	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/internal/crash"
+	"github.com/corralcache/corral/internal/route"
 	"github.com/corralcache/corral/internal/version"
 	"github.com/corralcache/corral/internal/view"
 	"github.com/corralcache/corral/peer"
@@ -46,7 +47,7 @@ type Node struct {
 	started    time.Time // when New ran: this life of the member (its gossip meta's StartedAt)
 
 	versions  *version.Clock  // orders writes (package version)
-	breakers  breakers        // peers found unreachable a moment ago (see breaker.go)
+	router    *route.Router   // owners of keys, failover, breakers (package route)
 	waits     *fill.WaitGraph // fills waiting on fills, here and through peers
 	strangers strangers       // peers that asked before they were in the view
 
@@ -65,12 +66,7 @@ type Node struct {
 	recCancel context.CancelFunc
 	recWG     sync.WaitGroup
 
-	// probeWG counts the breakers' probes (breaker.go); probesDone, under probeMu, is set
-	// by Close before it waits for them, and no probe starts after.
-	probeWG    sync.WaitGroup
-	probeMu    sync.Mutex
-	probesDone bool
-	recMu      sync.Mutex
+	recMu sync.Mutex
 	// guards recGroups: the groups each pending member has exchanged with this node
 	recGroups map[string]map[string]bool
 
@@ -120,7 +116,6 @@ func New(cfg Config) (*Node, error) {
 	n.versions = version.New(cfg.Name, time.Now)
 	n.waits = fill.NewWaitGraph(n.resolveWaits)
 	n.recCtx, n.recCancel = context.WithCancel(context.Background())
-	n.breakers.probe = n.probeBreaker
 	if cfg.MaxFills > 0 {
 		n.fills = fill.NewLimiter(cfg.MaxFills)
 	}
@@ -158,6 +153,10 @@ func New(cfg Config) (*Node, error) {
 			cc.Dialer = cfg.Host.DialContext
 		}
 		n.client, err = transport.NewClient(cc)
+	}
+	if err == nil {
+		n.router = route.New(route.Config{View: &n.view, Client: n.client, Clock: n.versions, Log: n.log,
+			LocalFallback: cfg.LocalFallback, PeerAddr: peerAddr, Started: n.started, Leaving: &n.leaving})
 	}
 	if err != nil {
 		lis.Close()
@@ -335,7 +334,7 @@ func (n *Node) rebuildLocked() {
 		// found dead): what requests learnt of its old life — a tripped breaker, a
 		// connection in backoff to its address — would keep it unreachable here for up to
 		// breakerMax, and its keys on their successors. Dial it afresh.
-		n.breakers.reset(st.PeerAddr)
+		n.router.Breakers().Reset(st.PeerAddr)
 		n.client.Forget(st.PeerAddr)
 	}
 	if nv.Ring.Epoch() != cur.Ring.Epoch() {
@@ -378,7 +377,7 @@ func (n *Node) resolveWaits(ctx context.Context, t fill.WaitTarget) ([]fill.Wait
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.PeerTimeout)
 	defer cancel()
 	resp, err := n.client.WaitsFor(ctx, t.Where, &peerpb.WaitsForRequest{
-		Header: n.header(context.Background()), Group: t.Cache, Key: []byte(t.Key),
+		Header: n.router.Header(context.Background()), Group: t.Cache, Key: []byte(t.Key),
 	})
 	if err != nil {
 		return nil, err
@@ -508,11 +507,8 @@ func (n *Node) close(ctx context.Context, graceful bool) error {
 		errs = append(errs, fmt.Errorf("membership: %w", err))
 	}
 	n.recCancel()
+	n.router.Close()
 	n.recWG.Wait()
-	n.probeMu.Lock()
-	n.probesDone = true
-	n.probeMu.Unlock()
-	n.probeWG.Wait()
 	n.stopTransport(ctx)
 	for _, g := range n.groupList() {
 		if err := g.close(ctx); err != nil {

@@ -121,7 +121,7 @@ func (n *Node) exchangeWrites(ctx context.Context, addr string) error {
 	for _, g := range n.groupList() {
 		ctx, cancel := context.WithTimeout(ctx, n.cfg.PeerTimeout)
 		resp, err := n.client.Reconcile(ctx, addr, &peerpb.ReconcileRequest{
-			Header: n.header(context.Background()), Group: g.Name(), Writes: g.writes(),
+			Header: n.router.Header(context.Background()), Group: g.Name(), Writes: g.writes(),
 		})
 		cancel()
 		if errors.Is(err, transport.ErrUnknownGroup) {

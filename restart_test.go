@@ -53,9 +53,9 @@ func TestRestartInPlaceIsReachedAtOnce(t *testing.T) {
 		t.Fatalf("Get while the owner is dead = %q, %v; want a fill on n0", v, err)
 	}
 	for range 3 {
-		nodes[0].breakers.trip(peerAddr, time.Now())
+		nodes[0].router.Breakers().Trip(peerAddr, time.Now())
 	}
-	if !nodes[0].breakers.skip(peerAddr, time.Now()) {
+	if !nodes[0].router.Breakers().Skip(peerAddr, time.Now()) {
 		t.Fatal("the dead member's breaker is not open")
 	}
 

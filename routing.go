@@ -15,138 +15,13 @@ import (
 	"github.com/corralcache/corral/transport/peerpb"
 )
 
-var errNoMembers = errors.New("corral: no member to route to")
-
-// onOwner runs an operation on key's owner: local when this node owns it, remote otherwise.
-// When the owner cannot be reached (refused, reset, deadline, or it left the view while the
-// call was in flight), or answers that it is leaving or does not serve the group yet (it
-// has joined before its application registered the group), the operation moves to the
-// owner of the ring without that member — the successor every replica computes alike and agrees on
-// once the failure or the leave is seen — so a crash costs one refill, not one per replica.
-// With Config.LocalFallback it runs locally instead. It returns the name of the member that
-// ran the operation.
-func (n *Node) onOwner(ctx context.Context, key string, streamed bool, local func() error,
-	remote func(context.Context, *view.MemberState) error) (string, error) {
-	v := n.view.Load()
-	r := v.Ring
-	fallback := n.cfg.LocalFallback
-	if v.Stopped {
-		// This node serves nothing itself any more: the key's owner among the others.
-		r, fallback = r.Without(v.Self), false
-	}
-	for {
-		owner := r.Owner(key)
-		if owner == "" && v.Stopped {
-			return "", ErrClosed // no other member to ask
-		}
-		if owner == "" {
-			return "", errNoMembers
-		}
-		if owner == v.Self {
-			return owner, local()
-		}
-		st, ok := v.Members[owner]
-		if !ok {
-			r = r.Without(owner)
-			continue
-		}
-		if n.breakers.skip(st.PeerAddr, time.Now()) {
-			// Found unreachable a moment ago (breaker.go): do not wait on it again.
-			n.log.Debug("corral: owner unreachable a moment ago, asking its successor", "owner", owner, "key", key)
-			if fallback {
-				return v.Self, local()
-			}
-			r = r.Without(owner)
-			continue
-		}
-		err := n.callPeer(ctx, st, streamed, remote)
-		if err == nil || !n.failover(ctx, st, err) {
-			if ctx.Err() == nil {
-				n.breakers.reset(st.PeerAddr) // it answered
-			}
-			return owner, err
-		}
-		if errors.Is(err, transport.ErrLeaving) || errors.Is(err, transport.ErrUnknownGroup) || errors.Is(err, transport.ErrNotMember) {
-			n.log.Debug("corral: owner does not serve the key, asking its successor", "owner", owner, "key", key, "err", err)
-		} else {
-			n.log.Warn("corral: owner unreachable, failing over", "owner", owner, "key", key, "err", err)
-			n.peerDown(ctx, st)
-		}
-		if fallback {
-			return v.Self, local()
-		}
-		r = r.Without(owner)
-	}
-}
-
-// callPeer runs call to st. A Get on the owner's stream (streamed) runs as it is: the
-// transport watches the stream for silence (ClientConfig.SilentPeerTimeout), Forget ends it
-// when the member leaves the view, and GetFrom refuses a member that has left — none of
-// which costs a Get a context or a timer. Any other call runs under a context that also
-// ends when the member leaves the view, so that a request to a member found dead fails over
-// at once rather than at its deadline, and is given up once the member has gone silent
-// (untilSilent). A silent owner costs at most twice SilentPeerTimeout either way.
-func (n *Node) callPeer(ctx context.Context, st *view.MemberState, streamed bool, call func(context.Context, *view.MemberState) error) error {
-	if streamed {
-		return call(ctx, st)
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stop := context.AfterFunc(st.Gone, cancel)
-	defer stop()
-	return n.untilSilent(ctx, st.PeerAddr, func(ctx context.Context) error { return call(ctx, st) })
-}
-
-// untilSilent runs call to the peer at addr under a context that ends once addr has gone
-// silent: a peer that does not answer a probe after each SilentPeerTimeout of waiting
-// (transport.Client.UntilSilent). It then returns a *transport.UnreachableError.
-func (n *Node) untilSilent(ctx context.Context, addr string, call func(context.Context) error) error {
-	return n.client.UntilSilent(ctx, addr, n.probe(), call)
-}
-
-// answers reports whether the peer at addr answers a probe within SilentPeerTimeout (see
-// transport.Client.Answers): false, too, once ctx ends.
-func (n *Node) answers(ctx context.Context, addr string) bool {
-	return n.client.Answers(ctx, addr, n.probe())
-}
-
-// probe is what untilSilent and answers ask: a Peek of nothing.
-func (n *Node) probe() *peerpb.GetRequest {
-	return &peerpb.GetRequest{Header: n.header(context.Background()), Key: []byte("probe"), Peek: true}
-}
-
-// failover reports whether a request to st that failed with err goes to the next owner.
-func (n *Node) failover(ctx context.Context, st *view.MemberState, err error) bool {
-	if ctx.Err() != nil {
-		return false // the caller gave up: not the owner's fault
-	}
-	return st.Gone.Err() != nil || transport.IsUnreachable(err) ||
-		errors.Is(err, transport.ErrLeaving) || errors.Is(err, transport.ErrUnknownGroup) ||
-		errors.Is(err, transport.ErrNotMember) // it does not know this node yet: it has just joined
-}
-
-// header is the request header: this node, its ring epoch, its clock and the fill chain of
-// ctx.
-func (n *Node) header(ctx context.Context) *peerpb.Header { return n.headerWith(fill.Chain(ctx)) }
-
-// headerWith is header with the fill chain given.
-func (n *Node) headerWith(chain []string) *peerpb.Header {
-	v := n.view.Load()
-	h := &peerpb.Header{Sender: v.Self, Epoch: v.Ring.Epoch(), Clock: n.versions.Now(), SenderAddr: n.peerAddr,
-		Leaving: n.leaving.Load(), Started: n.started.UnixNano()}
-	for _, link := range chain {
-		h.Chain = append(h.Chain, []byte(link))
-	}
-	return h
-}
-
 // fetch is the near cache's loader: one owner request for all concurrent Gets of a remote
 // key on this node. Its ctx carries the near cache's own link in the fill chain, which is not
 // a fill of the key (the owner's is), so it is dropped before the chain goes out.
 func (g *Group[V]) fetch(ctx context.Context, key string) (V, error) {
 	var val V
 	n := g.node
-	_, err := n.onOwner(ctx, key, true,
+	_, err := n.router.OnOwner(ctx, key, true,
 		func() error {
 			// Acting owner after a failover (or the view changed under us): fill here; the
 			// value lives in the local store, so keep no near copy.
@@ -173,7 +48,7 @@ func (g *Group[V]) askOwner(ctx context.Context, st *view.MemberState, key strin
 	var val V
 	n := g.node
 	resp, err := n.client.GetFrom(ctx, st.PeerAddr, st.Gone.Done(), &peerpb.GetRequest{
-		Header: n.headerWith(fill.OuterChain(ctx)), Group: g.name, Key: []byte(key),
+		Header: n.router.HeaderWith(fill.OuterChain(ctx)), Group: g.name, Key: []byte(key),
 	})
 	if err != nil {
 		return val, err
@@ -228,7 +103,7 @@ func (g *Group[V]) warmPull(ctx context.Context, key string) (fill.Entry[V], boo
 // fill, within ctx (the fill's own bound), so that the key is loaded once, not twice.
 func (g *Group[V]) peekAll(ctx context.Context, key string, sts []*view.MemberState) (fill.Entry[V], bool) {
 	now := time.Now()
-	sts = slices.DeleteFunc(slices.Clone(sts), func(st *view.MemberState) bool { return g.node.breakers.skip(st.PeerAddr, now) })
+	sts = slices.DeleteFunc(slices.Clone(sts), func(st *view.MemberState) bool { return g.node.router.Breakers().Skip(st.PeerAddr, now) })
 	if len(sts) == 0 {
 		return fill.Entry[V]{}, false
 	}
@@ -287,7 +162,7 @@ func (g *Group[V]) peekEach(ctx context.Context, key string, sts []*view.MemberS
 func (g *Group[V]) peek(ctx context.Context, st *view.MemberState, key string, waitFill bool) (e fill.Entry[V], ok, filling bool) {
 	n := g.node
 	resp, err := n.client.Get(ctx, st.PeerAddr, &peerpb.GetRequest{
-		Header: n.headerWith(fill.OuterChain(ctx)), Group: g.name, Key: []byte(key), Peek: true, WaitFill: waitFill,
+		Header: n.router.HeaderWith(fill.OuterChain(ctx)), Group: g.name, Key: []byte(key), Peek: true, WaitFill: waitFill,
 	})
 	if err != nil {
 		return e, false, false
@@ -302,14 +177,14 @@ func (g *Group[V]) peek(ctx context.Context, st *view.MemberState, key string, w
 
 func (n *Node) remoteSet(ctx context.Context, st *view.MemberState, group, key string, value []byte, version uint64) error {
 	_, err := n.client.Set(ctx, st.PeerAddr, &peerpb.SetRequest{
-		Header: n.header(ctx), Entry: &peerpb.Entry{Group: group, Key: []byte(key), Value: value, Version: version},
+		Header: n.router.Header(ctx), Entry: &peerpb.Entry{Group: group, Key: []byte(key), Value: value, Version: version},
 	})
 	return err
 }
 
 func (n *Node) remoteRemove(ctx context.Context, st *view.MemberState, group, key string, version uint64) error {
 	_, err := n.client.Remove(ctx, st.PeerAddr, &peerpb.RemoveRequest{
-		Header: n.header(ctx), Group: group, Key: []byte(key), Version: version,
+		Header: n.router.Header(ctx), Group: group, Key: []byte(key), Version: version,
 	})
 	return err
 }
@@ -377,7 +252,7 @@ func (n *Node) tell(ctx context.Context, group, key string, v uint64, told []str
 	)
 	now := time.Now()
 	for _, name := range targets {
-		if n.breakers.skip(known[name], now) {
+		if n.router.Breakers().Skip(known[name], now) {
 			// Found unreachable a moment ago: say so at once rather than wait on it.
 			mu.Lock()
 			unreached = append(unreached, name)
@@ -388,15 +263,15 @@ func (n *Node) tell(ctx context.Context, group, key string, v uint64, told []str
 			var resp *peerpb.InvalidateResponse
 			// Bounded like a Get: a silent member (paused, cut off) is reported unreached
 			// after about twice SilentPeerTimeout, not after the whole call timeout.
-			err := n.untilSilent(ctx, known[name], func(ctx context.Context) error {
+			err := n.router.UntilSilent(ctx, known[name], func(ctx context.Context) error {
 				var err error
 				resp, err = n.client.Invalidate(ctx, known[name], &peerpb.InvalidateRequest{
-					Header: n.header(ctx), Group: group, Key: []byte(key), Version: v, Told: all,
+					Header: n.router.Header(ctx), Group: group, Key: []byte(key), Version: v, Told: all,
 				})
 				return err
 			})
 			if transport.IsUnreachable(err) {
-				n.breakers.trip(known[name], time.Now())
+				n.router.Breakers().Trip(known[name], time.Now())
 			}
 			mu.Lock()
 			defer mu.Unlock()

@@ -78,7 +78,7 @@ func (n *Node) certMembers(yield func(view.Member) bool) {
 func (n *Node) admitTLS(name, addr string) {
 	wait := 50 * time.Millisecond
 	for {
-		if n.answers(n.recCtx, addr) {
+		if n.router.Answers(n.recCtx, addr) {
 			break
 		}
 		n.viewMu.Lock()

@@ -1,4 +1,4 @@
-package corral
+package route
 
 import (
 	"context"
@@ -20,10 +20,10 @@ import (
 // asked a probe every breakerProbe, off those requests: so a peer that answers again — a
 // partition healed, a pause ended — has its keys back within about breakerProbe, not after
 // the rest of a window of up to breakerMax in which this node alone would route them to
-// their successor (and tell the peer of no write, answering 202). And the first time a breaker opens, this node probes every other member
-// at once, so that a node cut off from all of them learns it from one request, not one per
-// member, and fills its keys itself: DESIGN's allowed cost of one extra fill per isolated
-// side, instead of failed requests.
+// their successor (and tell the peer of no write, answering 202). And the first time a
+// breaker opens, this node probes every other member at once, so that a node cut off from
+// all of them learns it from one request, not one per member, and fills its keys itself:
+// one extra fill per isolated side, the cost corral allows, instead of failed requests.
 
 const (
 	breakerMin   = time.Second
@@ -31,8 +31,8 @@ const (
 	breakerProbe = 500 * time.Millisecond
 )
 
-// breakers are this node's view of which peers answer, by peer address.
-type breakers struct {
+// Breakers are this node's view of which peers answer, by peer address.
+type Breakers struct {
 	// tripped counts the entries of m, so that the common case — every peer answers — costs
 	// requests one atomic load and no lock.
 	tripped atomic.Int32
@@ -53,9 +53,9 @@ type breaker struct {
 	probeAt time.Time     // when a skip may start the next probe
 }
 
-// skip reports whether requests should pass addr by now. A skip starts a probe of addr when
+// Skip reports whether requests should pass addr by now. A skip starts a probe of addr when
 // none was started within breakerProbe.
-func (b *breakers) skip(addr string, now time.Time) bool {
+func (b *Breakers) Skip(addr string, now time.Time) bool {
 	if b.tripped.Load() == 0 {
 		return false
 	}
@@ -73,9 +73,9 @@ func (b *breakers) skip(addr string, now time.Time) bool {
 	return true
 }
 
-// trip opens addr's breaker (for twice its last window, within bounds) and reports whether it
+// Trip opens addr's breaker (for twice its last window, within bounds) and reports whether it
 // was closed before.
-func (b *breakers) trip(addr string, now time.Time) bool {
+func (b *Breakers) Trip(addr string, now time.Time) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.m == nil {
@@ -93,8 +93,8 @@ func (b *breakers) trip(addr string, now time.Time) bool {
 	return wasClosed
 }
 
-// reset closes addr's breaker: it answered.
-func (b *breakers) reset(addr string) {
+// Reset closes addr's breaker: it answered.
+func (b *Breakers) Reset(addr string) {
 	if b.tripped.Load() == 0 {
 		return
 	}
@@ -107,7 +107,7 @@ func (b *breakers) reset(addr string) {
 }
 
 // startSweep reports whether the caller should probe every member (none is being probed).
-func (b *breakers) startSweep() bool {
+func (b *Breakers) startSweep() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.sweeping {
@@ -117,7 +117,7 @@ func (b *breakers) startSweep() bool {
 	return true
 }
 
-func (b *breakers) endSweep() {
+func (b *Breakers) endSweep() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.sweeping = false
@@ -125,40 +125,41 @@ func (b *breakers) endSweep() {
 
 // peerDown records that st was found unreachable; the first time, it probes every other
 // member of the view at once and trips the breakers of those that do not answer either.
-func (n *Node) peerDown(ctx context.Context, st *view.MemberState) {
+func (r *Router) peerDown(ctx context.Context, st *view.MemberState) {
 	now := time.Now()
-	if !n.breakers.trip(st.PeerAddr, now) || !n.breakers.startSweep() {
+	b := &r.breakers
+	if !b.Trip(st.PeerAddr, now) || !b.startSweep() {
 		return
 	}
-	defer n.breakers.endSweep()
-	v := n.view.Load()
+	defer b.endSweep()
+	v := r.cfg.View.Load()
 	var wg sync.WaitGroup
 	for _, other := range v.Members {
-		if other.Name == v.Self || other == st || n.breakers.skip(other.PeerAddr, now) {
+		if other.Name == v.Self || other == st || b.Skip(other.PeerAddr, now) {
 			continue
 		}
 		wg.Go(func() {
-			if n.answers(context.WithoutCancel(ctx), other.PeerAddr) {
-				n.breakers.reset(other.PeerAddr)
+			if r.Answers(context.WithoutCancel(ctx), other.PeerAddr) {
+				b.Reset(other.PeerAddr)
 			} else {
-				n.breakers.trip(other.PeerAddr, time.Now())
+				b.Trip(other.PeerAddr, time.Now())
 			}
 		})
 	}
 	wg.Wait()
 }
 
-// probeBreaker is breakers.probe: it asks addr a probe on a goroutine of its own, which Close
-// waits for, and closes addr's breaker when it answers.
-func (n *Node) probeBreaker(addr string) {
-	n.probeMu.Lock()
-	defer n.probeMu.Unlock()
-	if n.probesDone {
+// probeBreaker is Breakers.probe: it asks addr a probe on a goroutine of its own, which
+// Close waits for, and closes addr's breaker when it answers.
+func (r *Router) probeBreaker(addr string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.done {
 		return
 	}
-	n.probeWG.Go(func() {
-		if n.answers(n.recCtx, addr) {
-			n.breakers.reset(addr)
+	r.probeWG.Go(func() {
+		if r.Answers(r.ctx, addr) {
+			r.breakers.Reset(addr)
 		}
 	})
 }

@@ -22,7 +22,7 @@ import (
 
 // admit is the first step of serving any peer request: it refuses one from a non-member, then
 // moves this node's clock past the sender's and remembers a sender that is not in the view
-// yet, to be told of writes (see strangers).
+// yet, to be told of writes (see write.Strangers).
 func (n *Node) admit(ctx context.Context, h *peerpb.Header) error {
 	if !n.isMemberCaller(ctx) {
 		n.metrics.refused.WithLabelValues(refusedNonMember).Inc()
@@ -52,12 +52,12 @@ func (n *Node) admitHeader(h *peerpb.Header) error {
 	case h.GetLeaving():
 		// A member that is leaving is told of nothing (its copies are checked by whoever
 		// pulls them), however long it goes on asking while it drains.
-		n.strangers.forget(name)
+		n.writer.Strangers().Forget(name)
 	case departed && h.GetStarted() != 0 && h.GetStarted() == d.Started.UnixNano():
 		// A late message of a life that left this view (declared dead, say, while it was
 		// paused): it is no newcomer. If it lives, it is reconciled when it is back.
 	default:
-		n.strangers.add(name, h.GetSenderAddr(), time.Now().Add(max(n.cfg.PeekWindow, time.Minute)))
+		n.writer.Strangers().Add(name, h.GetSenderAddr(), time.Now().Add(max(n.cfg.PeekWindow, time.Minute)))
 	}
 	return nil
 }

@@ -125,7 +125,7 @@ func (c *churnCluster) size() int {
 	return len(c.nodes)
 }
 
-type write struct {
+type writeRecord struct {
 	key      string
 	gen      int64
 	returned time.Time
@@ -163,7 +163,7 @@ func TestRandomChurnNeverUndoesAWrite(t *testing.T) {
 	var (
 		keyMu  [keys]sync.Mutex // writes of one key are made one at a time
 		logMu  sync.Mutex
-		writes []write
+		writes []writeRecord
 		reads  []read
 		errs   atomic.Int64
 	)
@@ -209,7 +209,7 @@ func TestRandomChurnNeverUndoesAWrite(t *testing.T) {
 					}
 					if err == nil {
 						logMu.Lock()
-						writes = append(writes, write{key: key, gen: gen, returned: time.Now()})
+						writes = append(writes, writeRecord{key: key, gen: gen, returned: time.Now()})
 						logMu.Unlock()
 					}
 					keyMu[k].Unlock()
@@ -260,7 +260,7 @@ func TestRandomChurnNeverUndoesAWrite(t *testing.T) {
 
 	// The check: for each read, the newest write of its key that returned before the read
 	// started; the read's value must be at least that new.
-	latest := map[string][]write{}
+	latest := map[string][]writeRecord{}
 	for _, w := range writes {
 		latest[w.key] = append(latest[w.key], w)
 	}

@@ -78,9 +78,6 @@ type UnreachedError struct {
 	Err     error
 }
 
-// errNotTold is the Err of an UnreachedError; the log says why each member was not told.
-var errNotTold = errors.New("not reached")
-
 func (e *UnreachedError) Error() string {
 	return fmt.Sprintf("corral: write applied, but members %s could not be told of it: %v", strings.Join(e.Members, ", "), e.Err)
 }

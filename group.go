@@ -11,8 +11,8 @@ import (
 
 	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/internal/route"
-	"github.com/corralcache/corral/internal/version"
 	"github.com/corralcache/corral/internal/view"
+	"github.com/corralcache/corral/internal/write"
 )
 
 // LoadFunc loads the value of a key from the source of truth. It runs on the key's owner
@@ -371,68 +371,24 @@ func (g *Group[V]) Remove(ctx context.Context, key string) error {
 		})
 }
 
-// write applies a Set or Remove on the owner, then tells every member of it (see the
-// package documentation, "Writes under churn"). The write's version is drawn here, by the
-// writer: every attempt — on the owner, and on its successors when it fails over — carries
-// the same one, so a late duplicate is harmless.
-//
-// A member told may answer that it holds the key at a newer version than the drawn one: a
-// write this writer never heard of, made on the other side of a split of the views (or by a
-// node whose clock is ahead, before any message carried that clock here). That write returned
-// before this one started or runs concurrently with it (one that starts after this one
-// returns is told to this writer first), so this one may come last: it is written again at
-// a version above the newer one, at most maxRedraws times (writers racing each other keep
-// passing each other; either order is right for writes that overlap).
-//
-// local and remote are given the drawn version and return the version the owner applied:
-// the same one, or for a FillSet under a lease the owner's own (the lease, not the version,
-// keeps a late duplicate out), or 0 when nothing changed (that lease was no longer live) —
-// then nobody is told.
+// write applies a Set or Remove on the owner, then tells every member of it (see package
+// write).
 func (g *Group[V]) write(ctx context.Context, key string, local func(version uint64) (uint64, error),
 	remote func(ctx context.Context, st *view.MemberState, version uint64) (uint64, error)) error {
 	n := g.node
 	if n.leaving.Load() {
 		return ErrClosed
 	}
-	for redraw := 0; ; redraw++ {
-		drawn := n.versions.Next()
-		var applied uint64
-		_, err := n.router.OnOwner(ctx, key, false,
-			func() error { var err error; applied, err = local(drawn); return err },
-			func(ctx context.Context, st *view.MemberState) error {
-				var err error
-				applied, err = remote(ctx, st, drawn)
-				return err
-			})
-		if err != nil {
-			return g.wrapErr(key, err)
-		}
-		if applied == 0 {
-			return nil // nothing changed (a FillSet whose lease was not live): nobody to tell
-		}
-		if err := version.Check(applied); err != nil {
-			return g.wrapErr(key, err) // an owner that answered a version no clock can pass
-		}
-		n.versions.Observe(applied)
-		n.log.Debug("corral: wrote", "group", g.name, "key", key, "version", applied)
-		g.invalidate(key, applied) // this node's own copies, in either store
-		unreached, newer := n.tell(ctx, g.name, key, applied, []string{n.cfg.Name})
-		if len(unreached) > 0 {
-			return &UnreachedError{Members: unreached, Err: errNotTold}
-		}
-		// A FillSet applied at the owner's own version is kept out by its lease, not by
-		// versions: it is not written again.
-		if newer == 0 || applied != drawn || redraw == maxRedraws {
-			return nil
-		}
-		n.versions.Observe(newer)
-		n.log.Debug("corral: writing again above a newer version", "group", g.name, "key", key, "version", applied, "newer", newer)
+	err := n.writer.Write(ctx, g.name, key, write.Apply{Local: local, Remote: remote}, g.invalidate)
+	var ue *write.UnreachedError
+	if errors.As(err, &ue) {
+		return (*UnreachedError)(ue)
 	}
+	if err != nil {
+		return g.wrapErr(key, err)
+	}
+	return nil
 }
-
-// maxRedraws bounds how many times a write is written again above a newer version a member
-// held (see Group.write).
-const maxRedraws = 3
 
 // otterClock gives an otter cache the node's clock: itself when it is otter's coarse clock,
 // else the clock without ticks (entries then expire when touched).

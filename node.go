@@ -19,6 +19,7 @@ import (
 	"github.com/corralcache/corral/internal/route"
 	"github.com/corralcache/corral/internal/version"
 	"github.com/corralcache/corral/internal/view"
+	"github.com/corralcache/corral/internal/write"
 	"github.com/corralcache/corral/peer"
 	"github.com/corralcache/corral/ring"
 	"github.com/corralcache/corral/transport"
@@ -46,10 +47,10 @@ type Node struct {
 	peerAddr   string    // the "ip:port" peers dial, fixed at New
 	started    time.Time // when New ran: this life of the member (its gossip meta's StartedAt)
 
-	versions  *version.Clock  // orders writes (package version)
-	router    *route.Router   // owners of keys, failover, breakers (package route)
-	waits     *fill.WaitGraph // fills waiting on fills, here and through peers
-	strangers strangers       // peers that asked before they were in the view
+	versions *version.Clock  // orders writes (package version)
+	router   *route.Router   // owners of keys, failover, breakers (package route)
+	waits    *fill.WaitGraph // fills waiting on fills, here and through peers
+	writer   *write.Writer   // writes and their telling (package write)
 
 	view atomic.Pointer[view.View]
 	// viewMu serialises view changes (membership callbacks, reconciliations and Close), and
@@ -157,6 +158,8 @@ func New(cfg Config) (*Node, error) {
 	if err == nil {
 		n.router = route.New(route.Config{View: &n.view, Client: n.client, Clock: n.versions, Log: n.log,
 			LocalFallback: cfg.LocalFallback, PeerAddr: peerAddr, Started: n.started, Leaving: &n.leaving})
+		n.writer = write.New(write.Config{Self: cfg.Name, View: &n.view, Router: n.router, Client: n.client,
+			Clock: n.versions, Log: n.log, Live: n.liveMembers, PeerTLS: cfg.PeerTLS != nil, PeerTimeout: cfg.PeerTimeout})
 	}
 	if err != nil {
 		lis.Close()
@@ -321,7 +324,7 @@ func (n *Node) rebuildLocked() {
 		if _, still := nv.Members[st.Name]; !still {
 			// Out of the view, it is no stranger either: a member gone from every view is
 			// not one a write must reach (a new life that asks again is remembered again).
-			n.strangers.forget(st.Name)
+			n.writer.Strangers().Forget(st.Name)
 		}
 	}
 	for name, st := range nv.Members {
@@ -350,6 +353,17 @@ func (n *Node) memberEvent(e peer.Event) {
 	if e.Kind == peer.EventFail {
 		n.memberFailed(e.Member.Name)
 	}
+}
+
+// liveMembers returns the live set of the membership, nil while New runs.
+func (n *Node) liveMembers() []peer.Member {
+	n.viewMu.Lock()
+	members := n.members
+	n.viewMu.Unlock()
+	if members == nil {
+		return nil
+	}
+	return members.Members()
 }
 
 // Name returns this member's name.

@@ -2,13 +2,13 @@ package corral
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/internal/version"
 	"github.com/corralcache/corral/internal/view"
+	"github.com/corralcache/corral/internal/write"
 	"github.com/corralcache/corral/peer"
 	"github.com/corralcache/corral/transport"
 	"github.com/corralcache/corral/transport/peerpb"
@@ -118,22 +118,21 @@ func (n *Node) reconciled(name string) {
 // exchangeWrites sends every group's remembered writes to the member at addr and applies
 // the ones it answers with.
 func (n *Node) exchangeWrites(ctx context.Context, addr string) error {
+	var groups []write.Group
 	for _, g := range n.groupList() {
-		ctx, cancel := context.WithTimeout(ctx, n.cfg.PeerTimeout)
-		resp, err := n.client.Reconcile(ctx, addr, &peerpb.ReconcileRequest{
-			Header: n.router.Header(context.Background()), Group: g.Name(), Writes: g.writes(),
-		})
-		cancel()
-		if errors.Is(err, transport.ErrUnknownGroup) {
-			continue // it holds nothing of this group
-		}
-		if err != nil {
-			return err
-		}
-		g.applyWrites(resp.GetWrites(), n.versions)
+		groups = append(groups, writesOf{g})
 	}
-	return nil
+	return n.writer.Exchange(ctx, addr, groups)
 }
+
+// writesOf is a group as reconciliation sees it.
+type writesOf struct{ g groupHandle }
+
+func (w writesOf) Name() string                    { return w.g.Name() }
+func (w writesOf) Writes() []*peerpb.Write         { return w.g.writes() }
+func (w writesOf) Invalidate(key string, v uint64) { w.g.invalidate(key, v) }
+
+var _ write.Group = writesOf{}
 
 // Reconcile serves a peer's exchange of remembered writes: it applies the peer's and answers
 // with this node's. A peer this node is waiting to reconcile with needs no exchange of its
@@ -152,7 +151,7 @@ func (s server) Reconcile(ctx context.Context, req *peerpb.ReconcileRequest) (*p
 			return nil, fmt.Errorf("%w: a write of %q: %v", transport.ErrInvalidArgument, w.GetKey(), err)
 		}
 	}
-	g.applyWrites(req.GetWrites(), n.versions)
+	n.writer.Apply(writesOf{g}, req.GetWrites())
 	resp := &peerpb.ReconcileResponse{Writes: g.writes()}
 	n.reconciledGroup(req.GetHeader().GetSender(), req.GetGroup())
 	return resp, nil
@@ -197,12 +196,4 @@ func (g *Group[V]) writes() []*peerpb.Write {
 		out = append(out, &peerpb.Write{Key: []byte(k), Version: v})
 	}
 	return out
-}
-
-// applyWrites applies writes another member remembers, as if it had told this node of each.
-func (g *Group[V]) applyWrites(ws []*peerpb.Write, clock *version.Clock) {
-	for _, w := range ws {
-		clock.Observe(w.GetVersion())
-		g.invalidate(string(w.GetKey()), w.GetVersion())
-	}
 }

@@ -18,7 +18,6 @@ import (
 type groupHandle interface {
 	Name() string
 	writes() []*peerpb.Write
-	applyWrites(ws []*peerpb.Write, clock *version.Clock)
 	serveGet(ctx context.Context, req *peerpb.GetRequest) (*peerpb.GetResponse, error)
 	serveHeld(ctx context.Context, req *peerpb.GetRequest) (*peerpb.GetResponse, bool)
 	serveSet(ctx context.Context, req *peerpb.SetRequest) (*peerpb.SetResponse, error)
@@ -135,7 +134,7 @@ func (s server) Invalidate(ctx context.Context, req *peerpb.InvalidateRequest) (
 		return &peerpb.InvalidateResponse{}, nil // its view is no longer kept up
 	}
 	// A write or copy of the key newer than this one, which the writer had not heard of when
-	// it drew its version, is reported back (see Group.write).
+	// it drew its version, is reported back (see write.Writer.Write).
 	var newer uint64
 	if g, ok := n.group(req.GetGroup()); ok {
 		if v := g.latest(key); v > req.GetVersion() {
@@ -143,7 +142,7 @@ func (s server) Invalidate(ctx context.Context, req *peerpb.InvalidateRequest) (
 		}
 	}
 	told := append(req.GetTold(), n.cfg.Name)
-	unreached, further := n.tell(ctx, req.GetGroup(), key, req.GetVersion(), told)
+	unreached, further := n.writer.Tell(ctx, req.GetGroup(), key, req.GetVersion(), told)
 	return &peerpb.InvalidateResponse{Unreached: unreached, NewerVersion: max(newer, further)}, nil
 }
 

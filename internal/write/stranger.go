@@ -1,16 +1,16 @@
-package corral
+package write
 
 import (
 	"sync"
 	"time"
 )
 
-// strangers remembers, for a while, the peers that asked this node for something before
+// Strangers remembers, for a while, the peers that asked this node for something before
 // they were in its view: a member that has just joined and is pulling keys. A write must
 // reach every member that may hold a copy, and such a member may have taken one from this
 // node before anyone else knew it, so the writes this node is told of are passed on to
-// them too (see Node.tell).
-type strangers struct {
+// them too (see Writer.Tell).
+type Strangers struct {
 	mu sync.Mutex
 	// guards m
 	m map[string]stranger
@@ -25,7 +25,8 @@ type stranger struct {
 // is far more than a cluster needs.
 const maxStrangers = 256
 
-func (s *strangers) add(name, addr string, until time.Time) {
+// Add remembers name, whose peer port is at addr, until until.
+func (s *Strangers) Add(name, addr string, until time.Time) {
 	if name == "" || addr == "" {
 		return
 	}
@@ -46,16 +47,16 @@ func (s *strangers) add(name, addr string, until time.Time) {
 	s.m[name] = stranger{addr: addr, until: until}
 }
 
-// forget drops name: it is in the view now, or has left it, or is leaving — a member that
+// Forget drops name: it is in the view now, or has left it, or is leaving — a member that
 // every view has dropped keeps no copy a write must reach.
-func (s *strangers) forget(name string) {
+func (s *Strangers) Forget(name string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.m, name)
 }
 
 // list returns the strangers remembered at now, by name, and forgets the expired ones.
-func (s *strangers) list(now time.Time) map[string]string {
+func (s *Strangers) list(now time.Time) map[string]string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make(map[string]string, len(s.m))

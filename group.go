@@ -10,6 +10,7 @@ import (
 	"github.com/maypok86/otter/v2"
 
 	"github.com/corralcache/corral/fill"
+	"github.com/corralcache/corral/internal/handoff"
 	"github.com/corralcache/corral/internal/route"
 	"github.com/corralcache/corral/internal/view"
 	"github.com/corralcache/corral/internal/write"
@@ -317,7 +318,7 @@ func (g *Group[V]) fillLocal(ctx context.Context, key string) (V, error) {
 		g.loads.Add(1)
 		return g.load(ctx, key)
 	}
-	if e, ok := g.warmPull(ctx, key); ok {
+	if e, ok := handoff.Pull(ctx, g.node.mover, g.name, key, g.tombs.Floor, g.decodeEntry); ok {
 		fresh := max(e.FreshFor, 0)
 		fill.SetExpiry(ctx, fresh, max(e.StaleFor-fresh, 0))
 		fill.SetVersion(ctx, e.Version)
@@ -328,7 +329,7 @@ func (g *Group[V]) fillLocal(ctx context.Context, key string) (V, error) {
 		return e.Value, nil
 	}
 	// From here on the fill waits for no other member: a member's warm pull may wait for it
-	// (see peekAll).
+	// (see handoff.Pull).
 	fill.Loading(ctx)
 	g.loads.Add(1)
 	return g.load(ctx, key)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/corralcache/corral/fill"
+	"github.com/corralcache/corral/internal/handoff"
 	"github.com/corralcache/corral/internal/version"
 	"github.com/corralcache/corral/internal/view"
 	"github.com/corralcache/corral/transport"
@@ -488,7 +489,7 @@ func (g *Group[V]) acquire(ctx context.Context, key string, fillFor time.Duratio
 // lease. ok reports that ans is the answer; otherwise the caller looks again.
 func (g *Group[V]) pullOrGrant(ctx context.Context, key string, ph *lease, fillFor time.Duration) (ans leaseAnswer[V], ok bool, err error) {
 	t := g.leases
-	e, found := g.warmPull(ctx, key)
+	e, found := handoff.Pull(ctx, g.node.mover, g.name, key, g.tombs.Floor, g.decodeEntry)
 	found = found && !e.NotFound // a remembered not-found: the value is missing, and this caller builds it
 	if found {
 		if stored, _ := g.local.Put(key, e); stored {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/internal/crash"
+	"github.com/corralcache/corral/internal/handoff"
 	"github.com/corralcache/corral/internal/route"
 	"github.com/corralcache/corral/internal/version"
 	"github.com/corralcache/corral/internal/view"
@@ -51,6 +52,7 @@ type Node struct {
 	router   *route.Router   // owners of keys, failover, breakers (package route)
 	waits    *fill.WaitGraph // fills waiting on fills, here and through peers
 	writer   *write.Writer   // writes and their telling (package write)
+	mover    *handoff.Mover  // hand-offs and warm pulls (package handoff)
 
 	view atomic.Pointer[view.View]
 	// viewMu serialises view changes (membership callbacks, reconciliations and Close), and
@@ -160,6 +162,9 @@ func New(cfg Config) (*Node, error) {
 			LocalFallback: cfg.LocalFallback, PeerAddr: peerAddr, Started: n.started, Leaving: &n.leaving})
 		n.writer = write.New(write.Config{Self: cfg.Name, View: &n.view, Router: n.router, Client: n.client,
 			Clock: n.versions, Log: n.log, Live: n.liveMembers, PeerTLS: cfg.PeerTLS != nil, PeerTimeout: cfg.PeerTimeout})
+		n.mover = handoff.New(handoff.Config{View: &n.view, Router: n.router, Client: n.client, Clock: n.versions,
+			Log: n.log, PeekWindow: cfg.PeekWindow, PeekTimeout: cfg.PeekTimeout, AskedAt: n.askedAt,
+			Sent: func(k int) { n.metrics.handoff.WithLabelValues("sent").Add(float64(k)) }})
 	}
 	if err != nil {
 		lis.Close()

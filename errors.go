@@ -100,3 +100,13 @@ func checkKey(key string) error {
 	}
 	return nil
 }
+
+// relabel returns err, which wraps an internal error that stands for public, as an error with
+// err's message for which errors.Is(·, public) holds.
+func relabel(err, public error) error { return &relabeled{err: err, public: public} }
+
+type relabeled struct{ err, public error }
+
+func (e *relabeled) Error() string        { return e.err.Error() }
+func (e *relabeled) Unwrap() error        { return e.err }
+func (e *relabeled) Is(target error) bool { return target == e.public }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/internal/handoff"
+	"github.com/corralcache/corral/internal/lease"
 	"github.com/corralcache/corral/internal/route"
 	"github.com/corralcache/corral/internal/view"
 	"github.com/corralcache/corral/internal/write"
@@ -36,7 +37,7 @@ type Group[V any] struct {
 	tombs *fill.Tombstones // the recent writes of keys, shared by local and near
 	hot   *otter.Cache[string, *atomic.Int32]
 
-	leases *leases // the leases of the keys this node owns (see Lease)
+	leases *lease.Table[V] // the leases of the keys this node owns (see Lease)
 
 	remoteGets fill.Counter  // Gets routed to another member (near hits included)
 	nearHits   fill.Counter  // Gets answered by a near copy
@@ -65,7 +66,9 @@ func NewGroup[V any](n *Node, name string, load LoadFunc[V], opts ...GroupOption
 			return nil, err
 		}
 	}
-	g := &Group[V]{node: n, name: name, load: load, codec: defaultCodec[V](), leases: newLeases()}
+	g := &Group[V]{node: n, name: name, load: load, codec: defaultCodec[V]()}
+	g.leases = lease.NewTable(lease.Config{Group: name, View: &n.view, Clock: n.versions,
+		PeekWindow: n.cfg.PeekWindow, PeekTimeout: n.cfg.PeekTimeout, AskedAt: n.askedAt}, lease.Store[V](leaseStore[V]{g}))
 	if o.codec != nil {
 		c, ok := o.codec.(Codec[V])
 		if !ok {

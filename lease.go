@@ -4,35 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
-	"math/rand/v2"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/internal/handoff"
+	"github.com/corralcache/corral/internal/lease"
 	"github.com/corralcache/corral/internal/version"
 	"github.com/corralcache/corral/internal/view"
 	"github.com/corralcache/corral/transport"
 	"github.com/corralcache/corral/transport/peerpb"
 )
-
-// Leases let a filler outside the process — a Python service with its own database access,
-// a Node renderer — build a missing value itself, with one filler in the whole cluster and
-// no polling: Group.Lease answers with the value, or makes this caller the filler (a
-// token), or holds it until the filler's value is stored; Group.FillSet stores the value
-// only while the token is live. corral serve speaks it over HTTP and the Redis protocol
-// (FILLGET / FILLSET).
-//
-// The key's owner holds its lease, so there is one per key in the cluster. A lease ends
-// when its value is stored, when it lapses (its Fill duration passed), when a write of the
-// key lands (Set, Remove, or another FillSet: the lease is revoked and its FillSet stores
-// nothing), or when the key's owner changes in the owner's view (the new owner grants a
-// lease of its own: at most one extra filler per ownership change, as for fills). A value
-// stored by FillSet is a write like Set's — a version from the owner's clock, remembered,
-// told to every member — with the lifetime the FillSet gives.
 
 // LeaseState says what Group.Lease answered.
 type LeaseState string
@@ -42,10 +24,6 @@ const (
 	LeaseFill  LeaseState = "fill"  // nobody held the lease: this caller does (Token); it builds the value and calls FillSet
 	LeaseStale LeaseState = "stale" // Value is stale, within its SWR window; with a Token, this caller refreshes it
 	LeaseBusy  LeaseState = "busy"  // another caller holds the lease and no value arrived within Wait
-
-	// leaseMoved is the owner's answer to a waiter whose lease ended because the key's owner
-	// changed: the caller asks the new owner. It never leaves the package.
-	leaseMoved LeaseState = "moved"
 )
 
 // Limits of a lease request.
@@ -53,15 +31,11 @@ const (
 	MinLeaseFill = time.Millisecond // shortest LeaseOptions.Fill
 	MaxLeaseFill = time.Hour        // longest LeaseOptions.Fill
 	MaxLeaseWait = time.Minute      // longest LeaseOptions.Wait
-
-	// maxLeases bounds the leases one group holds on one node at once: each costs a timer
-	// and a map entry until it ends, and a key without a value must not be a way to pin
-	// memory for an hour each.
-	maxLeases = 1 << 16
-	// maxLeaseMoves bounds how often one Lease call follows the key to a new owner before
-	// it answers busy: views settle in a gossip round or two.
-	maxLeaseMoves = 3
 )
+
+// maxLeaseMoves bounds how often one Lease call follows the key to a new owner before it
+// answers busy: views settle in a gossip round or two.
+const maxLeaseMoves = 3
 
 // ErrLeaseArgument is wrapped by the errors of Lease and FillSet for arguments out of range
 // (a Fill outside [MinLeaseFill, MaxLeaseFill], a Wait above MaxLeaseWait, an empty token,
@@ -86,16 +60,6 @@ type LeaseOptions struct {
 	Wait time.Duration
 }
 
-func (o LeaseOptions) validate() error {
-	switch {
-	case o.Fill < MinLeaseFill || o.Fill > MaxLeaseFill:
-		return fmt.Errorf("%w: fill %v out of [%v, %v]", ErrLeaseArgument, o.Fill, MinLeaseFill, MaxLeaseFill)
-	case o.Wait < 0 || o.Wait > MaxLeaseWait:
-		return fmt.Errorf("%w: wait %v out of [0, %v]", ErrLeaseArgument, o.Wait, MaxLeaseWait)
-	}
-	return nil
-}
-
 // Lease is Group.Lease's answer.
 type Lease[V any] struct {
 	State LeaseState
@@ -107,20 +71,6 @@ type Lease[V any] struct {
 type Expiry struct {
 	TTL time.Duration // how long it is fresh; 0 = it never expires
 	SWR time.Duration // then how long it is served stale while one caller refreshes it; 0 = none
-}
-
-func (e Expiry) validate() error {
-	if e.TTL < 0 || e.SWR < 0 {
-		return fmt.Errorf("%w: negative TTL %v or SWR %v", ErrLeaseArgument, e.TTL, e.SWR)
-	}
-	return nil
-}
-
-func (e Expiry) fresh() time.Duration {
-	if e.TTL == 0 {
-		return fill.Never
-	}
-	return e.TTL
 }
 
 // Lease asks key's owner for the value of key, or for the right to build it:
@@ -145,8 +95,8 @@ func (g *Group[V]) Lease(ctx context.Context, key string, o LeaseOptions) (Lease
 	if err := g.node.checkKey(key); err != nil {
 		return Lease[V]{}, err
 	}
-	if err := o.validate(); err != nil {
-		return Lease[V]{}, err
+	if err := lease.Validate(o.Fill, o.Wait); err != nil {
+		return Lease[V]{}, leaseErr(err)
 	}
 	n := g.node
 	if n.closed.Load() {
@@ -154,11 +104,12 @@ func (g *Group[V]) Lease(ctx context.Context, key string, o LeaseOptions) (Lease
 	}
 	until := time.Now().Add(o.Wait)
 	for range maxLeaseMoves {
-		var ans leaseAnswer[V]
+		var ans lease.Answer[V]
 		_, err := n.router.OnOwner(ctx, key, false,
 			func() error {
 				var err error
-				ans, err = g.acquire(ctx, key, o.Fill, until)
+				ans, err = g.leases.Acquire(ctx, key, o.Fill, until)
+				err = leaseErr(err)
 				return err
 			},
 			func(ctx context.Context, st *view.MemberState) error {
@@ -188,8 +139,8 @@ func (g *Group[V]) Lease(ctx context.Context, key string, o LeaseOptions) (Lease
 		if err != nil {
 			return Lease[V]{}, g.wrapErr(key, fromWire(err))
 		}
-		if ans.state != leaseMoved {
-			return Lease[V]{State: ans.state, Value: ans.entry.Value, Token: ans.token}, nil
+		if ans.State != lease.Moved {
+			return Lease[V]{State: LeaseState(ans.State), Value: ans.Entry.Value, Token: ans.Token}, nil
 		}
 	}
 	return Lease[V]{State: LeaseBusy}, nil
@@ -223,8 +174,8 @@ func (g *Group[V]) store(ctx context.Context, key string, v V, token string, e E
 	if err := g.node.checkKey(key); err != nil {
 		return false, err
 	}
-	if err := e.validate(); err != nil {
-		return false, err
+	if err := lease.Expiry(e).Validate(); err != nil {
+		return false, leaseErr(err)
 	}
 	b, err := g.codec.Encode(v)
 	if err != nil {
@@ -237,7 +188,7 @@ func (g *Group[V]) store(ctx context.Context, key string, v V, token string, e E
 	var stored bool
 	err = g.write(ctx, key,
 		func(drawn uint64) (uint64, error) {
-			version, err := g.storeLocal(key, v, token, e, drawn)
+			version, err := g.leases.Store(key, v, token, lease.Expiry(e), drawn)
 			stored = version > 0
 			return version, err
 		},
@@ -251,307 +202,6 @@ func (g *Group[V]) store(ctx context.Context, key string, v V, token string, e E
 			return resp.GetVersion(), err
 		})
 	return stored, err
-}
-
-// leaseAnswer is what the owner answers a Lease with.
-type leaseAnswer[V any] struct {
-	state LeaseState
-	entry fill.Entry[V] // for hit and stale
-	token string
-}
-
-// leaseEnd says why a lease ended.
-type leaseEnd int
-
-const (
-	leaseLive    leaseEnd = iota
-	leaseStored           // its FillSet stored the value
-	leaseLapsed           // its Fill duration passed
-	leaseRevoked          // a write of the key landed
-	leaseMovedTo          // the key's owner changed in this node's view
-	leaseClosed           // the group closed
-	leaseDropped          // a warm pull's placeholder whose caller left
-)
-
-// lease is one key's lease on its owner.
-type lease struct {
-	token   string    // "" for a placeholder: the owner looks for a copy elsewhere first (a warm pull)
-	version uint64    // the key's write floor at grant: a later write revokes the lease
-	owner   string    // the key's owner in this node's view at grant
-	expires time.Time // when it lapses; timer may fire early for an earlier expiry, see lapse
-	timer   *time.Timer
-	done    chan struct{} // closed when the lease ends
-	end     leaseEnd      // written under leases.mu before done is closed, read after
-}
-
-// leases holds a group's leases on this node.
-type leases struct {
-	mu sync.Mutex
-	// guards byKey, movedAway and closed
-	byKey map[string]*lease // live leases only
-	// movedAway holds the keys whose lease ended here because the key moved to another
-	// owner, until that lease would have lapsed: this node grants none of them again
-	// meanwhile — a caller whose view is behind still asks it, and the new owner grants its
-	// own, so one ownership change costs one extra filler, not two.
-	movedAway map[string]time.Time
-	closed    bool
-
-	granted  atomic.Uint64 // tokens handed out (fill and refresh)
-	lapsed   atomic.Uint64 // leases whose Fill duration passed without a FillSet
-	rejected atomic.Uint64 // FillSets whose token was not live
-}
-
-func newLeases() *leases {
-	return &leases{byKey: make(map[string]*lease), movedAway: make(map[string]time.Time)}
-}
-
-// grantLocked makes a live lease of key for d. A token of 64 random bits: a FillSet that
-// reaches an owner holding another lease of the key never passes for its holder.
-func (t *leases) grantLocked(key string, placeholder bool, version uint64, owner string, d time.Duration) *lease {
-	l := &lease{version: version, owner: owner, expires: time.Now().Add(d), done: make(chan struct{})}
-	if !placeholder {
-		l.token = newToken()
-		t.granted.Add(1)
-	}
-	l.timer = time.AfterFunc(d, func() { t.lapse(key, l) })
-	t.byKey[key] = l
-	return l
-}
-
-func newToken() string { return fmt.Sprintf("%016x", rand.Uint64()) }
-
-// endLocked ends l, if it is still key's live lease, and wakes its waiters.
-func (t *leases) endLocked(key string, l *lease, why leaseEnd) {
-	if t.byKey[key] != l {
-		return
-	}
-	delete(t.byKey, key)
-	l.timer.Stop()
-	l.end = why
-	close(l.done)
-}
-
-// lapse ends l when its time is up.
-func (t *leases) lapse(key string, l *lease) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	// A placeholder turned into a lease has its timer reset; a firing of the old timer that
-	// raced with the reset finds its expiry not reached yet and does nothing.
-	if t.byKey[key] == l && !time.Now().Before(l.expires) {
-		if l.token != "" {
-			t.lapsed.Add(1)
-		}
-		t.endLocked(key, l, leaseLapsed)
-	}
-}
-
-// revoke ends key's lease if it was granted before the write of version.
-func (t *leases) revoke(key string, version uint64) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if l, ok := t.byKey[key]; ok && l.version < version {
-		t.endLocked(key, l, leaseRevoked)
-	}
-}
-
-// moved ends the leases of the keys whose owner in v is another member than their owner at
-// grant. A lease this node granted as acting owner (the owner did not answer, or was
-// leaving) stays live when the key is now its own: its holder builds the value here.
-func (t *leases) moved(v *view.View) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	now := time.Now()
-	for key, until := range t.movedAway {
-		if !now.Before(until) || v.Owner(key) == v.Self {
-			delete(t.movedAway, key)
-		}
-	}
-	for key, l := range t.byKey {
-		switch owner := v.Owner(key); owner {
-		case l.owner:
-		case v.Self:
-			l.owner = owner
-		default:
-			t.endLocked(key, l, leaseMovedTo)
-			if l.token != "" {
-				t.movedAway[key] = l.expires
-			}
-		}
-	}
-}
-
-// movedAwayLocked reports whether key's lease moved away from this node lately (see
-// leases.movedAway).
-func (t *leases) movedAwayLocked(key string) bool {
-	until, ok := t.movedAway[key]
-	if ok && !time.Now().Before(until) {
-		delete(t.movedAway, key)
-		return false
-	}
-	return ok
-}
-
-func (t *leases) close() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.closed = true
-	for key, l := range t.byKey {
-		t.endLocked(key, l, leaseClosed)
-	}
-}
-
-// acquire is the owner's side of Lease (see Group.Lease): answers from the store, grants,
-// or waits until until for the lease's holder.
-func (g *Group[V]) acquire(ctx context.Context, key string, fillFor time.Duration, until time.Time) (leaseAnswer[V], error) {
-	t := g.leases
-	for {
-		if err := ctx.Err(); err != nil {
-			// A caller that has gone (its client hung up while it waited) is granted nothing:
-			// a lease nobody builds would hold the others up for its whole Fill.
-			return leaseAnswer[V]{}, err
-		}
-		t.mu.Lock()
-		if t.closed {
-			t.mu.Unlock()
-			return leaseAnswer[V]{}, ErrClosed
-		}
-		// The view is read under t.mu: a membership change stores its view before it ends
-		// the leases it moved (moved takes t.mu), so a lease granted on an older view than
-		// the newest is ended by that sweep.
-		v := g.node.view.Load()
-		// The store is read under t.mu, where FillSet stores: a waiter woken by a stored
-		// lease finds the value here. A Set or Remove stores before it revokes the lease.
-		e, ok := g.local.Peek(key)
-		if ok && e.FreshFor > 0 {
-			t.mu.Unlock()
-			return leaseAnswer[V]{state: LeaseHit, entry: e}, nil
-		}
-		l := t.byKey[key]
-		if l == nil && len(t.byKey) >= maxLeases {
-			t.mu.Unlock()
-			return leaseAnswer[V]{}, fmt.Errorf("%w: %d in group %q on this node, the limit", ErrTooManyLeases, maxLeases, g.name)
-		}
-		movedAway := l == nil && t.movedAwayLocked(key)
-		if ok { // stale, within its SWR window
-			ans := leaseAnswer[V]{state: LeaseStale, entry: e}
-			if l == nil && !movedAway {
-				ans.token = t.grantLocked(key, false, max(e.Version, g.tombs.Floor(key)), v.Owner(key), fillFor).token
-			}
-			t.mu.Unlock()
-			return ans, nil
-		}
-		if movedAway {
-			t.mu.Unlock()
-			return leaseAnswer[V]{state: leaseMoved}, nil // the new owner grants it
-		}
-		if l == nil {
-			floor := g.tombs.Floor(key)
-			if _, movedHere := v.PeekCandidates(key, g.node.cfg.PeekWindow, time.Now(), g.node.askedAt()); movedHere {
-				// The key's owner changed lately: a member may still hold it. One caller looks
-				// (a warm pull) under a placeholder that keeps the others waiting.
-				ph := t.grantLocked(key, true, floor, v.Owner(key), 2*g.node.cfg.PeekTimeout+time.Second)
-				t.mu.Unlock()
-				if ans, ok, err := g.pullOrGrant(ctx, key, ph, fillFor); ok || err != nil {
-					return ans, err
-				}
-				continue
-			}
-			token := t.grantLocked(key, false, floor, v.Owner(key), fillFor).token
-			t.mu.Unlock()
-			return leaseAnswer[V]{state: LeaseFill, token: token}, nil
-		}
-		wait := time.Until(until)
-		if wait <= 0 {
-			t.mu.Unlock()
-			return leaseAnswer[V]{state: LeaseBusy}, nil
-		}
-		done := l.done
-		t.mu.Unlock()
-		timer := time.NewTimer(wait)
-		select {
-		case <-done:
-			timer.Stop()
-			if l.end == leaseMovedTo {
-				return leaseAnswer[V]{state: leaseMoved}, nil
-			}
-			// Stored, lapsed or revoked: look again (a hit, or this caller may fill).
-		case <-timer.C:
-			return leaseAnswer[V]{state: LeaseBusy}, nil
-		case <-ctx.Done():
-			timer.Stop()
-			return leaseAnswer[V]{}, ctx.Err()
-		}
-	}
-}
-
-// pullOrGrant runs the warm pull of placeholder ph: a copy found elsewhere is stored and
-// ends ph (the caller looks again and finds it); none found turns ph into this caller's
-// lease. ok reports that ans is the answer; otherwise the caller looks again.
-func (g *Group[V]) pullOrGrant(ctx context.Context, key string, ph *lease, fillFor time.Duration) (ans leaseAnswer[V], ok bool, err error) {
-	t := g.leases
-	e, found := handoff.Pull(ctx, g.node.mover, g.name, key, g.tombs.Floor, g.decodeEntry)
-	found = found && !e.NotFound // a remembered not-found: the value is missing, and this caller builds it
-	if found {
-		if stored, _ := g.local.Put(key, e); stored {
-			g.node.metrics.handoff.WithLabelValues("received").Inc()
-		} else {
-			found = false // a write overtook the copy
-		}
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	switch {
-	case ctx.Err() != nil:
-		t.endLocked(key, ph, leaseDropped) // nobody would build it: let the next caller
-		return ans, false, ctx.Err()
-	case found:
-		t.endLocked(key, ph, leaseStored)
-		return ans, false, nil
-	case t.byKey[key] != ph: // revoked, moved or closed while pulling
-		if ph.end == leaseMovedTo {
-			return leaseAnswer[V]{state: leaseMoved}, true, nil
-		}
-		return ans, false, nil
-	}
-	ph.token = newToken()
-	t.granted.Add(1)
-	ph.expires = time.Now().Add(fillFor)
-	ph.timer.Reset(fillFor)
-	return leaseAnswer[V]{state: LeaseFill, token: ph.token}, true, nil
-}
-
-// storeLocal is store on the owner: it returns the write's version, or 0 when token is not
-// key's live lease (nothing changes then). Without a token the write is a Set with a
-// lifetime, at drawn, the writer's version (see Group.write); under a lease it takes a
-// version of the owner's, larger than the grant's: the lease, which ends once it stored,
-// keeps a late duplicate out.
-func (g *Group[V]) storeLocal(key string, v V, token string, e Expiry, drawn uint64) (uint64, error) {
-	if token == "" {
-		version := g.writeVersion(drawn)
-		_, err := g.local.SetFor(key, v, e.fresh(), e.SWR, math.MaxUint64, version)
-		return version, err
-	}
-	t := g.leases
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	cur := g.node.view.Load()
-	l := t.byKey[key]
-	if l == nil || l.token != token || cur.Owner(key) != l.owner {
-		t.rejected.Add(1)
-		return 0, nil
-	}
-	version := g.node.versions.Next()
-	ok, err := g.local.SetFor(key, v, e.fresh(), e.SWR, l.version, version)
-	switch {
-	case err != nil:
-		return 0, err
-	case !ok: // a write landed since the grant, and its revocation is on its way
-		t.rejected.Add(1)
-		t.endLocked(key, l, leaseRevoked)
-		return 0, nil
-	}
-	t.endLocked(key, l, leaseStored)
-	return version, nil
 }
 
 // The peer side.
@@ -615,29 +265,29 @@ func (n *Node) leasesMoved(v *view.View) {
 	}
 }
 
-func (g *Group[V]) leasesMoved(v *view.View) { g.leases.moved(v) }
+func (g *Group[V]) leasesMoved(v *view.View) { g.leases.Moved(v) }
 
 func (g *Group[V]) serveLease(ctx context.Context, req *peerpb.LeaseRequest) (*peerpb.LeaseResponse, error) {
 	key := string(req.GetKey())
 	if err := g.node.checkKey(key); err != nil {
 		return nil, toWire(err)
 	}
-	o := LeaseOptions{Fill: time.Duration(req.GetFillNanos()), Wait: time.Duration(req.GetWaitNanos())}
-	if err := o.validate(); err != nil {
+	fillFor, wait := time.Duration(req.GetFillNanos()), time.Duration(req.GetWaitNanos())
+	if err := lease.Validate(fillFor, wait); err != nil {
 		return nil, fmt.Errorf("%w: %v", transport.ErrInvalidArgument, err)
 	}
-	ans, err := g.acquire(ctx, key, o.Fill, time.Now().Add(o.Wait))
+	ans, err := g.leases.Acquire(ctx, key, fillFor, time.Now().Add(wait))
 	switch {
-	case errors.Is(err, ErrClosed):
+	case errors.Is(err, lease.ErrClosed):
 		return nil, fmt.Errorf("%w: %s is closing", transport.ErrLeaving, g.node.cfg.Name)
-	case errors.Is(err, ErrLeaseArgument), errors.Is(err, ErrTooManyLeases):
+	case errors.Is(err, lease.ErrArgument), errors.Is(err, lease.ErrTooMany):
 		return nil, fmt.Errorf("%w: %v", transport.ErrInvalidArgument, err)
 	case err != nil:
 		return nil, toWire(err)
 	}
-	resp := &peerpb.LeaseResponse{State: wireLeaseState(ans.state), Token: ans.token}
-	if ans.state == LeaseHit || ans.state == LeaseStale {
-		if resp.Entry, err = g.encodeEntry(key, ans.entry); err != nil {
+	resp := &peerpb.LeaseResponse{State: wireLeaseState(ans.State), Token: ans.Token}
+	if ans.State == lease.Hit || ans.State == lease.Stale {
+		if resp.Entry, err = g.encodeEntry(key, ans.Entry); err != nil {
 			return nil, toWire(err)
 		}
 	}
@@ -650,8 +300,8 @@ func (g *Group[V]) serveFillSet(ctx context.Context, req *peerpb.FillSetRequest)
 	if err := g.node.checkKey(key); err != nil {
 		return nil, toWire(err)
 	}
-	e := Expiry{TTL: time.Duration(pe.GetFreshForNanos()), SWR: time.Duration(pe.GetStaleForNanos())}
-	if err := e.validate(); err != nil {
+	e := lease.Expiry{TTL: time.Duration(pe.GetFreshForNanos()), SWR: time.Duration(pe.GetStaleForNanos())}
+	if err := e.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %v", transport.ErrInvalidArgument, err)
 	}
 	if err := version.Check(pe.GetVersion()); err != nil {
@@ -661,7 +311,7 @@ func (g *Group[V]) serveFillSet(ctx context.Context, req *peerpb.FillSetRequest)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", transport.ErrInvalidArgument, err)
 	}
-	version, err := g.storeLocal(key, v, req.GetToken(), e, pe.GetVersion())
+	version, err := g.leases.Store(key, v, req.GetToken(), e, pe.GetVersion())
 	if err != nil {
 		return nil, toWire(err)
 	}
@@ -671,23 +321,23 @@ func (g *Group[V]) serveFillSet(ctx context.Context, req *peerpb.FillSetRequest)
 	return &peerpb.FillSetResponse{Stored: version > 0, Version: version}, nil
 }
 
-func (g *Group[V]) leaseFromWire(resp *peerpb.LeaseResponse) (leaseAnswer[V], error) {
-	ans := leaseAnswer[V]{token: resp.GetToken()}
+func (g *Group[V]) leaseFromWire(resp *peerpb.LeaseResponse) (lease.Answer[V], error) {
+	ans := lease.Answer[V]{Token: resp.GetToken()}
 	switch resp.GetState() {
 	case peerpb.LeaseState_LEASE_STATE_HIT:
-		ans.state = LeaseHit
+		ans.State = lease.Hit
 	case peerpb.LeaseState_LEASE_STATE_FILL:
-		ans.state = LeaseFill
+		ans.State = lease.Fill
 	case peerpb.LeaseState_LEASE_STATE_STALE:
-		ans.state = LeaseStale
+		ans.State = lease.Stale
 	case peerpb.LeaseState_LEASE_STATE_BUSY:
-		ans.state = LeaseBusy
+		ans.State = lease.Busy
 	case peerpb.LeaseState_LEASE_STATE_MOVED:
-		ans.state = leaseMoved
+		ans.State = lease.Moved
 	default:
 		return ans, fmt.Errorf("corral: lease answer of unknown state %v", resp.GetState())
 	}
-	if ans.state == LeaseHit || ans.state == LeaseStale {
+	if ans.State == lease.Hit || ans.State == lease.Stale {
 		pe := resp.GetEntry()
 		if err := version.Check(pe.GetVersion()); err != nil {
 			return ans, fmt.Errorf("corral: value of %s/%q from its owner: %w", g.name, pe.GetKey(), err)
@@ -697,21 +347,63 @@ func (g *Group[V]) leaseFromWire(resp *peerpb.LeaseResponse) (leaseAnswer[V], er
 		if err != nil {
 			return ans, fmt.Errorf("corral: value of %s/%q from its owner: %w", g.name, pe.GetKey(), err)
 		}
-		ans.entry = e
+		ans.Entry = e
 	}
 	return ans, nil
 }
 
-func wireLeaseState(s LeaseState) peerpb.LeaseState {
+func wireLeaseState(s lease.State) peerpb.LeaseState {
 	switch s {
-	case LeaseHit:
+	case lease.Hit:
 		return peerpb.LeaseState_LEASE_STATE_HIT
-	case LeaseFill:
+	case lease.Fill:
 		return peerpb.LeaseState_LEASE_STATE_FILL
-	case LeaseStale:
+	case lease.Stale:
 		return peerpb.LeaseState_LEASE_STATE_STALE
-	case LeaseBusy:
+	case lease.Busy:
 		return peerpb.LeaseState_LEASE_STATE_BUSY
 	}
 	return peerpb.LeaseState_LEASE_STATE_MOVED
 }
+
+// leaseErr turns the lease table's errors into the public ones, with their messages.
+func leaseErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, lease.ErrClosed):
+		return ErrClosed
+	case errors.Is(err, lease.ErrArgument):
+		return relabel(err, ErrLeaseArgument)
+	case errors.Is(err, lease.ErrTooMany):
+		return relabel(err, ErrTooManyLeases)
+	}
+	return err
+}
+
+// leaseStore is a group's store as its lease table sees it.
+type leaseStore[V any] struct{ g *Group[V] }
+
+func (s leaseStore[V]) Peek(key string) (fill.Entry[V], bool) { return s.g.local.Peek(key) }
+func (s leaseStore[V]) Floor(key string) uint64               { return s.g.tombs.Floor(key) }
+
+func (s leaseStore[V]) SetFor(key string, v V, fresh, swr time.Duration, floor, version uint64) (bool, error) {
+	return s.g.local.SetFor(key, v, fresh, swr, floor, version)
+}
+
+// Take stores a copy another member still holds (a warm pull), unless a write overtook it;
+// a remembered not-found is no value: the caller builds it.
+func (s leaseStore[V]) Take(ctx context.Context, key string) bool {
+	g := s.g
+	e, found := handoff.Pull(ctx, g.node.mover, g.name, key, g.tombs.Floor, g.decodeEntry)
+	if !found || e.NotFound {
+		return false
+	}
+	if stored, _ := g.local.Put(key, e); !stored {
+		return false // a write overtook the copy
+	}
+	g.node.metrics.handoff.WithLabelValues("received").Inc()
+	return true
+}
+
+var _ lease.Store[string] = leaseStore[string]{}

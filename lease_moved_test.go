@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corralcache/corral/internal/lease"
 	"github.com/corralcache/corral/internal/view"
 	"github.com/corralcache/corral/peer"
 )
@@ -39,34 +40,18 @@ func TestMovedLeaseIsNotGrantedAgain(t *testing.T) {
 	self := nodes[0].members.Members()
 	elsewhere := viewOwnedBy(t, nodes[0], []peer.Member{{Name: "other", Meta: peer.Meta{PeerAddr: "192.0.2.1:7947"}}})
 	g.leasesMoved(elsewhere)
-	ans, err := g.acquire(ctx, "k", time.Minute, time.Now())
-	if err != nil || ans.state != LeaseStale || ans.token != "" {
+	ans, err := g.leases.Acquire(ctx, "k", time.Minute, time.Now())
+	if err != nil || ans.State != lease.Stale || ans.Token != "" {
 		t.Fatalf("Lease as acting owner after the key moved away = %+v, %v; want stale without a token", ans, err)
 	}
 	if err := g.Remove(ctx, "k"); err != nil {
 		t.Fatal(err)
 	}
-	if ans, err := g.acquire(ctx, "k", time.Minute, time.Now()); err != nil || ans.state != leaseMoved {
+	if ans, err := g.leases.Acquire(ctx, "k", time.Minute, time.Now()); err != nil || ans.State != lease.Moved {
 		t.Fatalf("Lease of a missing key after its lease moved away = %+v, %v; want moved", ans, err)
 	}
 	g.leasesMoved(viewOwnedBy(t, nodes[0], self)) // the key is this node's again
-	if ans, err := g.acquire(ctx, "k", time.Minute, time.Now()); err != nil || ans.state != LeaseFill || ans.token == "" {
+	if ans, err := g.leases.Acquire(ctx, "k", time.Minute, time.Now()); err != nil || ans.State != lease.Fill || ans.Token == "" {
 		t.Fatalf("Lease once the key is back = %+v, %v; want fill", ans, err)
-	}
-}
-
-// A lease granted as acting owner — the key's owner in this node's view did not answer, or
-// was leaving — stays live when the view changes to make this node the owner: its holder's
-// FillSet stores.
-func TestActingOwnerLeaseSurvivesBecomingOwner(t *testing.T) {
-	nodes := newCluster(t, 1)
-	g := groups(t, nodes, "g", noLoader)[0]
-	g.leases.mu.Lock()
-	l := g.leases.grantLocked("k", false, 0, "leaver", time.Minute)
-	g.leases.mu.Unlock()
-	g.leasesMoved(nodes[0].view.Load())
-	stored, err := g.FillSet(context.Background(), "k", "built", l.token, Expiry{TTL: time.Hour})
-	if err != nil || !stored {
-		t.Fatalf("FillSet under the acting owner's lease = %v, %v; want stored", stored, err)
 	}
 }

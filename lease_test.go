@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/corralcache/corral/internal/lease"
 )
 
 // noLoader is the loader of a group whose values come only from writes (corral serve
@@ -333,11 +335,11 @@ func TestLeaseTableFull(t *testing.T) {
 			}
 		}
 	}
-	if _, err := owner.acquire(ctx, held, time.Minute, time.Now()); err != nil {
+	if _, err := owner.leases.Acquire(ctx, held, time.Minute, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	for i := 1; i < maxLeases; i++ {
-		if _, err := owner.acquire(ctx, fmt.Sprint("filler-", i), time.Minute, time.Now()); err != nil {
+	for i := 1; i < lease.MaxHeld; i++ {
+		if _, err := owner.leases.Acquire(ctx, fmt.Sprint("filler-", i), time.Minute, time.Now()); err != nil {
 			t.Fatalf("lease %d: %v", i, err)
 		}
 	}

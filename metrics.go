@@ -34,6 +34,7 @@ type GroupStats struct {
 
 func (g *Group[V]) stats() GroupStats {
 	l, nr := g.local.Stats(), g.near.Stats()
+	granted, lapsed, rejected := g.leases.Stats()
 	return GroupStats{
 		// Each is a monotonic count, and so is their sum: peer requests are not counted in
 		// local's Gets (serveGet uses Lookup), so nothing is subtracted.
@@ -48,9 +49,9 @@ func (g *Group[V]) stats() GroupStats {
 		Entries:     l.Entries,
 		Bytes:       l.Bytes,
 
-		LeasesGranted: g.leases.granted.Load(),
-		LeasesLapsed:  g.leases.lapsed.Load(),
-		LeaseRejected: g.leases.rejected.Load(),
+		LeasesGranted: granted,
+		LeasesLapsed:  lapsed,
+		LeaseRejected: rejected,
 	}
 }
 

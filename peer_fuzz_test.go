@@ -19,6 +19,7 @@ import (
 
 	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/internal/fuzzcorpus"
+	"github.com/corralcache/corral/internal/lease"
 	"github.com/corralcache/corral/internal/version"
 	"github.com/corralcache/corral/transport"
 	"github.com/corralcache/corral/transport/peerpb"
@@ -374,16 +375,16 @@ func FuzzPeerAnswer(f *testing.F) {
 			return
 		}
 		before := fz.n.versions.Now()
-		var state LeaseState
+		var state lease.State
 		var err error
 		if jsonGroup {
-			var ans leaseAnswer[fuzzValue]
+			var ans lease.Answer[fuzzValue]
 			ans, err = fz.js.leaseFromWire(&resp)
-			state = ans.state
+			state = ans.State
 		} else {
-			var ans leaseAnswer[string]
+			var ans lease.Answer[string]
 			ans, err = fz.str.leaseFromWire(&resp)
-			state = ans.state
+			state = ans.State
 		}
 		if v := fz.n.versions.Next(); v <= before {
 			t.Fatalf("the answer moved the version clock back: %#x after %#x", v, before)

@@ -286,7 +286,7 @@ func (g *Group[V]) serveSet(ctx context.Context, req *peerpb.SetRequest) (*peerp
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", transport.ErrInvalidArgument, err)
 	}
-	version := g.writeVersion(e.GetVersion())
+	version := g.node.versions.OrNext(e.GetVersion())
 	stored, err := g.local.SetAt(key, v, version)
 	if err != nil {
 		return nil, toWire(err)
@@ -304,23 +304,13 @@ func (g *Group[V]) serveRemove(ctx context.Context, req *peerpb.RemoveRequest) (
 	if err := version.Check(req.GetVersion()); err != nil {
 		return nil, fmt.Errorf("%w: %v", transport.ErrInvalidArgument, err)
 	}
-	version := g.writeVersion(req.GetVersion())
+	version := g.node.versions.OrNext(req.GetVersion())
 	if err := g.local.RemoveAt(key, version); err != nil {
 		return nil, toWire(err)
 	}
 	g.near.Invalidate(key, version)
 	g.node.log.Debug("corral: removed as owner", "group", g.name, "key", key, "version", version, "for", req.GetHeader().GetSender())
 	return &peerpb.RemoveResponse{Version: version}, nil
-}
-
-// writeVersion is the version of a write a peer asks this node to apply: the one the writer
-// drew, or a new one for a writer that sent none.
-func (g *Group[V]) writeVersion(v uint64) uint64 {
-	if v == 0 {
-		return g.node.versions.Next()
-	}
-	g.node.versions.Observe(v)
-	return v
 }
 
 // invalidate applies a write of key at version made elsewhere: every copy of the key this
@@ -332,7 +322,7 @@ func (g *Group[V]) invalidate(key string, version uint64) {
 	}
 	g.local.Invalidate(key, version)
 	g.near.Invalidate(key, version)
-	g.leases.revoke(key, version)
+	g.leases.Revoke(key, version)
 }
 
 // latest returns the largest version of key known here, in either store (see
@@ -425,7 +415,7 @@ func (g *Group[V]) nearLifetime(key string, e *peerpb.Entry) time.Duration {
 }
 
 func (g *Group[V]) closeStores(ctx context.Context) error {
-	g.leases.close()
+	g.leases.Close()
 	err1 := g.local.Close(ctx)
 	err2 := g.near.Close(ctx)
 	g.hot.StopAllGoroutines()

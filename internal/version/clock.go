@@ -80,6 +80,16 @@ func (c *Clock) Observe(v uint64) {
 	}
 }
 
+// OrNext returns the version of a write a peer asks this node to apply: v, the one the writer
+// drew, which the clock observes; or a new one for a writer that sent none (v == 0).
+func (c *Clock) OrNext(v uint64) uint64 {
+	if v == 0 {
+		return c.Next()
+	}
+	c.Observe(v)
+	return v
+}
+
 // Now returns the largest version handed out or seen.
 func (c *Clock) Now() uint64 { return c.last.Load() }
 

@@ -6,6 +6,11 @@ import (
 	"strings"
 
 	"github.com/corralcache/corral/fill"
+	"github.com/corralcache/corral/internal/group"
+	"github.com/corralcache/corral/internal/lease"
+	"github.com/corralcache/corral/internal/limit"
+	"github.com/corralcache/corral/internal/node"
+	"github.com/corralcache/corral/internal/write"
 )
 
 // ErrNotFound is what a loader returns when the key does not exist at the source. It crosses
@@ -84,21 +89,32 @@ func (e *UnreachedError) Error() string {
 
 func (e *UnreachedError) Unwrap() error { return e.Err }
 
-// checkKey is checkKey for a request to n: a bad key counts in corral_limit_hits_total.
-func (n *Node) checkKey(key string) error {
-	err := checkKey(key)
-	if err != nil {
-		n.metrics.limits.hit(limitKey)
+// publicErr turns the errors of the packages below into the public ones: the same messages,
+// as the types and values this package documents.
+func publicErr(err error) error {
+	switch e := err.(type) {
+	case nil:
+		return nil
+	case *group.FillError:
+		out := &FillError{Group: e.Group, Key: e.Key, Err: e.Err, Shared: e.Shared, Remote: e.Remote}
+		if errors.Is(e.Err, group.ErrPeerTimeout) {
+			out.Err = relabel(e.Err, ErrPeerTimeout)
+		}
+		return out
+	case *limit.Error:
+		return (*LimitError)(e)
+	case *write.UnreachedError:
+		return (*UnreachedError)(e)
+	}
+	switch {
+	case errors.Is(err, node.ErrClosed):
+		return ErrClosed
+	case errors.Is(err, lease.ErrArgument):
+		return relabel(err, ErrLeaseArgument)
+	case errors.Is(err, lease.ErrTooMany):
+		return relabel(err, ErrTooManyLeases)
 	}
 	return err
-}
-
-// checkKey turns fill's key check into a LimitError.
-func checkKey(key string) error {
-	if fill.CheckKey(key) != nil {
-		return &LimitError{Limit: "key", Size: len(key), Max: fill.MaxKeyBytes}
-	}
-	return nil
 }
 
 // relabel returns err, which wraps an internal error that stands for public, as an error with

@@ -65,8 +65,9 @@ func (r *Router) Close() {
 
 var errNoMembers = errors.New("corral: no member to route to")
 
-// ErrStopped is the error of a request this node would serve itself once it serves nothing
-// any more (view.View.Stopped) and no other member is left to ask: the node is closing.
+// ErrStopped is the error of a request this node cannot make any more: it serves nothing
+// itself (view.View.Stopped) and no other member is left to ask, or its peer client is
+// closed. The node is closing.
 var ErrStopped = errors.New("corral: node closed")
 
 // OnOwner runs an operation on key's owner: local when this node owns it, remote otherwise.

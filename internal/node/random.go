@@ -1,4 +1,4 @@
-package corral
+package node
 
 import (
 	"math/rand/v2"
@@ -33,13 +33,4 @@ func (l *lockedRand) child() *rand.Rand {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return rand.New(rand.NewPCG(l.r.Uint64(), l.r.Uint64()))
-}
-
-// randFloat returns fill.Config.Rand for this node's groups: Config.Rand's, or nil for the
-// fill package's default.
-func (n *Node) randFloat() func() float64 {
-	if n.rand == nil {
-		return nil
-	}
-	return n.rand.Float64
 }

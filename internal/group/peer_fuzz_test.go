@@ -1,4 +1,4 @@
-package corral
+package group
 
 import (
 	"bytes"
@@ -20,14 +20,16 @@ import (
 	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/internal/fuzzcorpus"
 	"github.com/corralcache/corral/internal/lease"
+	"github.com/corralcache/corral/internal/node"
 	"github.com/corralcache/corral/internal/version"
+	"github.com/corralcache/corral/internal/write"
 	"github.com/corralcache/corral/transport"
 	"github.com/corralcache/corral/transport/peerpb"
 )
 
 // The peer protocol under fuzzing: bytes as a peer's gRPC request would carry them, decoded
-// into the request type the method takes, and served by this node's handler (type server)
-// on a real one-node cluster. Whatever the bytes, the handler must not panic; a message that
+// into the request type the method takes, and served by this node's handler
+// (node.Node.Handler) on a real one-node cluster. Whatever the bytes, the handler must not panic; a message that
 // breaks a rule (a bad key, an unknown group, a value the group's codec refuses, a lease
 // argument out of range, a version out of range) gets an error that says so, never a silent
 // success nor an Internal error; and no message, good or bad, changes a key it does not
@@ -67,7 +69,7 @@ const maxFuzzAutoGroups = 4
 // bytes, and "j" of JSON values — and registering up to maxFuzzAutoGroups more, "auto…",
 // when a message names one (AutoGroup, as in corral serve).
 type fuzzNode struct {
-	n     *Node
+	n     *node.Node
 	str   *Group[string]
 	js    *Group[fuzzValue]
 	autos atomic.Int32
@@ -84,19 +86,19 @@ func newFuzzNode(tb testing.TB) *fuzzNode {
 	// The fuzzer makes the node log a warning per message that names a stranger it cannot
 	// reach; a test buffer would grow for the whole run.
 	cfg.Logger = slog.New(slog.DiscardHandler)
-	cfg.AutoGroup = func(n *Node, name string) error {
+	cfg.AutoGroup = func(name string) error {
 		if !strings.HasPrefix(name, "auto") || fz.autos.Add(1) > maxFuzzAutoGroups {
 			return fmt.Errorf("fuzz: no group %q here", name)
 		}
-		_, err := NewGroup(n, name, fuzzLoadString, WithMaxBytes(1<<20))
+		_, err := New(fz.n, name, fuzzLoadString, Options[string]{MaxBytes: 1 << 20, Codec: stringCodec{}})
 		return err
 	}
 	fz.n = newNode(tb, cfg)
 	var err error
-	if fz.str, err = NewGroup(fz.n, "s", fuzzLoadString, WithTTL(time.Hour), WithMaxBytes(1<<20)); err != nil {
+	if fz.str, err = New(fz.n, "s", fuzzLoadString, Options[string]{TTL: time.Hour, MaxBytes: 1 << 20, Codec: stringCodec{}}); err != nil {
 		tb.Fatal(err)
 	}
-	if fz.js, err = NewGroup(fz.n, "j", fuzzLoadJSON, WithTTL(time.Hour), WithMaxBytes(1<<20)); err != nil {
+	if fz.js, err = New(fz.n, "j", fuzzLoadJSON, Options[fuzzValue]{TTL: time.Hour, MaxBytes: 1 << 20, Codec: jsonCodec[fuzzValue]{}}); err != nil {
 		tb.Fatal(err)
 	}
 	ip, _, _ := net.SplitHostPort(fz.n.PeerAddr())
@@ -107,13 +109,26 @@ func newFuzzNode(tb testing.TB) *fuzzNode {
 // fuzzLoadString finds every key but those starting with "missing".
 func fuzzLoadString(_ context.Context, key string) (string, error) {
 	if strings.HasPrefix(key, "missing") {
-		return "", ErrNotFound
+		return "", fill.ErrNotFound
 	}
 	return "loaded:" + key, nil
 }
 
 func fuzzLoadJSON(_ context.Context, key string) (fuzzValue, error) {
 	return fuzzValue{N: len(key), S: "loaded"}, nil
+}
+
+// jsonCodec is the codec corral gives a group of values other than strings and bytes.
+type jsonCodec[V any] struct{}
+
+func (jsonCodec[V]) Encode(v V) ([]byte, error) { return json.Marshal(v) }
+
+func (jsonCodec[V]) Decode(b []byte) (V, error) {
+	var v V
+	if err := json.Unmarshal(b, &v); err != nil {
+		return v, fmt.Errorf("decode: %w", err)
+	}
+	return v, nil
 }
 
 // groupKey names a key of a group.
@@ -152,11 +167,11 @@ func (fz *fuzzNode) serve(t *testing.T, method int, msg []byte) {
 	defer cancel()
 
 	want := fz.writeSentinels(t, ctx)
-	before := fz.n.versions.Now()
+	before := fz.n.Versions().Now()
 	var err error
 	var hit *peerpb.GetResponse
 	if method == fuzzGetHit {
-		if r, ok := (server{fz.n}).GetHit(ctx, req.(*peerpb.GetRequest)); ok {
+		if r, ok := fz.n.Handler().GetHit(ctx, req.(*peerpb.GetRequest)); ok {
 			hit = r
 		}
 	} else {
@@ -165,7 +180,7 @@ func (fz *fuzzNode) serve(t *testing.T, method int, msg []byte) {
 	if ctx.Err() != nil {
 		t.Fatalf("%s did not answer within 20 s: %v", name, err)
 	}
-	if v := fz.n.versions.Next(); v <= before {
+	if v := fz.n.Versions().Next(); v <= before {
 		t.Fatalf("%s moved the version clock back: %#x after %#x", name, v, before)
 	}
 	bad, named, writes := fz.judge(req)
@@ -192,7 +207,7 @@ func (fz *fuzzNode) serve(t *testing.T, method int, msg []byte) {
 }
 
 func (fz *fuzzNode) call(ctx context.Context, req proto.Message) error {
-	s := server{fz.n}
+	s := fz.n.Handler()
 	var err error
 	switch r := req.(type) {
 	case *peerpb.GetRequest:
@@ -225,7 +240,7 @@ func (fz *fuzzNode) judge(req proto.Message) (bad string, named, writes []groupK
 	var reasons []string
 	// A group is unknown when it is not registered after the call: AutoGroup had its chance.
 	group := func(g string) {
-		if _, ok := fz.n.group(g); !ok {
+		if _, ok := fz.n.Group(g); !ok {
 			reasons = append(reasons, fmt.Sprintf("unknown group %q", g))
 		}
 	}
@@ -292,10 +307,10 @@ func (fz *fuzzNode) judge(req proto.Message) (bad string, named, writes []groupK
 		header(r.GetHeader())
 		group(r.GetGroup())
 		key(r.GetKey())
-		if d := time.Duration(r.GetFillNanos()); d < MinLeaseFill || d > MaxLeaseFill {
+		if d := time.Duration(r.GetFillNanos()); d < lease.MinFill || d > lease.MaxFill {
 			reasons = append(reasons, fmt.Sprintf("lease fill %v", d))
 		}
-		if d := time.Duration(r.GetWaitNanos()); d < 0 || d > MaxLeaseWait {
+		if d := time.Duration(r.GetWaitNanos()); d < 0 || d > lease.MaxWait {
 			reasons = append(reasons, fmt.Sprintf("lease wait %v", d))
 		}
 		named = []groupKey{{r.GetGroup(), string(r.GetKey())}}
@@ -321,7 +336,7 @@ func (fz *fuzzNode) writeSentinels(t *testing.T, ctx context.Context) sentinels 
 	t.Helper()
 	seq := fz.seq.Add(1)
 	want := sentinels{s: fmt.Sprintf("sentinel-%d", seq), j: fuzzValue{N: int(seq), S: "sentinel"}}
-	var ue *UnreachedError
+	var ue *write.UnreachedError
 	if err := fz.str.Set(ctx, fuzzSentinel, want.s); err != nil && !errors.As(err, &ue) {
 		t.Fatalf("set the sentinel: %v", err)
 	}
@@ -358,8 +373,8 @@ func (fz *fuzzNode) checkSentinels(t *testing.T, ctx context.Context, what strin
 // message finds none of it: a lease left held would make a later Lease wait for it.
 func (fz *fuzzNode) forget(named []groupKey) {
 	for _, gk := range named {
-		if g, ok := fz.n.group(gk.group); ok && fill.CheckKey(gk.key) == nil {
-			g.invalidate(gk.key, fz.n.versions.Next())
+		if g, ok := fz.n.Group(gk.group); ok && fill.CheckKey(gk.key) == nil {
+			g.Invalidate(gk.key, fz.n.Versions().Next())
 		}
 	}
 }
@@ -374,7 +389,7 @@ func FuzzPeerAnswer(f *testing.F) {
 		if proto.Unmarshal(msg, &resp) != nil {
 			return
 		}
-		before := fz.n.versions.Now()
+		before := fz.n.Versions().Now()
 		var state lease.State
 		var err error
 		if jsonGroup {
@@ -386,7 +401,7 @@ func FuzzPeerAnswer(f *testing.F) {
 			ans, err = fz.str.leaseFromWire(&resp)
 			state = ans.State
 		}
-		if v := fz.n.versions.Next(); v <= before {
+		if v := fz.n.Versions().Next(); v <= before {
 			t.Fatalf("the answer moved the version clock back: %#x after %#x", v, before)
 		}
 		valued := resp.GetState() == peerpb.LeaseState_LEASE_STATE_HIT || resp.GetState() == peerpb.LeaseState_LEASE_STATE_STALE
@@ -417,6 +432,13 @@ func fuzzMarshal(m proto.Message) []byte {
 		panic(err)
 	}
 	return b
+}
+
+// TestFuzzCorpus keeps testdata/fuzz in step with the seeds in code (see package fuzzcorpus;
+// -fuzzcorpus.update writes them).
+func TestFuzzCorpus(t *testing.T) {
+	fuzzcorpus.Check(t, "FuzzPeerHandler", peerSeeds())
+	fuzzcorpus.Check(t, "FuzzPeerAnswer", answerSeeds())
 }
 
 // peerSeeds are FuzzPeerHandler's seed corpus: one realistic message of each method, and the

@@ -1,4 +1,4 @@
-package corral
+package node
 
 import (
 	"context"
@@ -120,19 +120,10 @@ func (n *Node) reconciled(name string) {
 func (n *Node) exchangeWrites(ctx context.Context, addr string) error {
 	var groups []write.Group
 	for _, g := range n.groupList() {
-		groups = append(groups, writesOf{g})
+		groups = append(groups, g)
 	}
 	return n.writer.Exchange(ctx, addr, groups)
 }
-
-// writesOf is a group as reconciliation sees it.
-type writesOf struct{ g groupHandle }
-
-func (w writesOf) Name() string                    { return w.g.Name() }
-func (w writesOf) Writes() []*peerpb.Write         { return w.g.writes() }
-func (w writesOf) Invalidate(key string, v uint64) { w.g.invalidate(key, v) }
-
-var _ write.Group = writesOf{}
 
 // Reconcile serves a peer's exchange of remembered writes: it applies the peer's and answers
 // with this node's. A peer this node is waiting to reconcile with needs no exchange of its
@@ -151,8 +142,8 @@ func (s server) Reconcile(ctx context.Context, req *peerpb.ReconcileRequest) (*p
 			return nil, fmt.Errorf("%w: a write of %q: %v", transport.ErrInvalidArgument, w.GetKey(), err)
 		}
 	}
-	n.writer.Apply(writesOf{g}, req.GetWrites())
-	resp := &peerpb.ReconcileResponse{Writes: g.writes()}
+	n.writer.Apply(g, req.GetWrites())
+	resp := &peerpb.ReconcileResponse{Writes: g.Writes()}
 	n.reconciledGroup(req.GetHeader().GetSender(), req.GetGroup())
 	return resp, nil
 }
@@ -187,13 +178,4 @@ func (n *Node) reconciledGroup(sender, group string) {
 	if done {
 		n.reconciled(sender)
 	}
-}
-
-// writes returns the group's remembered writes, for the wire.
-func (g *Group[V]) writes() []*peerpb.Write {
-	var out []*peerpb.Write
-	for k, v := range g.tombs.All() {
-		out = append(out, &peerpb.Write{Key: []byte(k), Version: v})
-	}
-	return out
 }

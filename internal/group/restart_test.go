@@ -1,4 +1,4 @@
-package corral
+package group
 
 import (
 	"context"
@@ -6,24 +6,21 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/corralcache/corral/internal/clustertest"
+	"github.com/corralcache/corral/internal/node"
 )
 
 // A member restarted in place — same name, same addresses, a new process — is asked for its
 // keys as soon as this node's view has its new life: the breaker that requests to its old life
-// tripped, and the connection to that address, belong to the old process. (Found by the Docker
-// failure suite: after docker kill and docker start, peers skipped the member for up to 10 s.)
+// tripped, and the connection to that address, belong to the old process.
 func TestRestartInPlaceIsReachedAtOnce(t *testing.T) {
 	nodes := newCluster(t, 2)
-	loadOn := func(name string) LoadFunc[string] {
+	loadOn := func(name string) func(context.Context, string) (string, error) {
 		return func(ctx context.Context, key string) (string, error) { return name + ":" + key, nil }
 	}
-	g0, err := NewGroup(nodes[0], "g", loadOn("n0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := NewGroup(nodes[1], "g", loadOn("n1")); err != nil {
-		t.Fatal(err)
-	}
+	g0 := groups(t, nodes[:1], "g", loadOn("n0"), Options[string]{})[0]
+	groups(t, nodes[1:], "g", loadOn("n1"), Options[string]{})
 	port := func(addr string) int {
 		_, p, err := net.SplitHostPort(addr)
 		if err != nil {
@@ -45,7 +42,7 @@ func TestRestartInPlaceIsReachedAtOnce(t *testing.T) {
 		return ""
 	}
 	before := routedTo("n1", "before")
-	nodes[1].kill()
+	nodes[1].Kill()
 
 	// Requests find the old life unreachable, again and again: its breaker is open for long.
 	ctx := context.Background()
@@ -53,19 +50,17 @@ func TestRestartInPlaceIsReachedAtOnce(t *testing.T) {
 		t.Fatalf("Get while the owner is dead = %q, %v; want a fill on n0", v, err)
 	}
 	for range 3 {
-		nodes[0].router.Breakers().Trip(peerAddr, time.Now())
+		nodes[0].Router().Breakers().Trip(peerAddr, time.Now())
 	}
-	if !nodes[0].router.Breakers().Skip(peerAddr, time.Now()) {
+	if !nodes[0].Router().Breakers().Skip(peerAddr, time.Now()) {
 		t.Fatal("the dead member's breaker is not open")
 	}
 
-	oldStart := nodes[0].view.Load().Members["n1"].Started
+	oldStart := nodes[0].View().Members["n1"].Started
 	n1 := newNode(t, cfg)
-	if _, err := NewGroup(n1, "g", loadOn("n1")); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "n0 sees n1's new life", func() bool {
-		st, ok := nodes[0].view.Load().Members["n1"]
+	groups(t, []*node.Node{n1}, "g", loadOn("n1"), Options[string]{})
+	clustertest.Eventually(t, "n0 sees n1's new life", func() bool {
+		st, ok := nodes[0].View().Members["n1"]
 		return ok && !st.Started.Equal(oldStart)
 	})
 	key := routedTo("n1", "after")

@@ -1,4 +1,4 @@
-package corral
+package node
 
 import (
 	"context"

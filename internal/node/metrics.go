@@ -1,4 +1,4 @@
-package corral
+package node
 
 import (
 	"errors"
@@ -10,10 +10,12 @@ import (
 
 	"github.com/corralcache/corral/internal/view"
 
+	"github.com/corralcache/corral/internal/limit"
 	"github.com/corralcache/corral/internal/peertls"
 )
 
-// GroupStats are one group's counters on one node, each monotonic.
+// GroupStats are one group's counters on one node, each monotonic: corral.GroupStats, whose
+// fields it has.
 type GroupStats struct {
 	Gets        uint64 // Get calls on this node
 	Fills       uint64 // loader runs on this node
@@ -32,44 +34,18 @@ type GroupStats struct {
 	LeaseRejected uint64 // FillSets refused: the token was no longer live
 }
 
-func (g *Group[V]) stats() GroupStats {
-	l, nr := g.local.Stats(), g.near.Stats()
-	granted, lapsed, rejected := g.leases.Stats()
-	return GroupStats{
-		// Each is a monotonic count, and so is their sum: peer requests are not counted in
-		// local's Gets (serveGet uses Lookup), so nothing is subtracted.
-		Gets:        l.Gets + g.remoteGets.Load(),
-		Fills:       g.loads.Load(),
-		Coalesced:   l.Coalesced + nr.Coalesced,
-		FillErrors:  l.FillErrors,
-		StaleServed: l.StaleServed,
-		Refreshes:   l.Refreshes,
-		NearHits:    g.nearHits.Load(),
-		PeerGets:    g.peerGets.Load(),
-		Entries:     l.Entries,
-		Bytes:       l.Bytes,
-
-		LeasesGranted: granted,
-		LeasesLapsed:  lapsed,
-		LeaseRejected: rejected,
-	}
-}
-
-// Stats returns this group's counters on this node.
-func (g *Group[V]) Stats() GroupStats { return g.stats() }
-
 // Stats returns the counters of every group on this node, by group name.
 func (n *Node) Stats() map[string]GroupStats {
 	n.mu.RLock()
 	defer n.mu.RUnlock()
 	out := make(map[string]GroupStats, len(n.groups))
 	for name, g := range n.groups {
-		out[name] = g.stats()
+		out[name] = g.Stats()
 	}
 	return out
 }
 
-// metrics are the Prometheus metrics of DESIGN.md. Group counters are read from the groups
+// metrics are the node's Prometheus metrics. Group counters are read from the groups
 // at scrape time, so the hot path pays nothing for them.
 type metrics struct {
 	reg          prometheus.Registerer
@@ -81,25 +57,12 @@ type metrics struct {
 	limits       limitCounts
 }
 
-// Limits that count in corral_limit_hits_total, by label: input over a limit (a LimitError,
-// to a caller here or to a peer), and peers turned away by the transport. fills and
-// refreshes are read from the node's limiters at scrape time.
-const (
-	limitKey             = "key"
-	limitValue           = "value"
-	limitGroupName       = "group_name"
-	limitPeerStreamCalls = "peer_stream_calls"
-	limitPeerHandshake   = "peer_handshake"
-)
-
-var countedLimits = []string{limitKey, limitValue, limitGroupName, limitPeerStreamCalls, limitPeerHandshake}
-
-// limitCounts holds a counter per limit of countedLimits.
+// limitCounts holds a counter per limit of limit.Counted.
 type limitCounts struct{ hits [5]atomic.Uint64 }
 
-// hit counts a hit of limit (one of countedLimits; others are ignored).
-func (l *limitCounts) hit(limit string) {
-	if i := slices.Index(countedLimits, limit); i >= 0 {
+// hit counts a hit of name (one of limit.Counted; others are ignored).
+func (l *limitCounts) hit(name string) {
+	if i := slices.Index(limit.Counted, name); i >= 0 {
 		l.hits[i].Add(1)
 	}
 }
@@ -113,8 +76,8 @@ type limitCollector struct {
 func (c *limitCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
 func (c *limitCollector) Collect(ch chan<- prometheus.Metric) {
-	for i, limit := range countedLimits {
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(c.n.metrics.limits.hits[i].Load()), limit)
+	for i, name := range limit.Counted {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(c.n.metrics.limits.hits[i].Load()), name)
 	}
 	var fills uint64
 	if c.n.fills != nil {

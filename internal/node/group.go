@@ -11,31 +11,20 @@ import (
 	"github.com/corralcache/corral/internal/handoff"
 	"github.com/corralcache/corral/internal/lease"
 	"github.com/corralcache/corral/internal/limit"
+	"github.com/corralcache/corral/internal/owner"
 	"github.com/corralcache/corral/internal/route"
 	"github.com/corralcache/corral/internal/version"
 	"github.com/corralcache/corral/internal/view"
 	"github.com/corralcache/corral/internal/write"
 	"github.com/corralcache/corral/transport"
-	"github.com/corralcache/corral/transport/peerpb"
 )
 
-// Group is what the node needs of a group, whatever its value type: serving peers (as their
-// acting owner), handing off, exchanging writes, ending moved leases, counting and closing.
-// Package group implements it.
+// Group is what the node needs of a group, whatever its value type: serving peers as their
+// acting owner (and exchanging writes), handing off, ending moved leases, counting and
+// closing. Package group implements it.
 type Group interface {
-	write.Group
+	owner.Group
 	handoff.Group
-	// Latest returns the largest version of key known here, in either store.
-	Latest(key string) uint64
-	ServeGet(ctx context.Context, req *peerpb.GetRequest) (*peerpb.GetResponse, error)
-	// ServeHeld answers a Get of a key held here at once; false leaves it to ServeGet.
-	ServeHeld(ctx context.Context, req *peerpb.GetRequest) (*peerpb.GetResponse, bool)
-	ServeSet(ctx context.Context, req *peerpb.SetRequest) (*peerpb.SetResponse, error)
-	ServeRemove(ctx context.Context, req *peerpb.RemoveRequest) (*peerpb.RemoveResponse, error)
-	ServeLease(ctx context.Context, req *peerpb.LeaseRequest) (*peerpb.LeaseResponse, error)
-	ServeFillSet(ctx context.Context, req *peerpb.FillSetRequest) (*peerpb.FillSetResponse, error)
-	// Accept stores an entry a leaving member handed off, unless a newer one is known here.
-	Accept(e *peerpb.Entry) (bool, error)
 	// LeasesMoved ends the leases of keys whose owner changed in v.
 	LeasesMoved(v *view.View)
 	Stats() GroupStats
@@ -121,7 +110,7 @@ func (n *Node) OwnerAddr(key string) string {
 // LeaseConfig returns the configuration of the lease table of the group called name.
 func (n *Node) LeaseConfig(name string) lease.Config {
 	return lease.Config{Group: name, View: &n.view, Clock: n.versions,
-		PeekWindow: n.cfg.PeekWindow, PeekTimeout: n.cfg.PeekTimeout, AskedAt: n.askedAt}
+		PeekWindow: n.cfg.PeekWindow, PeekTimeout: n.cfg.PeekTimeout, AskedAt: n.owner.AskedAt}
 }
 
 // FillObserved records a run of a group's loader (corral_fill_duration_seconds).

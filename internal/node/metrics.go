@@ -11,6 +11,7 @@ import (
 	"github.com/corralcache/corral/internal/view"
 
 	"github.com/corralcache/corral/internal/limit"
+	"github.com/corralcache/corral/internal/owner"
 	"github.com/corralcache/corral/internal/peertls"
 )
 
@@ -166,7 +167,7 @@ func newMetrics(n *Node, reg prometheus.Registerer) (*metrics, error) {
 	}
 	// Every reason is exported from the start, at 0, so that an alert on a rise needs no
 	// first occurrence to see.
-	for _, r := range append([]string{refusedNonMember}, peertls.Reasons...) {
+	for _, r := range append([]string{owner.RefusedNonMember}, peertls.Reasons...) {
 		m.refused.WithLabelValues(r)
 	}
 	gc := &groupCollector{n: n}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/internal/handoff"
+	"github.com/corralcache/corral/internal/owner"
 	"github.com/corralcache/corral/internal/route"
 	"github.com/corralcache/corral/internal/version"
 	"github.com/corralcache/corral/internal/view"
@@ -52,6 +53,7 @@ type Node struct {
 	waits    *fill.WaitGraph // fills waiting on fills, here and through peers
 	writer   *write.Writer   // writes and their telling (package write)
 	mover    *handoff.Mover  // hand-offs and warm pulls (package handoff)
+	owner    *owner.Server   // the owner's side of the peer protocol (package owner)
 
 	view atomic.Pointer[view.View]
 	// viewMu serialises view changes (membership callbacks, reconciliations and Close), and
@@ -82,10 +84,6 @@ type Node struct {
 	closed    atomic.Bool // Close returned, or the node was killed: every call returns ErrClosed
 	closeOnce sync.Once
 	closeErr  error
-
-	// firstAsked is when another member first asked this node anything (Unix nanoseconds;
-	// 0: never): see view.View.PeekCandidates.
-	firstAsked atomic.Int64
 }
 
 // Start starts n, a zero Node, as the member cfg describes: it binds the peer gRPC port and
@@ -141,31 +139,37 @@ func (n *Node) Start(cfg Config) error {
 	n.lis = lis
 	peerAddr := net.JoinHostPort(advertise, strconv.Itoa(lis.Addr().(*net.TCPAddr).Port))
 	n.peerAddr = peerAddr
-	msgSize := cfg.MaxValueBytes + 64<<10
+	msgSize := cfg.MaxValueBytes + envelope
 	var serverTLS, clientTLS *tls.Config
 	if cfg.PeerTLS != nil {
 		serverTLS, clientTLS = n.peerTLSConfigs(cfg.PeerTLS)
 	}
-	n.server, err = transport.NewServer(server{n}, transport.ServerConfig{TLS: serverTLS, MaxMessageSize: msgSize, Logger: n.log,
-		OnLimit: n.metrics.limits.hit})
-	if err == nil {
-		cc := transport.ClientConfig{
-			TLS: clientTLS, MaxMessageSize: msgSize, CallTimeout: cfg.PeerTimeout,
-			SilentPeerTimeout: cfg.SilentPeerTimeout, OnCall: n.metrics.peerCall,
-		}
-		if cfg.Host != nil {
-			cc.Dialer = cfg.Host.DialContext
-		}
-		n.client, err = transport.NewClient(cc)
+	cc := transport.ClientConfig{
+		TLS: clientTLS, MaxMessageSize: msgSize, CallTimeout: cfg.PeerTimeout,
+		SilentPeerTimeout: cfg.SilentPeerTimeout, OnCall: n.metrics.peerCall,
 	}
+	if cfg.Host != nil {
+		cc.Dialer = cfg.Host.DialContext
+	}
+	n.client, err = transport.NewClient(cc)
 	if err == nil {
 		n.router = route.New(route.Config{View: &n.view, Client: n.client, Clock: n.versions, Log: n.log,
 			LocalFallback: cfg.LocalFallback, PeerAddr: peerAddr, Started: n.started, Leaving: &n.leaving})
 		n.writer = write.New(write.Config{Self: cfg.Name, View: &n.view, Router: n.router, Client: n.client,
 			Clock: n.versions, Log: n.log, Live: n.liveMembers, PeerTLS: cfg.PeerTLS != nil, PeerTimeout: cfg.PeerTimeout})
+		n.owner = owner.New(owner.Config{Self: cfg.Name, PeerAddr: peerAddr, View: &n.view, Clock: n.versions,
+			Writer: n.writer, Waits: n.waits, Log: n.log, PeerTLS: cfg.PeerTLS != nil, AllowNonMemberPeers: cfg.AllowNonMemberPeers,
+			PeekWindow: cfg.PeekWindow, Members: n.membersAndClaimants, Lookup: n.ownerLookup, Serve: n.ownerServe,
+			CheckKey: n.CheckKey, Reconciled: n.reconciledGroup, Leaving: &n.leaving, Draining: &n.draining, Left: &n.left,
+			Refused: func(reason string) { n.metrics.refused.WithLabelValues(reason).Inc() }, Received: n.HandoffReceived})
 		n.mover = handoff.New(handoff.Config{View: &n.view, Router: n.router, Client: n.client, Clock: n.versions,
-			Log: n.log, PeekWindow: cfg.PeekWindow, PeekTimeout: cfg.PeekTimeout, AskedAt: n.askedAt,
+			Log: n.log, PeekWindow: cfg.PeekWindow, PeekTimeout: cfg.PeekTimeout, AskedAt: n.owner.AskedAt,
 			Sent: func(k int) { n.metrics.handoff.WithLabelValues("sent").Add(float64(k)) }})
+		n.server, err = transport.NewServer(n.owner, transport.ServerConfig{TLS: serverTLS, MaxMessageSize: msgSize, Logger: n.log,
+			OnLimit: n.metrics.limits.hit})
+		if err != nil {
+			n.client.Close()
+		}
 	}
 	if err != nil {
 		lis.Close()
@@ -340,6 +344,18 @@ func (n *Node) memberEvent(e peer.Event) {
 	if e.Kind == peer.EventFail {
 		n.memberFailed(e.Member.Name)
 	}
+}
+
+// membersAndClaimants returns the live set of the membership and its claimants (members
+// back at a new address it does not admit yet), nil while Start runs.
+func (n *Node) membersAndClaimants() []peer.Member {
+	n.viewMu.Lock()
+	members := n.members
+	n.viewMu.Unlock()
+	if members == nil {
+		return nil
+	}
+	return slices.Concat(members.Members(), members.Claimants())
 }
 
 // liveMembers returns the live set of the membership, nil while Start runs.
@@ -524,12 +540,4 @@ func (n *Node) stopTransport(ctx context.Context) {
 	n.server.Stop(stopCtx)
 	<-n.serverDone
 	n.client.Close()
-}
-
-// askedAt is when another member first asked this node anything; zero if none has.
-func (n *Node) askedAt() time.Time {
-	if t := n.firstAsked.Load(); t != 0 {
-		return time.Unix(0, t)
-	}
-	return time.Time{}
 }

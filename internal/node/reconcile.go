@@ -2,16 +2,12 @@ package node
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/corralcache/corral/fill"
-	"github.com/corralcache/corral/internal/version"
 	"github.com/corralcache/corral/internal/view"
 	"github.com/corralcache/corral/internal/write"
 	"github.com/corralcache/corral/peer"
-	"github.com/corralcache/corral/transport"
-	"github.com/corralcache/corral/transport/peerpb"
 )
 
 // A member declared dead by failure detection may not be dead: a partition, a one-way cut or
@@ -123,29 +119,6 @@ func (n *Node) exchangeWrites(ctx context.Context, addr string) error {
 		groups = append(groups, g)
 	}
 	return n.writer.Exchange(ctx, addr, groups)
-}
-
-// Reconcile serves a peer's exchange of remembered writes: it applies the peer's and answers
-// with this node's. A peer this node is waiting to reconcile with needs no exchange of its
-// own any more: this one did it.
-func (s server) Reconcile(ctx context.Context, req *peerpb.ReconcileRequest) (*peerpb.ReconcileResponse, error) {
-	n := s.n
-	if err := n.admit(ctx, req.GetHeader()); err != nil {
-		return nil, err
-	}
-	g, err := n.handle(req.GetGroup())
-	if err != nil {
-		return nil, err
-	}
-	for _, w := range req.GetWrites() {
-		if err := version.Check(w.GetVersion()); err != nil {
-			return nil, fmt.Errorf("%w: a write of %q: %v", transport.ErrInvalidArgument, w.GetKey(), err)
-		}
-	}
-	n.writer.Apply(g, req.GetWrites())
-	resp := &peerpb.ReconcileResponse{Writes: g.Writes()}
-	n.reconciledGroup(req.GetHeader().GetSender(), req.GetGroup())
-	return resp, nil
 }
 
 // reconciledGroup notes that sender exchanged one group's writes with this node; once it has

@@ -2,7 +2,6 @@ package node
 
 import (
 	"crypto/tls"
-	"slices"
 	"time"
 
 	"github.com/corralcache/corral/internal/peertls"
@@ -34,15 +33,10 @@ func (n *Node) certMembers(yield func(view.Member) bool) {
 			}
 		}
 	}
-	n.viewMu.Lock()
-	members := n.members
-	n.viewMu.Unlock()
-	if members != nil {
-		// Claimants: members back at a new address, as in isMemberCaller (admit.go).
-		for _, m := range slices.Concat(members.Members(), members.Claimants()) {
-			if !yield(view.Of(m)) {
-				return
-			}
+	// Claimants too: members back at a new address, as the owner's admission takes them.
+	for _, m := range n.membersAndClaimants() {
+		if !yield(view.Of(m)) {
+			return
 		}
 	}
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/corralcache/corral/internal/node"
 	"github.com/corralcache/corral/internal/view"
-	"github.com/corralcache/corral/memnet"
 )
 
 // Config configures New. The zero value of every field means its default; DefaultConfig
@@ -123,13 +122,6 @@ type Config struct {
 	// return quickly and must not call Close.
 	OnChange func(members []Member)
 
-	// Host, if set, is the in-memory host (package memnet) this node runs on instead of the
-	// operating system's network: it binds no port, advertises the host's address, gossips
-	// and reaches its peers through the host's network, and reads time without a ticker. It
-	// is for tests of a whole cluster in one process — in a testing/synctest bubble, in virtual
-	// time (see package corraltest). BindAddr and AdvertiseAddr are ignored. nil = real
-	// sockets.
-	Host *memnet.Host
 	// Rand is the source of everything this node draws at random — the suffix of a default
 	// Name, TTL jitter, refresh-ahead, join backoff — so that a seeded simulation replays.
 	// New takes it over: the caller must not use it afterwards. nil = unpredictable.
@@ -202,7 +194,6 @@ func (c Config) internal(n *Node) node.Config {
 		NearBytes:             c.NearBytes,
 		NearTTL:               c.NearTTL,
 		NearPromote:           c.NearPromote,
-		Host:                  c.Host,
 		Rand:                  c.Rand,
 	}
 	if c.AutoGroup != nil {

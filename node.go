@@ -4,7 +4,9 @@ import (
 	"context"
 
 	"github.com/corralcache/corral/internal/crash"
+	"github.com/corralcache/corral/internal/memhost"
 	"github.com/corralcache/corral/internal/node"
+	"github.com/corralcache/corral/memnet"
 )
 
 // Node is one member of a corral cluster: gossip membership, the peer gRPC server and client,
@@ -16,16 +18,31 @@ type Node struct {
 // New starts a node: it binds the peer gRPC port and the gossip port, and joins the seeds in
 // cfg.Join (a node with no seeds is a one-node cluster that others may join). Joining is
 // retried in the background when no seed answers at first.
-func New(cfg Config) (*Node, error) {
+func New(cfg Config) (*Node, error) { return newNode(cfg, nil) }
+
+// newNode starts the node cfg describes, on the in-memory host h when it is not nil.
+func newNode(cfg Config, h *memnet.Host) (*Node, error) {
 	n := new(Node)
-	if err := n.n.Start(cfg.internal(n)); err != nil {
+	c := cfg.internal(n)
+	c.Host = h
+	if err := n.n.Start(c); err != nil {
 		return nil, publicErr(err)
 	}
 	return n, nil
 }
 
-// kill stops n as a crash would (package internal/crash): no leave, no hand-off.
-func init() { crash.Node = func(n any) { n.(*Node).n.Kill() } }
+// The module's own tools reach past the public API here: to stop a node as a crash would (no
+// leave, no hand-off), and to start one on an in-memory host.
+func init() {
+	crash.Node = func(n any) { n.(*Node).n.Kill() }
+	memhost.New = func(cfg any, h *memnet.Host) (any, error) {
+		n, err := newNode(cfg.(Config), h)
+		if err != nil {
+			return nil, err
+		}
+		return n, nil
+	}
+}
 
 // Name returns this member's name.
 func (n *Node) Name() string { return n.n.Name() }

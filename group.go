@@ -76,7 +76,10 @@ func (g *Group[V]) HotKeys(n int) []string { return g.g.HotKeys(n) }
 // ctx.Err() alone when ctx ends first; *FillError when the fill failed (here or on the
 // owner); ErrClosed after Close.
 func (g *Group[V]) Get(ctx context.Context, key string) (V, error) {
-	v, err := g.g.Get(ctx, key)
+	if v, ok := g.g.Hit(ctx, key); ok {
+		return v, nil
+	}
+	v, err := g.g.Miss(ctx, key)
 	if err != nil {
 		return v, publicErr(err)
 	}

@@ -87,7 +87,7 @@ func TestBadGroups(t *testing.T) {
 	}
 }
 
-// The falsifiable claim of DESIGN.md on one node, read from the Prometheus metrics: K
+// The falsifiable claim on one node, read from the Prometheus metrics: K
 // concurrent Gets for an expired key add 1 to corral_fills_total and K−1 to
 // corral_fill_coalesced_total.
 func TestFalsifiableClaimOneNode(t *testing.T) {

@@ -27,7 +27,7 @@ import (
 )
 
 // Node is one member of a corral cluster: gossip membership, the peer gRPC server and client,
-// the protocol's rooms (route, write, handoff) and the groups registered on it. Start it
+// the protocol's rooms (owner, route, write, handoff) and the groups registered on it. Start it
 // with Start and stop it with Close.
 type Node struct {
 	cfg       Config
@@ -45,8 +45,8 @@ type Node struct {
 	serverDone chan struct{}
 	client     *transport.Client
 	members    *peer.Membership
-	peerAddr   string    // the "ip:port" peers dial, fixed at New
-	started    time.Time // when New ran: this life of the member (its gossip meta's StartedAt)
+	peerAddr   string    // the "ip:port" peers dial, fixed at Start
+	started    time.Time // when Start ran: this life of the member (its gossip meta's StartedAt)
 
 	versions *version.Clock  // orders writes (package version)
 	router   *route.Router   // owners of keys, failover, breakers (package route)
@@ -57,7 +57,7 @@ type Node struct {
 
 	view atomic.Pointer[view.View]
 	// viewMu serialises view changes (membership callbacks, reconciliations and Close), and
-	// guards members while New sets it and the fields below.
+	// guards members while Start sets it, and the fields below.
 	viewMu      sync.Mutex
 	lastMembers []peer.Member        // the membership's last list
 	failedAt    map[string]time.Time // members declared dead, and when (see reconcile.go)
@@ -164,7 +164,7 @@ func (n *Node) Start(cfg Config) error {
 			Refused: func(reason string) { n.metrics.refused.WithLabelValues(reason).Inc() }, Received: n.HandoffReceived})
 		n.mover = handoff.New(handoff.Config{View: &n.view, Router: n.router, Client: n.client, Clock: n.versions,
 			Log: n.log, PeekWindow: cfg.PeekWindow, PeekTimeout: cfg.PeekTimeout, AskedAt: n.owner.AskedAt,
-			Sent: func(k int) { n.metrics.handoff.WithLabelValues("sent").Add(float64(k)) }})
+			Sent: n.HandoffSent})
 		n.server, err = transport.NewServer(n.owner, transport.ServerConfig{TLS: serverTLS, MaxMessageSize: msgSize, Logger: n.log,
 			OnLimit: n.metrics.limits.hit})
 		if err != nil {

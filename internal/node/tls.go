@@ -21,7 +21,7 @@ func (n *Node) peerTLSConfigs(base *tls.Config) (server, client *tls.Config) {
 
 // certMembers yields every member a peer's certificate may name (peertls.Verifier.Members).
 func (n *Node) certMembers(yield func(view.Member) bool) {
-	if v := n.view.Load(); v != nil { // nil for a handshake while New still runs
+	if v := n.view.Load(); v != nil { // nil for a handshake while Start still runs
 		for _, st := range v.Members {
 			if !yield(st.Member) {
 				return

@@ -21,7 +21,7 @@
 //
 // # Usage
 //
-//	if err := peertls.Check(cfg.PeerTLS); err != nil { … } // at New
+//	if err := peertls.Check(cfg.PeerTLS); err != nil { … } // when the node starts
 //	v := &peertls.Verifier{Members: n.certMembers, Refused: count, Log: log}
 //	serverTLS, clientTLS := v.Configs(cfg.PeerTLS)
 //

@@ -7,9 +7,7 @@ import "fmt"
 // It fails, changing nothing, when the node was started without Config.SecretKey, when the
 // keys break the rules of Config.SecondaryKeys, or after Close began (ErrClosed).
 func (n *Node) SetSecretKeys(primary []byte, secondary ...[]byte) error {
-	n.viewMu.Lock()
-	members := n.members
-	n.viewMu.Unlock()
+	members := n.membership()
 	if members == nil || n.leaving.Load() {
 		return ErrClosed
 	}

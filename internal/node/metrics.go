@@ -187,9 +187,7 @@ func newMetrics(n *Node, reg prometheus.Registerer) (*metrics, error) {
 		Name: "corral_gossip_keys",
 		Help: "Gossip encryption keys this node holds (0: plaintext gossip); above 1 while a key rotation is under way.",
 	}, func() float64 {
-		n.viewMu.Lock()
-		members := n.members
-		n.viewMu.Unlock()
+		members := n.membership()
 		if members == nil {
 			return 0
 		}

@@ -346,27 +346,29 @@ func (n *Node) memberEvent(e peer.Event) {
 	}
 }
 
+// membership returns the membership, nil while Start runs: peers may call in before it is
+// set, so it is read under viewMu.
+func (n *Node) membership() *peer.Membership {
+	n.viewMu.Lock()
+	defer n.viewMu.Unlock()
+	return n.members
+}
+
 // membersAndClaimants returns the live set of the membership and its claimants (members
 // back at a new address it does not admit yet), nil while Start runs.
 func (n *Node) membersAndClaimants() []peer.Member {
-	n.viewMu.Lock()
-	members := n.members
-	n.viewMu.Unlock()
-	if members == nil {
-		return nil
+	if members := n.membership(); members != nil {
+		return slices.Concat(members.Members(), members.Claimants())
 	}
-	return slices.Concat(members.Members(), members.Claimants())
+	return nil
 }
 
 // liveMembers returns the live set of the membership, nil while Start runs.
 func (n *Node) liveMembers() []peer.Member {
-	n.viewMu.Lock()
-	members := n.members
-	n.viewMu.Unlock()
-	if members == nil {
-		return nil
+	if members := n.membership(); members != nil {
+		return members.Members()
 	}
-	return members.Members()
+	return nil
 }
 
 // Name returns this member's name.

@@ -80,12 +80,8 @@ func (n *Node) reconcile(name, addr string) {
 			break
 		}
 		n.log.Info("corral: reconciling with a member that came back", "member", name, "err", err)
-		t := time.NewTimer(wait)
-		select {
-		case <-n.recCtx.Done():
-			t.Stop()
+		if !n.pause(wait) {
 			return
-		case <-t.C:
 		}
 		wait = min(2*wait, 2*time.Second)
 		n.viewMu.Lock()
@@ -150,5 +146,18 @@ func (n *Node) reconciledGroup(sender, group string) {
 	n.recMu.Unlock()
 	if done {
 		n.reconciled(sender)
+	}
+}
+
+// pause waits d before a check of a member is tried again, and reports false when the node
+// closes meanwhile.
+func (n *Node) pause(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-n.recCtx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }

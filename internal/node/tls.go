@@ -61,12 +61,8 @@ func (n *Node) admitTLS(name, addr string) {
 		if !still {
 			return
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-n.recCtx.Done():
-			t.Stop()
+		if !n.pause(wait) {
 			return
-		case <-t.C:
 		}
 		wait = min(2*wait, 5*time.Second)
 	}

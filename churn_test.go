@@ -66,20 +66,6 @@ func join(tb testing.TB, nodes []*corral.Node, name string, load corral.LoadFunc
 	return nodes, g
 }
 
-// getAll reads key on every group and returns the values.
-func getAll(tb testing.TB, gs []*corral.Group[string], key string) []string {
-	tb.Helper()
-	var out []string
-	for i, g := range gs {
-		v, err := g.Get(context.Background(), key)
-		if err != nil {
-			tb.Fatalf("Get(%s) on node %d: %v", key, i, err)
-		}
-		out = append(out, v)
-	}
-	return out
-}
-
 // Case 1: k is held by its owner n0; n2 joins and owns k; Remove(k) from n1 returns nil.
 // No Get anywhere may return the removed value: n2's first miss must not bring back n0's copy.
 func TestRemoveAfterJoinIsNotUndone(t *testing.T) {
@@ -88,7 +74,7 @@ func TestRemoveAfterJoinIsNotUndone(t *testing.T) {
 	gs := groups(t, nodes, "g", src.Load, corral.WithTTL(time.Hour))
 	keys := keysMoving(t, namesUpTo(2), namesUpTo(3), "n0", "n2", "r", 5)
 	for _, k := range keys {
-		getAll(t, gs, k)
+		clustertest.GetAll(t, gs, k)
 	}
 	nodes, g2 := join(t, nodes, "n2", src.Load, corral.WithTTL(time.Hour))
 	gs = append(gs, g2)
@@ -99,7 +85,7 @@ func TestRemoveAfterJoinIsNotUndone(t *testing.T) {
 		}
 	}
 	for _, k := range keys {
-		for i, v := range getAll(t, gs, k) {
+		for i, v := range clustertest.GetAll(t, gs, k) {
 			if v != k+"@1" {
 				t.Fatalf("node %d serves %s = %q after Remove returned, want %q", i, k, v, k+"@1")
 			}
@@ -115,7 +101,7 @@ func TestRemoveOnNewOwnerThenItLeaves(t *testing.T) {
 	gs := groups(t, nodes, "g", src.Load, corral.WithTTL(time.Hour))
 	keys := keysMoving(t, namesUpTo(2), namesUpTo(3), "n0", "n2", "l", 5)
 	for _, k := range keys {
-		getAll(t, gs, k)
+		clustertest.GetAll(t, gs, k)
 	}
 	nodes, g2 := join(t, nodes, "n2", src.Load, corral.WithTTL(time.Hour))
 	src.Gen.Add(1)
@@ -129,7 +115,7 @@ func TestRemoveOnNewOwnerThenItLeaves(t *testing.T) {
 	}
 	waitMembers(t, nodes[:2], 2)
 	for _, k := range keys {
-		for i, v := range getAll(t, gs, k) {
+		for i, v := range clustertest.GetAll(t, gs, k) {
 			if v != k+"@1" {
 				t.Fatalf("node %d serves %s = %q after the remover left, want %q", i, k, v, k+"@1")
 			}
@@ -145,7 +131,7 @@ func TestSetOnNewOwnerThenItCrashes(t *testing.T) {
 	gs := groups(t, nodes, "g", src.Load, corral.WithTTL(time.Hour))
 	keys := keysMoving(t, namesUpTo(2), namesUpTo(3), "n0", "n2", "s", 5)
 	for _, k := range keys {
-		getAll(t, gs, k)
+		clustertest.GetAll(t, gs, k)
 	}
 	nodes, g2 := join(t, nodes, "n2", src.Load, corral.WithTTL(time.Hour))
 	src.Gen.Add(1) // the source of truth changes with the Set
@@ -157,7 +143,7 @@ func TestSetOnNewOwnerThenItCrashes(t *testing.T) {
 	crash.Node(nodes[2])
 	waitMembers(t, nodes[:2], 2)
 	for _, k := range keys {
-		for i, v := range getAll(t, gs, k) {
+		for i, v := range clustertest.GetAll(t, gs, k) {
 			if v == k+"@0" {
 				t.Fatalf("node %d serves %s = %q, the value from before the Set", i, k, v)
 			}
@@ -211,7 +197,7 @@ func TestRemoveDuringGracefulLeave(t *testing.T) {
 	waitMembers(t, nodes[:2], 2)
 	stale := 0
 	for k := range removed {
-		for _, v := range getAll(t, gs[:2], k) {
+		for _, v := range clustertest.GetAll(t, gs[:2], k) {
 			if v == k+"@0" {
 				stale++
 			}
@@ -301,7 +287,7 @@ func TestNonUTF8Keys(t *testing.T) {
 	if err := gs[1].Set(context.Background(), key, "set"); err != nil {
 		t.Fatalf("remote Set of a non-UTF-8 key: %v", err)
 	}
-	for i, v := range getAll(t, gs, key) {
+	for i, v := range clustertest.GetAll(t, gs, key) {
 		if v != "set" {
 			t.Fatalf("node %d: %q", i, v)
 		}

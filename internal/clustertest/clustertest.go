@@ -64,6 +64,23 @@ func (s *Source) Count(key string) int {
 	return s.loads[key]
 }
 
+// GetAll reads key on every group of gs — package corral's groups, or package group's — and
+// returns the values; it fails tb on an error.
+func GetAll[G interface {
+	Get(ctx context.Context, key string) (string, error)
+}](tb testing.TB, gs []G, key string) []string {
+	tb.Helper()
+	var out []string
+	for i, g := range gs {
+		v, err := g.Get(context.Background(), key)
+		if err != nil {
+			tb.Fatalf("Get(%s) on node %d: %v", key, i, err)
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
 // SyncBuffer is a bytes.Buffer safe for concurrent writes: a node's log, printed when its
 // test fails.
 type SyncBuffer struct {

@@ -9,20 +9,6 @@ import (
 	"github.com/corralcache/corral/internal/version"
 )
 
-// getAll reads key on every group and returns the values.
-func getAll(tb testing.TB, gs []*Group[string], key string) []string {
-	tb.Helper()
-	var out []string
-	for i, g := range gs {
-		v, err := g.Get(context.Background(), key)
-		if err != nil {
-			tb.Fatalf("Get(%s) on node %d: %v", key, i, err)
-		}
-		out = append(out, v)
-	}
-	return out
-}
-
 // A write whose writer never heard of a newer write the owner holds — one made on the other
 // side of a split of the views, or by a node whose clock runs an hour ahead — is not lost:
 // the owner answers the newer version when told, and the writer writes again above it.
@@ -44,7 +30,7 @@ func TestWriteAboveAVersionTheWriterNeverSaw(t *testing.T) {
 	if err := gs[1].Set(ctx, set, "written"); err != nil {
 		t.Fatal(err)
 	}
-	for i, v := range getAll(t, gs, set) {
+	for i, v := range clustertest.GetAll(t, gs, set) {
 		if v != "written" {
 			t.Fatalf("node %d serves %s = %q after Set returned nil", i, set, v)
 		}
@@ -55,7 +41,7 @@ func TestWriteAboveAVersionTheWriterNeverSaw(t *testing.T) {
 	if err := gs[1].Remove(ctx, removed); err != nil {
 		t.Fatal(err)
 	}
-	for i, v := range getAll(t, gs, removed) {
+	for i, v := range clustertest.GetAll(t, gs, removed) {
 		if v != removed+"@0" {
 			t.Fatalf("node %d serves %s = %q after Remove returned nil, want %q", i, removed, v, removed+"@0")
 		}

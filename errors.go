@@ -33,6 +33,17 @@ var ErrPeerTimeout = errors.New("corral: no answer from the key's owner in time"
 // more), and every call after Close returned or the node was killed.
 var ErrClosed = errors.New("corral: node closed")
 
+// ErrLeaseArgument is wrapped by the errors of Lease and FillSet for arguments out of range
+// (a Fill outside [MinLeaseFill, MaxLeaseFill], a Wait above MaxLeaseWait, an empty token,
+// a negative TTL or SWR).
+var ErrLeaseArgument = errors.New("corral: invalid lease request")
+
+// ErrTooManyLeases is wrapped by the error of Lease when the key's owner already holds, in
+// the key's group, as many leases as it may at once (65,536): the request is sound, the
+// owner is full. Nothing changed; a later call succeeds once leases end (stored, lapsed or
+// revoked). corral serve answers it with 503 and -BUSY.
+var ErrTooManyLeases = errors.New("corral: too many leases held")
+
 // FillError is the error of every caller of a fill that failed. Check it with errors.As:
 //
 //	var fe *corral.FillError

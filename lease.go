@@ -2,7 +2,6 @@ package corral
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/corralcache/corral/internal/lease"
@@ -24,17 +23,6 @@ const (
 	MaxLeaseFill = time.Hour        // longest LeaseOptions.Fill
 	MaxLeaseWait = time.Minute      // longest LeaseOptions.Wait
 )
-
-// ErrLeaseArgument is wrapped by the errors of Lease and FillSet for arguments out of range
-// (a Fill outside [MinLeaseFill, MaxLeaseFill], a Wait above MaxLeaseWait, an empty token,
-// a negative TTL or SWR).
-var ErrLeaseArgument = errors.New("corral: invalid lease request")
-
-// ErrTooManyLeases is wrapped by the error of Lease when the key's owner already holds, in
-// the key's group, as many leases as it may at once (65,536): the request is sound, the
-// owner is full. Nothing changed; a later call succeeds once leases end (stored, lapsed or
-// revoked). corral serve answers it with 503 and -BUSY.
-var ErrTooManyLeases = errors.New("corral: too many leases held")
 
 // LeaseOptions configures one Lease call.
 type LeaseOptions struct {

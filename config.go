@@ -25,7 +25,7 @@ type Config struct {
 	Logger        *slog.Logger          // nil = discard
 	SecretKey     []byte                // gossip encryption key, 16/24/32 bytes (AES-GCM); nil = plaintext gossip
 	Label         string                // cluster label; members with another label are never admitted
-	PeerTLS       *tls.Config           // mutual TLS for peer gRPC, both directions; nil = plaintext (see tls.go for what is checked, PeerTLSFromFiles for files that rotate)
+	PeerTLS       *tls.Config           // mutual TLS for peer gRPC, both directions; nil = plaintext (see "Peer security" for what is checked, PeerTLSFromFiles for files that rotate)
 
 	// SecondaryKeys are more gossip keys, each 16, 24 or 32 bytes, that decrypt incoming
 	// gossip beside SecretKey, which alone encrypts what this node sends: the keyring of a key

@@ -1,4 +1,4 @@
-package corral
+package corral_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/corralcache/corral"
 	"github.com/corralcache/corral/transport/peerpb"
 )
 
@@ -45,7 +46,7 @@ func BenchmarkLocalHit(b *testing.B) {
 	})
 	b.Run("group", func(b *testing.B) {
 		n := newNode(b, testConfig("bench"))
-		g, err := NewGroup(n, "g", func(context.Context, string) (string, error) { return "value", nil }, WithTTL(time.Hour))
+		g, err := corral.NewGroup(n, "g", func(context.Context, string) (string, error) { return "value", nil }, corral.WithTTL(time.Hour))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -73,7 +74,7 @@ func BenchmarkLocalHit(b *testing.B) {
 // p50 latency and allocations per Get. Goal: p50 ≤ 1.3× the bare echo.
 func BenchmarkRemoteHit(b *testing.B) {
 	value := strings.Repeat("v", 100)
-	nodes := []*Node{}
+	nodes := []*corral.Node{}
 	for i := range 2 {
 		cfg := testConfig(fmt.Sprint("b", i))
 		cfg.NearBytes = -1
@@ -83,9 +84,9 @@ func BenchmarkRemoteHit(b *testing.B) {
 		nodes = append(nodes, newNode(b, cfg))
 	}
 	waitMembers(b, nodes, 2)
-	var gs []*Group[string]
+	var gs []*corral.Group[string]
 	for _, n := range nodes {
-		g, err := NewGroup(n, "g", func(context.Context, string) (string, error) { return value, nil }, WithTTL(time.Hour))
+		g, err := corral.NewGroup(n, "g", func(context.Context, string) (string, error) { return value, nil }, corral.WithTTL(time.Hour))
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package corral
+package corral_test
 
 import (
 	"context"
@@ -13,6 +13,10 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/corralcache/corral"
+	"github.com/corralcache/corral/internal/clustertest"
+	"github.com/corralcache/corral/internal/crash"
 )
 
 var churnSeed = flag.Uint64("churn.seed", 0, "seed of TestRandomChurnNeverUndoesAWrite (0 = from the clock)")
@@ -22,11 +26,11 @@ var churnSeed = flag.Uint64("churn.seed", 0, "seed of TestRandomChurnNeverUndoes
 type churnCluster struct {
 	tb   testing.TB
 	src  *genSource
-	opts []GroupOption
+	opts []corral.GroupOption
 
 	mu    sync.Mutex // guards nodes, groups, next
-	nodes map[string]*Node
-	gs    map[string]*Group[string]
+	nodes map[string]*corral.Node
+	gs    map[string]*corral.Group[string]
 	next  int
 }
 
@@ -72,7 +76,7 @@ func (c *churnCluster) start(seed string) {
 	// checked.
 	cfg.ProbeInterval, cfg.ProbeTimeout, cfg.SuspicionMult = 100*time.Millisecond, 50*time.Millisecond, 2
 	n := newNode(c.tb, cfg)
-	g, err := NewGroup(n, "g", c.src.load, c.opts...)
+	g, err := corral.NewGroup(n, "g", c.src.load, c.opts...)
 	if err != nil {
 		c.tb.Fatal(err)
 	}
@@ -84,7 +88,7 @@ func (c *churnCluster) start(seed string) {
 // pick returns a random live member, and whether its view holds every live member (a node
 // whose view lacks one is still joining, or not yet told of a join, and may write as if the
 // missing member did not exist; one that holds a crashed member as well is fine).
-func (c *churnCluster) pick(r *rand.Rand) (string, *Node, *Group[string], bool) {
+func (c *churnCluster) pick(r *rand.Rand) (string, *corral.Node, *corral.Group[string], bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var names []string
@@ -110,7 +114,7 @@ func (c *churnCluster) pick(r *rand.Rand) (string, *Node, *Group[string], bool) 
 }
 
 // remove takes name out of the live set (before it closes, so no new operation picks it).
-func (c *churnCluster) remove(name string) *Node {
+func (c *churnCluster) remove(name string) *corral.Node {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := c.nodes[name]
@@ -125,7 +129,7 @@ func (c *churnCluster) size() int {
 	return len(c.nodes)
 }
 
-type write struct {
+type writeRecord struct {
 	key      string
 	gen      int64
 	returned time.Time
@@ -147,14 +151,14 @@ func TestRandomChurnNeverUndoesAWrite(t *testing.T) {
 		seed = uint64(time.Now().UnixNano())
 	}
 	t.Logf("seed %d (replay the choices with -churn.seed=%d)", seed, seed)
-	c := &churnCluster{tb: t, src: &genSource{}, opts: []GroupOption{WithTTL(time.Hour)},
-		nodes: map[string]*Node{}, gs: map[string]*Group[string]{}}
+	c := &churnCluster{tb: t, src: &genSource{}, opts: []corral.GroupOption{corral.WithTTL(time.Hour)},
+		nodes: map[string]*corral.Node{}, gs: map[string]*corral.Group[string]{}}
 	c.start("")
 	for range 3 {
 		_, n0, _, _ := c.pick(rand.New(rand.NewPCG(seed, 0)))
 		c.start(n0.GossipAddr())
 	}
-	eventually(t, "4 members", func() bool {
+	clustertest.Eventually(t, "4 members", func() bool {
 		_, _, _, full := c.pick(rand.New(rand.NewPCG(seed, 1)))
 		return full
 	})
@@ -163,7 +167,7 @@ func TestRandomChurnNeverUndoesAWrite(t *testing.T) {
 	var (
 		keyMu  [keys]sync.Mutex // writes of one key are made one at a time
 		logMu  sync.Mutex
-		writes []write
+		writes []writeRecord
 		reads  []read
 		errs   atomic.Int64
 	)
@@ -193,7 +197,7 @@ func TestRandomChurnNeverUndoesAWrite(t *testing.T) {
 						logMu.Lock()
 						reads = append(reads, read{key: key, started: start, value: v})
 						logMu.Unlock()
-					} else if !errors.Is(err, ErrClosed) {
+					} else if !errors.Is(err, corral.ErrClosed) {
 						if errs.Add(1) <= 3 {
 							t.Logf("Get(%s): %v", key, err)
 						}
@@ -209,7 +213,7 @@ func TestRandomChurnNeverUndoesAWrite(t *testing.T) {
 					}
 					if err == nil {
 						logMu.Lock()
-						writes = append(writes, write{key: key, gen: gen, returned: time.Now()})
+						writes = append(writes, writeRecord{key: key, gen: gen, returned: time.Now()})
 						logMu.Unlock()
 					}
 					keyMu[k].Unlock()
@@ -238,7 +242,7 @@ func TestRandomChurnNeverUndoesAWrite(t *testing.T) {
 			changes = append(changes, "leave "+name)
 		default:
 			name, _, _, _ := c.pick(r)
-			c.remove(name).kill()
+			crash.Node(c.remove(name))
 			changes = append(changes, "crash "+name)
 		}
 		time.Sleep(time.Duration(100+r.IntN(300)) * time.Millisecond)
@@ -260,7 +264,7 @@ func TestRandomChurnNeverUndoesAWrite(t *testing.T) {
 
 	// The check: for each read, the newest write of its key that returned before the read
 	// started; the read's value must be at least that new.
-	latest := map[string][]write{}
+	latest := map[string][]writeRecord{}
 	for _, w := range writes {
 		latest[w.key] = append(latest[w.key], w)
 	}

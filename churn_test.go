@@ -1,4 +1,4 @@
-package corral
+package corral_test
 
 import (
 	"context"
@@ -12,6 +12,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/corralcache/corral"
+	"github.com/corralcache/corral/internal/clustertest"
+	"github.com/corralcache/corral/internal/crash"
 	"github.com/corralcache/corral/ring"
 )
 
@@ -43,8 +46,8 @@ func keysMoving(tb testing.TB, before, after []string, from, to, prefix string, 
 	return keys
 }
 
-// names returns n0 … n(k-1).
-func names(k int) []string {
+// namesUpTo returns n0 … n(k-1).
+func namesUpTo(k int) []string {
 	var out []string
 	for i := range k {
 		out = append(out, fmt.Sprint("n", i))
@@ -54,49 +57,35 @@ func names(k int) []string {
 
 // join starts node name, joined through seed, registers the group on it, and waits until
 // all of nodes (the joiner included) see every member.
-func join(tb testing.TB, nodes []*Node, name string, load LoadFunc[string], opts ...GroupOption) ([]*Node, *Group[string]) {
+func join(tb testing.TB, nodes []*corral.Node, name string, load corral.LoadFunc[string], opts ...corral.GroupOption) ([]*corral.Node, *corral.Group[string]) {
 	tb.Helper()
 	n := newNode(tb, testConfig(name, nodes[0].GossipAddr()))
-	g := groups(tb, []*Node{n}, "g", load, opts...)[0]
+	g := groups(tb, []*corral.Node{n}, "g", load, opts...)[0]
 	nodes = append(nodes, n)
 	waitMembers(tb, nodes, len(nodes))
 	return nodes, g
-}
-
-// getAll reads key on every group and returns the values.
-func getAll(tb testing.TB, gs []*Group[string], key string) []string {
-	tb.Helper()
-	var out []string
-	for i, g := range gs {
-		v, err := g.Get(context.Background(), key)
-		if err != nil {
-			tb.Fatalf("Get(%s) on node %d: %v", key, i, err)
-		}
-		out = append(out, v)
-	}
-	return out
 }
 
 // Case 1: k is held by its owner n0; n2 joins and owns k; Remove(k) from n1 returns nil.
 // No Get anywhere may return the removed value: n2's first miss must not bring back n0's copy.
 func TestRemoveAfterJoinIsNotUndone(t *testing.T) {
 	nodes := newCluster(t, 2)
-	src := newSource(0)
-	gs := groups(t, nodes, "g", src.load, WithTTL(time.Hour))
-	keys := keysMoving(t, names(2), names(3), "n0", "n2", "r", 5)
+	src := clustertest.NewSource(0)
+	gs := groups(t, nodes, "g", src.Load, corral.WithTTL(time.Hour))
+	keys := keysMoving(t, namesUpTo(2), namesUpTo(3), "n0", "n2", "r", 5)
 	for _, k := range keys {
-		getAll(t, gs, k)
+		clustertest.GetAll(t, gs, k)
 	}
-	nodes, g2 := join(t, nodes, "n2", src.load, WithTTL(time.Hour))
+	nodes, g2 := join(t, nodes, "n2", src.Load, corral.WithTTL(time.Hour))
 	gs = append(gs, g2)
-	src.gen.Add(1)
+	src.Gen.Add(1)
 	for _, k := range keys {
 		if err := gs[1].Remove(context.Background(), k); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for _, k := range keys {
-		for i, v := range getAll(t, gs, k) {
+		for i, v := range clustertest.GetAll(t, gs, k) {
 			if v != k+"@1" {
 				t.Fatalf("node %d serves %s = %q after Remove returned, want %q", i, k, v, k+"@1")
 			}
@@ -108,14 +97,14 @@ func TestRemoveAfterJoinIsNotUndone(t *testing.T) {
 // serve its old copy.
 func TestRemoveOnNewOwnerThenItLeaves(t *testing.T) {
 	nodes := newCluster(t, 2)
-	src := newSource(0)
-	gs := groups(t, nodes, "g", src.load, WithTTL(time.Hour))
-	keys := keysMoving(t, names(2), names(3), "n0", "n2", "l", 5)
+	src := clustertest.NewSource(0)
+	gs := groups(t, nodes, "g", src.Load, corral.WithTTL(time.Hour))
+	keys := keysMoving(t, namesUpTo(2), namesUpTo(3), "n0", "n2", "l", 5)
 	for _, k := range keys {
-		getAll(t, gs, k)
+		clustertest.GetAll(t, gs, k)
 	}
-	nodes, g2 := join(t, nodes, "n2", src.load, WithTTL(time.Hour))
-	src.gen.Add(1)
+	nodes, g2 := join(t, nodes, "n2", src.Load, corral.WithTTL(time.Hour))
+	src.Gen.Add(1)
 	for _, k := range keys {
 		if err := g2.Remove(context.Background(), k); err != nil {
 			t.Fatal(err)
@@ -126,7 +115,7 @@ func TestRemoveOnNewOwnerThenItLeaves(t *testing.T) {
 	}
 	waitMembers(t, nodes[:2], 2)
 	for _, k := range keys {
-		for i, v := range getAll(t, gs, k) {
+		for i, v := range clustertest.GetAll(t, gs, k) {
 			if v != k+"@1" {
 				t.Fatalf("node %d serves %s = %q after the remover left, want %q", i, k, v, k+"@1")
 			}
@@ -138,23 +127,23 @@ func TestRemoveOnNewOwnerThenItLeaves(t *testing.T) {
 // before the Set.
 func TestSetOnNewOwnerThenItCrashes(t *testing.T) {
 	nodes := newCluster(t, 2)
-	src := newSource(0)
-	gs := groups(t, nodes, "g", src.load, WithTTL(time.Hour))
-	keys := keysMoving(t, names(2), names(3), "n0", "n2", "s", 5)
+	src := clustertest.NewSource(0)
+	gs := groups(t, nodes, "g", src.Load, corral.WithTTL(time.Hour))
+	keys := keysMoving(t, namesUpTo(2), namesUpTo(3), "n0", "n2", "s", 5)
 	for _, k := range keys {
-		getAll(t, gs, k)
+		clustertest.GetAll(t, gs, k)
 	}
-	nodes, g2 := join(t, nodes, "n2", src.load, WithTTL(time.Hour))
-	src.gen.Add(1) // the source of truth changes with the Set
+	nodes, g2 := join(t, nodes, "n2", src.Load, corral.WithTTL(time.Hour))
+	src.Gen.Add(1) // the source of truth changes with the Set
 	for _, k := range keys {
 		if err := g2.Set(context.Background(), k, k+"@set"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	nodes[2].kill()
+	crash.Node(nodes[2])
 	waitMembers(t, nodes[:2], 2)
 	for _, k := range keys {
-		for i, v := range getAll(t, gs, k) {
+		for i, v := range clustertest.GetAll(t, gs, k) {
 			if v == k+"@0" {
 				t.Fatalf("node %d serves %s = %q, the value from before the Set", i, k, v)
 			}
@@ -166,8 +155,8 @@ func TestSetOnNewOwnerThenItCrashes(t *testing.T) {
 // keys may be brought back by the hand-off.
 func TestRemoveDuringGracefulLeave(t *testing.T) {
 	nodes := newCluster(t, 3)
-	src := newSource(0)
-	gs := groups(t, nodes, "g", src.load, WithTTL(time.Hour))
+	src := clustertest.NewSource(0)
+	gs := groups(t, nodes, "g", src.Load, corral.WithTTL(time.Hour))
 	var keys []string
 	for i := 0; len(keys) < 400; i++ {
 		if k := fmt.Sprint("d", i); nodes[2].Owner(k).Name == "n2" {
@@ -179,7 +168,7 @@ func TestRemoveDuringGracefulLeave(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	src.gen.Add(1)
+	src.Gen.Add(1)
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		if err := nodes[2].Close(context.Background()); err != nil {
@@ -208,7 +197,7 @@ func TestRemoveDuringGracefulLeave(t *testing.T) {
 	waitMembers(t, nodes[:2], 2)
 	stale := 0
 	for k := range removed {
-		for _, v := range getAll(t, gs[:2], k) {
+		for _, v := range clustertest.GetAll(t, gs[:2], k) {
 			if v == k+"@0" {
 				stale++
 			}
@@ -237,19 +226,19 @@ func TestFillCyclesEnteredAtOnce(t *testing.T) {
 			for i, k := range cycle {
 				next[k] = cycle[(i+1)%len(cycle)]
 			}
-			var gs []*Group[string]
+			var gs []*corral.Group[string]
 			entered := make(chan struct{})
 			var enteredOnce sync.WaitGroup
 			enteredOnce.Add(len(cycle))
 			var runs atomic.Int32
 			for i, n := range nodes {
-				g, err := NewGroup(n, "g", func(ctx context.Context, key string) (string, error) {
+				g, err := corral.NewGroup(n, "g", func(ctx context.Context, key string) (string, error) {
 					if runs.Add(1) <= int32(len(cycle)) {
 						enteredOnce.Done()
 					}
 					<-entered // every fill of the cycle runs before any asks the next
 					return gs[i].Get(ctx, next[key])
-				}, WithFillTimeout(time.Minute))
+				}, corral.WithFillTimeout(time.Minute))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -263,7 +252,7 @@ func TestFillCyclesEnteredAtOnce(t *testing.T) {
 				g := gs[min(i, len(gs)-1)]
 				wg.Go(func() {
 					_, err := g.Get(ctx, k)
-					if !errors.Is(err, ErrFillCycle) {
+					if !errors.Is(err, corral.ErrFillCycle) {
 						t.Errorf("Get(%s) = %v, want ErrFillCycle", k, err)
 					}
 				})
@@ -276,8 +265,8 @@ func TestFillCyclesEnteredAtOnce(t *testing.T) {
 // Case 9: keys are any bytes; a key that is not valid UTF-8 works from every node.
 func TestNonUTF8Keys(t *testing.T) {
 	nodes := newCluster(t, 2)
-	src := newSource(0)
-	gs := groups(t, nodes, "g", src.load, WithTTL(time.Hour))
+	src := clustertest.NewSource(0)
+	gs := groups(t, nodes, "g", src.Load, corral.WithTTL(time.Hour))
 	var key string
 	for i := range 1000 {
 		if k := fmt.Sprintf("\xff\xfe%d\x80", i); nodes[0].Owner(k).Name == "n0" {
@@ -291,14 +280,14 @@ func TestNonUTF8Keys(t *testing.T) {
 	if v, err := gs[1].Get(context.Background(), key); err != nil || v != key+"@0" {
 		t.Fatalf("remote Get of a non-UTF-8 key: %q, %v", v, err)
 	}
-	src.gen.Add(1)
+	src.Gen.Add(1)
 	if err := gs[1].Remove(context.Background(), key); err != nil {
 		t.Fatalf("remote Remove of a non-UTF-8 key: %v", err)
 	}
 	if err := gs[1].Set(context.Background(), key, "set"); err != nil {
 		t.Fatalf("remote Set of a non-UTF-8 key: %v", err)
 	}
-	for i, v := range getAll(t, gs, key) {
+	for i, v := range clustertest.GetAll(t, gs, key) {
 		if v != "set" {
 			t.Fatalf("node %d: %q", i, v)
 		}
@@ -312,9 +301,9 @@ func TestCountersNeverGoDown(t *testing.T) {
 	a.Registerer = reg
 	owner := newNode(t, a)
 	other := newNode(t, testConfig("n1", owner.GossipAddr()))
-	waitMembers(t, []*Node{owner, other}, 2)
-	src := newSource(0)
-	gs := groups(t, []*Node{owner, other}, "g", src.load, WithTTL(time.Hour))
+	waitMembers(t, []*corral.Node{owner, other}, 2)
+	src := clustertest.NewSource(0)
+	gs := groups(t, []*corral.Node{owner, other}, "g", src.Load, corral.WithTTL(time.Hour))
 	var keys []string
 	for i := 0; len(keys) < 64; i++ {
 		if k := fmt.Sprint("m", i); owner.Owner(k).Name == "n0" {
@@ -363,7 +352,7 @@ func TestCountersNeverGoDown(t *testing.T) {
 }
 
 // warm fills every key once through gs, spreading the Gets over the nodes.
-func warm(tb testing.TB, gs []*Group[string], keys []string) {
+func warm(tb testing.TB, gs []*corral.Group[string], keys []string) {
 	tb.Helper()
 	for i, k := range keys {
 		if _, err := gs[i%len(gs)].Get(context.Background(), k); err != nil {
@@ -384,8 +373,8 @@ func hotKeys(n int, prefix string) []string {
 // serve yet: peers ask the next owner instead of failing.
 func TestJoinBeforeTheGroupIsRegistered(t *testing.T) {
 	nodes := newCluster(t, 2)
-	src := newSource(0)
-	gs := groups(t, nodes, "g", src.load, WithTTL(time.Hour))
+	src := clustertest.NewSource(0)
+	gs := groups(t, nodes, "g", src.Load, corral.WithTTL(time.Hour))
 	late := newNode(t, testConfig("n2", nodes[0].GossipAddr()))
 	waitMembers(t, append(nodes, late), 3)
 	key := keyOwnedBy(t, late, "late")
@@ -394,7 +383,7 @@ func TestJoinBeforeTheGroupIsRegistered(t *testing.T) {
 			t.Fatalf("Get of a key owned by a member without the group: %q, %v", v, err)
 		}
 	}
-	if got := src.count(key); got != 1 {
+	if got := src.Count(key); got != 1 {
 		t.Fatalf("loaded %d times, want 1", got)
 	}
 }
@@ -404,9 +393,9 @@ func TestJoinBeforeTheGroupIsRegistered(t *testing.T) {
 // ask the new one, even for keys it still holds and has hit many times.
 func TestStampedHitsFollowOwnership(t *testing.T) {
 	nodes := newCluster(t, 2)
-	src := newSource(0)
-	gs := groups(t, nodes, "g", src.load, WithTTL(time.Hour))
-	keys := keysMoving(t, names(2), names(3), "n0", "n2", "m", 5)
+	src := clustertest.NewSource(0)
+	gs := groups(t, nodes, "g", src.Load, corral.WithTTL(time.Hour))
+	keys := keysMoving(t, namesUpTo(2), namesUpTo(3), "n0", "n2", "m", 5)
 	for _, k := range keys {
 		for range 3 { // fill, then hits that stamp and hits that use the stamp
 			if _, err := gs[0].Get(context.Background(), k); err != nil {
@@ -414,7 +403,7 @@ func TestStampedHitsFollowOwnership(t *testing.T) {
 			}
 		}
 	}
-	nodes, g2 := join(t, nodes, "n2", src.load, WithTTL(time.Hour))
+	nodes, g2 := join(t, nodes, "n2", src.Load, corral.WithTTL(time.Hour))
 	before := g2.Stats().PeerGets
 	for _, k := range keys {
 		if _, err := gs[0].Get(context.Background(), k); err != nil {
@@ -423,46 +412,5 @@ func TestStampedHitsFollowOwnership(t *testing.T) {
 	}
 	if served := g2.Stats().PeerGets - before; served < uint64(len(keys)) {
 		t.Fatalf("the new owner served %d of n0's %d Gets of its keys: n0 answered the rest from its own store", served, len(keys))
-	}
-}
-
-// A write whose writer never heard of a newer write the owner holds — one made on the other
-// side of a split of the views, or by a node whose clock runs an hour ahead — is not lost:
-// the owner answers the newer version when told, and the writer writes again above it.
-// Before, the owner refused the write as older, Set and Remove returned nil, and every node
-// went on serving the value from before them.
-func TestWriteAboveAVersionTheWriterNeverSaw(t *testing.T) {
-	nodes := newCluster(t, 2)
-	src := newSource(0)
-	gs := groups(t, nodes, "g", src.load, WithTTL(time.Hour))
-	ctx := context.Background()
-	// The write n1 never heard of: n0 holds it, at a version from a clock an hour ahead.
-	unheard := func(key, v string) {
-		version := uint64(time.Now().Add(time.Hour).UnixMilli())<<16 | clockID("elsewhere")
-		if ok, err := gs[0].local.SetAt(key, v, version); !ok || err != nil {
-			t.Fatalf("SetAt(%s) on n0 = %v, %v", key, ok, err)
-		}
-	}
-
-	set := keyOwnedBy(t, nodes[0], "s")
-	unheard(set, "unheard")
-	if err := gs[1].Set(ctx, set, "written"); err != nil {
-		t.Fatal(err)
-	}
-	for i, v := range getAll(t, gs, set) {
-		if v != "written" {
-			t.Fatalf("node %d serves %s = %q after Set returned nil", i, set, v)
-		}
-	}
-
-	removed := keyOwnedBy(t, nodes[0], "r")
-	unheard(removed, "unheard")
-	if err := gs[1].Remove(ctx, removed); err != nil {
-		t.Fatal(err)
-	}
-	for i, v := range getAll(t, gs, removed) {
-		if v != removed+"@0" {
-			t.Fatalf("node %d serves %s = %q after Remove returned nil, want %q", i, removed, v, removed+"@0")
-		}
 	}
 }

@@ -1,4 +1,4 @@
-package corral
+package corral_test
 
 import (
 	"context"
@@ -7,6 +7,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/corralcache/corral"
+	"github.com/corralcache/corral/internal/clustertest"
+	"github.com/corralcache/corral/internal/crash"
 )
 
 // K concurrent Gets on each of N nodes for one expired key run the loader once in the
@@ -17,8 +21,8 @@ func TestStampedeOneFillClusterWide(t *testing.T) {
 	for _, size := range []int{3} {
 		t.Run(fmt.Sprint(size, " nodes"), func(t *testing.T) {
 			nodes := newCluster(t, size)
-			src := newSource(50 * time.Millisecond)
-			gs := groups(t, nodes, "g", src.load, WithTTL(time.Hour))
+			src := clustertest.NewSource(50 * time.Millisecond)
+			gs := groups(t, nodes, "g", src.Load, corral.WithTTL(time.Hour))
 			const K = 50
 			var wg sync.WaitGroup
 			for _, g := range gs {
@@ -32,7 +36,7 @@ func TestStampedeOneFillClusterWide(t *testing.T) {
 				}
 			}
 			wg.Wait()
-			if got := src.count("hot"); got != 1 {
+			if got := src.Count("hot"); got != 1 {
 				t.Fatalf("loader ran %d times for %d×%d Gets, want 1", got, size, K)
 			}
 			var fills uint64
@@ -66,7 +70,7 @@ func TestMembersAgreeOnOwners(t *testing.T) {
 }
 
 // keyOwnedBy finds a key that n owns.
-func keyOwnedBy(tb testing.TB, n *Node, prefix string) string {
+func keyOwnedBy(tb testing.TB, n *corral.Node, prefix string) string {
 	tb.Helper()
 	for i := range 10000 {
 		k := fmt.Sprint(prefix, i)
@@ -83,27 +87,27 @@ func TestRemoteErrors(t *testing.T) {
 	boom := errors.New("db down")
 	gs := groups(t, nodes, "g", func(_ context.Context, key string) (string, error) {
 		if key[0] == 'm' {
-			return "", ErrNotFound
+			return "", corral.ErrNotFound
 		}
 		return "", boom
 	})
 	ctx := context.Background()
 	remote := gs[1] // asks nodes[0], the owner
 	bad := keyOwnedBy(t, nodes[0], "b")
-	var fe *FillError
+	var fe *corral.FillError
 	_, err := remote.Get(ctx, bad)
 	if !errors.As(err, &fe) || !fe.Remote || !errors.Is(err, fe.Err) || fe.Err.Error() != boom.Error() {
 		t.Fatalf("remote failure: %v (%+v)", err, fe)
 	}
-	if _, err := remote.Get(ctx, keyOwnedBy(t, nodes[0], "m")); !errors.Is(err, ErrNotFound) {
+	if _, err := remote.Get(ctx, keyOwnedBy(t, nodes[0], "m")); !errors.Is(err, corral.ErrNotFound) {
 		t.Fatalf("remote not found: %v", err)
 	}
 }
 
 func TestRemoveIsSeenOnEveryNode(t *testing.T) {
 	nodes := newCluster(t, 3)
-	src := newSource(0)
-	gs := groups(t, nodes, "g", src.load, WithTTL(time.Hour))
+	src := clustertest.NewSource(0)
+	gs := groups(t, nodes, "g", src.Load, corral.WithTTL(time.Hour))
 	ctx := context.Background()
 	key := keyOwnedBy(t, nodes[0], "r")
 	// Read it enough on every node for the non-owners to keep near copies.
@@ -117,7 +121,7 @@ func TestRemoveIsSeenOnEveryNode(t *testing.T) {
 	if gs[1].Stats().NearHits == 0 {
 		t.Fatal("no near copy was promoted")
 	}
-	src.gen.Add(1)
+	src.Gen.Add(1)
 	if err := gs[2].Remove(ctx, key); err != nil {
 		t.Fatal(err)
 	}
@@ -126,15 +130,15 @@ func TestRemoveIsSeenOnEveryNode(t *testing.T) {
 			t.Fatalf("node %d after Remove: %q %v", i, v, err)
 		}
 	}
-	if got := src.count(key); got != 2 {
+	if got := src.Count(key); got != 2 {
 		t.Fatalf("loads = %d, want 2 (one before, one after Remove)", got)
 	}
 }
 
 func TestSetWritesThroughTheOwner(t *testing.T) {
 	nodes := newCluster(t, 3)
-	src := newSource(0)
-	gs := groups(t, nodes, "g", src.load, WithTTL(time.Hour))
+	src := clustertest.NewSource(0)
+	gs := groups(t, nodes, "g", src.Load, corral.WithTTL(time.Hour))
 	ctx := context.Background()
 	key := keyOwnedBy(t, nodes[1], "s")
 	for range 3 {
@@ -153,10 +157,10 @@ func TestSetWritesThroughTheOwner(t *testing.T) {
 // A loader on A asks for a key whose loader on B asks for A's key: ErrFillCycle, fast.
 func TestFillCycleAcrossNodes(t *testing.T) {
 	nodes := newCluster(t, 2)
-	var gs []*Group[string]
+	var gs []*corral.Group[string]
 	ka := keyOwnedBy(t, nodes[0], "a")
 	kb := keyOwnedBy(t, nodes[1], "b")
-	load := func(i int) LoadFunc[string] {
+	load := func(i int) corral.LoadFunc[string] {
 		return func(ctx context.Context, key string) (string, error) {
 			other := ka
 			if key == ka {
@@ -166,7 +170,7 @@ func TestFillCycleAcrossNodes(t *testing.T) {
 		}
 	}
 	for i, n := range nodes {
-		g, err := NewGroup(n, "g", load(i), WithFillTimeout(30*time.Second))
+		g, err := corral.NewGroup(n, "g", load(i), corral.WithFillTimeout(30*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -174,7 +178,7 @@ func TestFillCycleAcrossNodes(t *testing.T) {
 	}
 	start := time.Now()
 	_, err := gs[0].Get(context.Background(), ka)
-	if !errors.Is(err, ErrFillCycle) {
+	if !errors.Is(err, corral.ErrFillCycle) {
 		t.Fatalf("err = %v, want ErrFillCycle", err)
 	}
 	if d := time.Since(start); d > 5*time.Second {
@@ -187,17 +191,17 @@ func TestRestartWithSameName(t *testing.T) {
 	nodes := newCluster(t, 2)
 	restarted := testConfig("n1", nodes[0].GossipAddr())
 	restarted.DeadNodeReclaimTime = 10 * time.Millisecond
-	nodes[1].kill()
+	crash.Node(nodes[1])
 	waitMembers(t, nodes[:1], 1)
 	n1 := newNode(t, restarted)
-	waitMembers(t, []*Node{nodes[0], n1}, 2)
+	waitMembers(t, []*corral.Node{nodes[0], n1}, 2)
 }
 
 // With AutoGroup, a node registers a group the first time a peer asks for it.
 func TestAutoGroup(t *testing.T) {
-	src := newSource(0)
-	auto := func(n *Node, name string) error {
-		_, err := NewGroup(n, name, src.load)
+	src := clustertest.NewSource(0)
+	auto := func(n *corral.Node, name string) error {
+		_, err := corral.NewGroup(n, name, src.Load)
 		return err
 	}
 	a := testConfig("a")
@@ -206,8 +210,8 @@ func TestAutoGroup(t *testing.T) {
 	b := testConfig("b", na.GossipAddr())
 	b.AutoGroup = auto
 	nb := newNode(t, b)
-	waitMembers(t, []*Node{na, nb}, 2)
-	gb, err := NewGroup(nb, "lazy", src.load)
+	waitMembers(t, []*corral.Node{na, nb}, 2)
+	gb, err := corral.NewGroup(nb, "lazy", src.Load)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +219,7 @@ func TestAutoGroup(t *testing.T) {
 	if v, err := gb.Get(context.Background(), key); err != nil || v != key+"@0" {
 		t.Fatalf("Get through an auto-registered group: %q %v", v, err)
 	}
-	if _, ok := na.group("lazy"); !ok {
+	if _, ok := na.Stats()["lazy"]; !ok {
 		t.Fatal("the owner did not register the group")
 	}
 }

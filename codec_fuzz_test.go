@@ -33,6 +33,12 @@ func FuzzCodec(f *testing.F) {
 	})
 }
 
+// fuzzValue is a struct value of a JSON group, as FuzzPeerHandler's JSON group holds.
+type fuzzValue struct {
+	N int    `json:"n"`
+	S string `json:"s,omitempty"`
+}
+
 // rawRoundTrip checks that V's default codec takes any bytes and gives them back.
 func rawRoundTrip[V any](t *testing.T, b []byte, raw func(V) []byte) {
 	c := defaultCodec[V]()

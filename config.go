@@ -1,20 +1,15 @@
 package corral
 
 import (
-	crand "crypto/rand"
 	"crypto/tls"
-	"encoding/binary"
-	"encoding/hex"
-	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"net"
-	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/corralcache/corral/memnet"
+	"github.com/corralcache/corral/internal/node"
+	"github.com/corralcache/corral/internal/view"
 )
 
 // Config configures New. The zero value of every field means its default; DefaultConfig
@@ -30,7 +25,7 @@ type Config struct {
 	Logger        *slog.Logger          // nil = discard
 	SecretKey     []byte                // gossip encryption key, 16/24/32 bytes (AES-GCM); nil = plaintext gossip
 	Label         string                // cluster label; members with another label are never admitted
-	PeerTLS       *tls.Config           // mutual TLS for peer gRPC, both directions; nil = plaintext (see tls.go for what is checked, PeerTLSFromFiles for files that rotate)
+	PeerTLS       *tls.Config           // mutual TLS for peer gRPC, both directions; nil = plaintext (see "Peer security" for what is checked, PeerTLSFromFiles for files that rotate)
 
 	// SecondaryKeys are more gossip keys, each 16, 24 or 32 bytes, that decrypt incoming
 	// gossip beside SecretKey, which alone encrypts what this node sends: the keyring of a key
@@ -127,13 +122,6 @@ type Config struct {
 	// return quickly and must not call Close.
 	OnChange func(members []Member)
 
-	// Host, if set, is the in-memory host (package memnet) this node runs on instead of the
-	// operating system's network: it binds no port, advertises the host's address, gossips
-	// and reaches its peers through the host's network, and reads time without a ticker. It
-	// is for tests of a whole cluster in one process — in a testing/synctest bubble, in virtual
-	// time (see package corraltest). BindAddr and AdvertiseAddr are ignored. nil = real
-	// sockets.
-	Host *memnet.Host
 	// Rand is the source of everything this node draws at random — the suffix of a default
 	// Name, TTL jitter, refresh-ahead, join backoff — so that a seeded simulation replays.
 	// New takes it over: the caller must not use it afterwards. nil = unpredictable.
@@ -142,107 +130,83 @@ type Config struct {
 
 // DefaultConfig returns the production defaults.
 func DefaultConfig() Config {
+	d := node.DefaultConfig()
 	return Config{
-		BindAddr:            "0.0.0.0",
-		GossipPort:          7946,
-		PeerPort:            7947,
-		ProbeInterval:       time.Second,
-		ProbeTimeout:        500 * time.Millisecond,
-		GossipInterval:      200 * time.Millisecond,
-		PushPullInterval:    30 * time.Second,
-		SuspicionMult:       4,
-		DeadNodeReclaimTime: 30 * time.Second,
-		RejoinInterval:      30 * time.Second,
-		ReconnectInterval:   time.Second,
-		PeerTimeout:         5 * time.Second,
-		PeekTimeout:         250 * time.Millisecond,
-		SilentPeerTimeout:   300 * time.Millisecond,
-		PeekWindow:          time.Minute,
-		DrainTimeout:        2 * time.Second,
-		MaxValueBytes:       8 << 20,
-		MaxRefreshes:        64,
-		NearBytes:           8 << 20,
-		NearTTL:             time.Second,
-		NearPromote:         2,
+		BindAddr:            d.BindAddr,
+		GossipPort:          d.GossipPort,
+		PeerPort:            d.PeerPort,
+		ProbeInterval:       d.ProbeInterval,
+		ProbeTimeout:        d.ProbeTimeout,
+		GossipInterval:      d.GossipInterval,
+		PushPullInterval:    d.PushPullInterval,
+		SuspicionMult:       d.SuspicionMult,
+		DeadNodeReclaimTime: d.DeadNodeReclaimTime,
+		RejoinInterval:      d.RejoinInterval,
+		ReconnectInterval:   d.ReconnectInterval,
+		PeerTimeout:         d.PeerTimeout,
+		PeekTimeout:         d.PeekTimeout,
+		SilentPeerTimeout:   d.SilentPeerTimeout,
+		PeekWindow:          d.PeekWindow,
+		DrainTimeout:        d.DrainTimeout,
+		MaxValueBytes:       d.MaxValueBytes,
+		MaxRefreshes:        d.MaxRefreshes,
+		NearBytes:           d.NearBytes,
+		NearTTL:             d.NearTTL,
+		NearPromote:         d.NearPromote,
 	}
 }
 
-func (c *Config) validate() error {
-	d := DefaultConfig()
-	if c.Name == "" {
-		host, err := os.Hostname()
-		if err != nil || host == "" {
-			host = "corral"
-		}
-		var b [4]byte
-		if c.Rand != nil {
-			binary.LittleEndian.PutUint32(b[:], c.Rand.Uint32())
-		} else {
-			crand.Read(b[:])
-		}
-		c.Name = host + "-" + hex.EncodeToString(b[:])
+// internal returns c in package node's terms; n is the handle AutoGroup is given.
+func (c Config) internal(n *Node) node.Config {
+	nc := node.Config{
+		Name:                  c.Name,
+		BindAddr:              c.BindAddr,
+		AdvertiseAddr:         c.AdvertiseAddr,
+		GossipPort:            c.GossipPort,
+		PeerPort:              c.PeerPort,
+		Join:                  c.Join,
+		Registerer:            c.Registerer,
+		Logger:                c.Logger,
+		SecretKey:             c.SecretKey,
+		Label:                 c.Label,
+		PeerTLS:               c.PeerTLS,
+		SecondaryKeys:         c.SecondaryKeys,
+		AcceptPlaintextGossip: c.AcceptPlaintextGossip,
+		SendPlaintextGossip:   c.SendPlaintextGossip,
+		ProbeInterval:         c.ProbeInterval,
+		ProbeTimeout:          c.ProbeTimeout,
+		GossipInterval:        c.GossipInterval,
+		PushPullInterval:      c.PushPullInterval,
+		SuspicionMult:         c.SuspicionMult,
+		DeadNodeReclaimTime:   c.DeadNodeReclaimTime,
+		RejoinInterval:        c.RejoinInterval,
+		ReconnectInterval:     c.ReconnectInterval,
+		PeerTimeout:           c.PeerTimeout,
+		PeekTimeout:           c.PeekTimeout,
+		SilentPeerTimeout:     c.SilentPeerTimeout,
+		PeekWindow:            c.PeekWindow,
+		DrainTimeout:          c.DrainTimeout,
+		AllowNonMemberPeers:   c.AllowNonMemberPeers,
+		LocalFallback:         c.LocalFallback,
+		MaxValueBytes:         c.MaxValueBytes,
+		MaxRefreshes:          c.MaxRefreshes,
+		MaxFills:              c.MaxFills,
+		NearBytes:             c.NearBytes,
+		NearTTL:               c.NearTTL,
+		NearPromote:           c.NearPromote,
+		Rand:                  c.Rand,
 	}
-	if c.BindAddr == "" {
-		c.BindAddr = "0.0.0.0"
+	if c.AutoGroup != nil {
+		nc.AutoGroup = func(name string) error { return c.AutoGroup(n, name) }
 	}
-	if net.ParseIP(c.BindAddr) == nil {
-		return fmt.Errorf("corral: BindAddr %q is not an IP address", c.BindAddr)
-	}
-	if c.AdvertiseAddr != "" && net.ParseIP(c.AdvertiseAddr) == nil {
-		return fmt.Errorf("corral: AdvertiseAddr %q is not an IP address", c.AdvertiseAddr)
-	}
-	for _, p := range []struct {
-		name string
-		v    int
-	}{{"GossipPort", c.GossipPort}, {"PeerPort", c.PeerPort}} {
-		if p.v < 0 || p.v > 65535 {
-			return fmt.Errorf("corral: %s %d out of range", p.name, p.v)
-		}
-	}
-	if c.GossipPort != 0 && c.GossipPort == c.PeerPort {
-		return fmt.Errorf("corral: GossipPort and PeerPort are both %d", c.PeerPort)
-	}
-	switch len(c.SecretKey) {
-	case 0, 16, 24, 32:
-	default:
-		return fmt.Errorf("corral: SecretKey of %d bytes: want 16, 24 or 32", len(c.SecretKey))
-	}
-	if err := checkPeerTLS(c.PeerTLS); err != nil {
-		return err
-	}
-	for _, f := range []struct {
-		name string
-		v    time.Duration
-	}{{"PeerTimeout", c.PeerTimeout}, {"PeekTimeout", c.PeekTimeout}, {"NearTTL", c.NearTTL},
-		{"ProbeInterval", c.ProbeInterval}, {"ProbeTimeout", c.ProbeTimeout},
-		{"GossipInterval", c.GossipInterval}, {"PushPullInterval", c.PushPullInterval},
-		{"DeadNodeReclaimTime", c.DeadNodeReclaimTime}} {
-		if f.v < 0 {
-			return fmt.Errorf("corral: negative %s %v", f.name, f.v)
+	if c.OnChange != nil {
+		nc.OnChange = func(ms []view.Member) {
+			members := make([]Member, len(ms))
+			for i, m := range ms {
+				members[i] = Member(m)
+			}
+			c.OnChange(members)
 		}
 	}
-	if c.MaxValueBytes < 0 || c.MaxRefreshes < 0 || c.MaxFills < 0 || c.NearPromote < 0 || c.SuspicionMult < 0 {
-		return fmt.Errorf("corral: negative limit in Config")
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
-	setDefault(&c.PeerTimeout, d.PeerTimeout)
-	setDefault(&c.PeekTimeout, d.PeekTimeout)
-	setDefault(&c.PeekWindow, d.PeekWindow)
-	setDefault(&c.SilentPeerTimeout, d.SilentPeerTimeout)
-	setDefault(&c.DrainTimeout, d.DrainTimeout)
-	setDefault(&c.NearTTL, d.NearTTL)
-	setDefault(&c.MaxValueBytes, d.MaxValueBytes)
-	setDefault(&c.MaxRefreshes, d.MaxRefreshes)
-	setDefault(&c.NearBytes, d.NearBytes)
-	setDefault(&c.NearPromote, d.NearPromote)
-	return nil
-}
-
-func setDefault[T comparable](p *T, def T) {
-	var zero T
-	if *p == zero {
-		*p = def
-	}
+	return nc
 }

@@ -84,55 +84,9 @@
 // detected, or is cut off), the write still stands and the call returns an *UnreachedError
 // naming it; that member may serve the old value until its copy expires.
 //
-// How that holds, by construction:
-//
-//  1. Versions. Every write gets a version from its writer's version clock, a hybrid logical
-//     clock: larger than every version the writer handed out or saw. Every peer request carries
-//     its sender's clock, every write's tell carries its version, and memberlist's full state
-//     exchange carries the clock to a joining node, so a write that starts after another
-//     returned always gets a larger version — whichever nodes ran them, whatever the pods'
-//     wall clocks say (the wall clock is only a floor, so a restarted node starts high).
-//  2. What a value's version means. Every stored value carries the version of the latest
-//     write it reflects: a Set's value its write's; a fill's result the latest write of the
-//     key known where the fill started (0 if none). A copy whose version is below a write is
-//     older than that write.
-//  3. Telling. After the owner applied the write, the writer tells every member it knows of:
-//     its view, the live set of its membership (a step ahead of the view), and the peers that
-//     asked it for keys before they were in its view. Each member told drops every copy of
-//     the key older than the write — in its own store as well as its near cache —, revokes
-//     the fills of the key in flight that started before it knew of the write (their callers
-//     still get the result: they asked before the write returned), remembers the write for a
-//     while (a tombstone, fill.Tombstones), and tells the members it knows of that the request
-//     does not list, before it answers. So when the write returns, every member that any
-//     member told knows of has dropped its old copies.
-//  4. Checking. Every path that moves a value between members — the hand-off of a leaving
-//     member, the warm pull of a new owner, the answer an owner gives to a near cache — carries
-//     the value's version, and the receiver refuses a copy below a write it remembers, under
-//     the same lock that orders its own writes. A write is remembered for at least five
-//     minutes, far longer than any copy can be on its way: every peer request has a deadline.
-//  5. Writes never heard of. A member told of a write answers the newest version of the key
-//     it holds when that is above the write's: a write the writer could not have heard of,
-//     made on the other side of a split of the views (step 1 assumes the first write reached
-//     the second's writer). That write returned before this one started or overlaps it, so
-//     this one may be last: the writer writes again above it (at most three times, for
-//     writers racing each other), and the later write wins when the sides meet again.
-//
-// The interleavings this rules out, each of which undid a write before:
-//
-//   - A join. n0 holds k; n2 joins and now owns k; Remove(k) through n1 reaches n2, which holds
-//     nothing. n2's first miss then asks n0 — and n0 held the removed value. Now the Remove's
-//     tell reaches n0, which drops its copy before the Remove returns; a warm pull that n0
-//     answered just before that arrives at n2 after n2 applied the Remove, and is refused.
-//   - A hand-off. n2 hands its entries off while Removes of its keys arrive: the entry read
-//     before a Remove reaches the new owner after the Remove did, and is refused; one sent
-//     after the Remove was applied on n2 is not sent at all.
-//   - A parallel tell. The writer tells R and X at once; R is told first, misses, and asks X,
-//     which is not told yet and answers with its old copy. R refuses it: R knows of the write.
-//   - A member no writer knows yet. A node that has just joined pulls k from X before the
-//     writer's view holds it. X remembers the stranger that asked and passes the tell on to it.
-//   - A member that left. A leaving member is told of nothing once it is out of the views,
-//     so after it has left it answers only warm pulls, whose copies the new owners check,
-//     and refuses Gets, Sets and Removes with "leaving": the caller asks the next owner.
+// Why that holds — versions drawn by the writer, every member told before the call returns,
+// every copy that moves between members checked against the writes its receiver knows of —
+// is told step by step in docs/design.md and in package internal/write.
 //
 // # Membership changes and refills
 //
@@ -183,6 +137,23 @@
 // bounded by Config.MaxValueBytes (8 MiB); group names are [a-zA-Z0-9_.-]{1,64}. A request
 // that breaks a limit gets a *LimitError naming it and changes nothing else.
 //
+// # Peer security
+//
+// Config.SecretKey encrypts gossip (SetSecretKeys rotates it while running); Config.Label
+// keeps clusters that share a network apart. With Config.PeerTLS both ends of every peer
+// connection present a certificate and each checks that the other's chains to the CA and
+// names a current member: by an IP SAN equal to the member's address, a DNS SAN whose first
+// label is the member's name (the pod names a headless Service gives), a CN equal to the
+// name, or a wildcard DNS SAN (what a cert-manager Certificate for a StatefulSet's pods
+// usually carries). A member whose peer port does not complete mutual TLS with this one is
+// never an owner here; the log says why, and corral_members_excluded counts it.
+// PeerTLSFromFiles reads the files a cert-manager Secret mounts, and again when they rotate.
+// Without PeerTLS, a peer request is served only from a member's address
+// (Config.AllowNonMemberPeers turns that off behind a proxy that rewrites addresses).
+// SECURITY.md has the threat model and the rotation steps.
+//
 // Package fill is the in-process engine (and usable alone); ring, peer and transport are the
-// ownership ring, the membership and the peer protocol.
+// ownership ring, the membership and the peer protocol. The protocol behind this package's
+// API lives in its internal packages, one per role (their diagram is in package
+// internal/group's documentation).
 package corral

@@ -6,6 +6,11 @@ import (
 	"strings"
 
 	"github.com/corralcache/corral/fill"
+	"github.com/corralcache/corral/internal/group"
+	"github.com/corralcache/corral/internal/lease"
+	"github.com/corralcache/corral/internal/limit"
+	"github.com/corralcache/corral/internal/node"
+	"github.com/corralcache/corral/internal/write"
 )
 
 // ErrNotFound is what a loader returns when the key does not exist at the source. It crosses
@@ -27,6 +32,17 @@ var ErrPeerTimeout = errors.New("corral: no answer from the key's owner in time"
 // are asked of the other members instead, since no write reaches this node's copies any
 // more), and every call after Close returned or the node was killed.
 var ErrClosed = errors.New("corral: node closed")
+
+// ErrLeaseArgument is wrapped by the errors of Lease and FillSet for arguments out of range
+// (a Fill outside [MinLeaseFill, MaxLeaseFill], a Wait above MaxLeaseWait, an empty token,
+// a negative TTL or SWR).
+var ErrLeaseArgument = errors.New("corral: invalid lease request")
+
+// ErrTooManyLeases is wrapped by the error of Lease when the key's owner already holds, in
+// the key's group, as many leases as it may at once (65,536): the request is sound, the
+// owner is full. Nothing changed; a later call succeeds once leases end (stored, lapsed or
+// revoked). corral serve answers it with 503 and -BUSY.
+var ErrTooManyLeases = errors.New("corral: too many leases held")
 
 // FillError is the error of every caller of a fill that failed. Check it with errors.As:
 //
@@ -78,28 +94,46 @@ type UnreachedError struct {
 	Err     error
 }
 
-// errNotTold is the Err of an UnreachedError; the log says why each member was not told.
-var errNotTold = errors.New("not reached")
-
 func (e *UnreachedError) Error() string {
 	return fmt.Sprintf("corral: write applied, but members %s could not be told of it: %v", strings.Join(e.Members, ", "), e.Err)
 }
 
 func (e *UnreachedError) Unwrap() error { return e.Err }
 
-// checkKey is checkKey for a request to n: a bad key counts in corral_limit_hits_total.
-func (n *Node) checkKey(key string) error {
-	err := checkKey(key)
-	if err != nil {
-		n.metrics.limits.hit(limitKey)
+// publicErr turns the errors of the packages below into the public ones: the same messages,
+// as the types and values this package documents.
+func publicErr(err error) error {
+	switch e := err.(type) {
+	case nil:
+		return nil
+	case *group.FillError:
+		out := &FillError{Group: e.Group, Key: e.Key, Err: e.Err, Shared: e.Shared, Remote: e.Remote}
+		if errors.Is(e.Err, group.ErrPeerTimeout) {
+			out.Err = relabel(e.Err, ErrPeerTimeout)
+		}
+		return out
+	case *limit.Error:
+		return (*LimitError)(e)
+	case *write.UnreachedError:
+		return (*UnreachedError)(e)
+	}
+	switch {
+	case errors.Is(err, node.ErrClosed):
+		return ErrClosed
+	case errors.Is(err, lease.ErrArgument):
+		return relabel(err, ErrLeaseArgument)
+	case errors.Is(err, lease.ErrTooMany):
+		return relabel(err, ErrTooManyLeases)
 	}
 	return err
 }
 
-// checkKey turns fill's key check into a LimitError.
-func checkKey(key string) error {
-	if fill.CheckKey(key) != nil {
-		return &LimitError{Limit: "key", Size: len(key), Max: fill.MaxKeyBytes}
-	}
-	return nil
-}
+// relabel returns err, which wraps an internal error that stands for public, as an error with
+// err's message for which errors.Is(·, public) holds.
+func relabel(err, public error) error { return &relabeled{err: err, public: public} }
+
+type relabeled struct{ err, public error }
+
+func (e *relabeled) Error() string        { return e.err.Error() }
+func (e *relabeled) Unwrap() error        { return e.err }
+func (e *relabeled) Is(target error) bool { return target == e.public }

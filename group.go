@@ -4,12 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
-	"time"
-
-	"github.com/maypok86/otter/v2"
 
 	"github.com/corralcache/corral/fill"
+	"github.com/corralcache/corral/internal/group"
 )
 
 // LoadFunc loads the value of a key from the source of truth. It runs on the key's owner
@@ -22,22 +19,7 @@ type LoadFunc[V any] func(ctx context.Context, key string) (V, error)
 // group under the same name with the same loader; each key is filled only on its owner.
 // Its methods are safe for concurrent use.
 type Group[V any] struct {
-	node  *Node
-	name  string
-	load  LoadFunc[V]
-	codec Codec[V]
-
-	local *fill.Cache[V]   // keys this node owns (or serves as acting owner)
-	near  *fill.Cache[V]   // single flight of owner requests, and near copies of hot remote keys
-	tombs *fill.Tombstones // the recent writes of keys, shared by local and near
-	hot   *otter.Cache[string, *atomic.Int32]
-
-	leases *leases // the leases of the keys this node owns (see Lease)
-
-	remoteGets fill.Counter  // Gets routed to another member (near hits included)
-	nearHits   fill.Counter  // Gets answered by a near copy
-	loads      atomic.Uint64 // runs of the application's loader
-	peerGets   atomic.Uint64 // Get requests served for peers (local serves them with Lookup, which counts no Get)
+	g *group.Group[V]
 }
 
 // NewGroup registers a group on n. name must be [a-zA-Z0-9_.-]{1,64} and not registered on n
@@ -52,7 +34,7 @@ func NewGroup[V any](n *Node, name string, load LoadFunc[V], opts ...GroupOption
 	if load == nil {
 		return nil, fmt.Errorf("corral: NewGroup(%q): nil loader", name)
 	}
-	o := groupOptions{fillTimeout: 30 * time.Second}
+	var o groupOptions
 	for _, opt := range opts {
 		if opt == nil {
 			continue
@@ -61,75 +43,30 @@ func NewGroup[V any](n *Node, name string, load LoadFunc[V], opts ...GroupOption
 			return nil, err
 		}
 	}
-	g := &Group[V]{node: n, name: name, load: load, codec: defaultCodec[V](), leases: newLeases()}
+	codec := defaultCodec[V]()
 	if o.codec != nil {
 		c, ok := o.codec.(Codec[V])
 		if !ok {
 			return nil, fmt.Errorf("corral: NewGroup(%q): codec %T does not encode %T", name, o.codec, *new(V))
 		}
-		g.codec = c
+		codec = c
 	}
-	// A write is remembered long enough to outlast any copy on its way: a remote Get waits
-	// at most the fill timeout and a peer timeout, a hand-off and a warm pull less.
-	g.tombs = fill.NewTombstones(fill.TombstoneConfig{
-		TTL:   max(fill.DefaultTombstoneTTL, 2*(o.fillTimeout+n.cfg.PeerTimeout)),
-		Clock: n.clock,
-	})
-	var err error
-	g.local, err = fill.New(g.fillLocal, fill.Config[V]{
-		Name: name, TTL: o.ttl, Jitter: o.jitter, Grace: o.grace, RefreshAhead: o.refreshAhead,
-		NegativeTTL: o.negativeTTL, FillTimeout: o.fillTimeout, MaxBytes: o.maxBytes,
-		Refreshes: n.refreshes, Fills: n.fills, Clock: n.clock, Logger: n.log, Rand: n.randFloat(),
-		OnFill:      func(d time.Duration, err error) { n.metrics.fillDuration.WithLabelValues(name).Observe(d.Seconds()) },
-		NextVersion: n.version.Next, Tombstones: g.tombs, Waits: n.waits.Hook(nil),
+	g, err := group.New(&n.n, name, load, group.Options[V]{
+		TTL: o.ttl, Jitter: o.jitter, Grace: o.grace, FillTimeout: o.fillTimeout, MaxBytes: o.maxBytes,
+		NegativeTTL: o.negativeTTL, RefreshAhead: o.refreshAhead, Codec: codec,
 	})
 	if err != nil {
-		return nil, err
+		return nil, publicErr(err)
 	}
-	g.near, err = fill.New(g.fetch, fill.Config[V]{
-		Name: name, FillTimeout: o.fillTimeout + n.cfg.PeerTimeout, MaxBytes: max(n.cfg.NearBytes, 1),
-		Clock: n.clock, Logger: n.log, Rand: n.randFloat(),
-		// An owner request runs on the caller's goroutine, under its ctx: no hand-off to a
-		// worker and back. When that caller leaves, its request ends, and the Gets that
-		// waited on it ask the owner again — which fills once whoever asks.
-		InlineFill:  true,
-		NextVersion: n.version.Next, Tombstones: g.tombs, Waits: n.waits.Hook(n.ownerAddr),
-	})
-	if err == nil {
-		g.hot, err = otter.New(&otter.Options[string, *atomic.Int32]{
-			MaximumSize:      10_000,
-			ExpiryCalculator: otter.ExpiryWriting[string, *atomic.Int32](time.Second),
-			Clock:            otterClock(n.clock),
-		})
-	}
-	if err != nil {
-		g.local.Close(context.Background())
-		if g.near != nil {
-			g.near.Close(context.Background())
-		}
-		return nil, err
-	}
-
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.leaving.Load() {
-		g.closeStores(context.Background())
-		return nil, ErrClosed
-	}
-	if _, dup := n.groups[name]; dup {
-		g.closeStores(context.Background())
-		return nil, fmt.Errorf("corral: group %q is already registered on this node", name)
-	}
-	n.groups[name] = g
-	return g, nil
+	return &Group[V]{g: g}, nil
 }
 
 // Name returns the group's name.
-func (g *Group[V]) Name() string { return g.name }
+func (g *Group[V]) Name() string { return g.g.Name() }
 
 // HotKeys returns up to n keys this node holds as owner, hottest first by the store's
 // policy (for a debug page; it walks the store).
-func (g *Group[V]) HotKeys(n int) []string { return g.local.Hottest(n) }
+func (g *Group[V]) HotKeys(n int) []string { return g.g.HotKeys(n) }
 
 // Get returns the value of key: from this node's store when it owns the key (filling it once
 // for all concurrent callers when missing or expired), from a near copy, or from the owner
@@ -139,26 +76,14 @@ func (g *Group[V]) HotKeys(n int) []string { return g.local.Hottest(n) }
 // ctx.Err() alone when ctx ends first; *FillError when the fill failed (here or on the
 // owner); ErrClosed after Close.
 func (g *Group[V]) Get(ctx context.Context, key string) (V, error) {
-	v := g.node.view.Load()
-	// A key found owned here under this view is stamped with it: its hits skip the owner
-	// lookup (xxhash and a search of the ring, a third of a hit's time) until the view
-	// changes.
-	if val, ok := g.local.GetStamped(ctx, key, v.stamp); ok {
-		return val, nil
+	if v, ok := g.g.Hit(ctx, key); ok {
+		return v, nil
 	}
-	if v.stopped {
-		val, _, err := g.getStopped(ctx, key)
-		return val, err
+	v, err := g.g.Miss(ctx, key)
+	if err != nil {
+		return v, publicErr(err)
 	}
-	if v.owner(key) == v.self {
-		val, err := g.local.GetStamping(ctx, key, v.stamp)
-		if err != nil {
-			return val, g.wrapErr(key, err)
-		}
-		return val, nil
-	}
-	val, _, err := g.getRemote(ctx, key)
-	return val, err
+	return v, nil
 }
 
 // Source says how a Get was answered.
@@ -175,160 +100,11 @@ const (
 
 // GetWithSource is Get that also says how the value was found (the daemon's X-Corral-Source).
 func (g *Group[V]) GetWithSource(ctx context.Context, key string) (V, Source, error) {
-	v := g.node.view.Load()
-	if v.stopped {
-		return g.getStopped(ctx, key)
-	}
-	if v.owner(key) == v.self {
-		e, src, err := g.local.GetEntry(ctx, key)
-		if err != nil {
-			return e.Value, "", g.wrapErr(key, err)
-		}
-		return e.Value, localSource(src), nil
-	}
-	return g.getRemote(ctx, key)
-}
-
-func localSource(s fill.Source) Source {
-	switch s {
-	case fill.SourceFill:
-		return SourceFill
-	case fill.SourceCoalesced:
-		return SourceCoalesced
-	case fill.SourceStale:
-		return SourceStale
-	}
-	return SourceHit
-}
-
-func (g *Group[V]) getRemote(ctx context.Context, key string) (V, Source, error) {
-	var zero V
-	if err := g.node.checkKey(key); err != nil {
-		return zero, "", err
-	}
-	g.remoteGets.Add()
-	e, src, err := g.near.GetEntry(ctx, key)
+	v, src, err := g.g.GetWithSource(ctx, key)
 	if err != nil {
-		return zero, "", g.wrapErr(key, g.blamePeers(ctx, key, err))
+		return v, "", publicErr(err)
 	}
-	switch src {
-	case fill.SourceHit:
-		g.nearHits.Add()
-		return e.Value, SourceNear, nil
-	case fill.SourceCoalesced:
-		return e.Value, SourceCoalesced, nil
-	}
-	return e.Value, SourcePeer, nil
-}
-
-// getStopped is Get on a node that serves nothing from its stores any more (Node.stopServing):
-// while it drains, no write reaches its copies, so it asks the key's owner among the other
-// members, as a client would; once closed, it answers ErrClosed.
-func (g *Group[V]) getStopped(ctx context.Context, key string) (V, Source, error) {
-	var val V
-	if g.node.closed.Load() {
-		return val, "", ErrClosed
-	}
-	if err := g.node.checkKey(key); err != nil {
-		return val, "", err
-	}
-	_, err := g.node.onOwner(ctx, key, true, func() error { return ErrClosed },
-		func(ctx context.Context, st *memberState) error {
-			var err error
-			val, err = g.askOwner(ctx, st, key)
-			return err
-		})
-	if err != nil {
-		return val, "", g.wrapErr(key, fromWire(err))
-	}
-	return val, SourcePeer, nil
-}
-
-// blamePeers says where the time went when the request to key's owner — the near cache's
-// fill — ran past its bound: to peers that did not answer, not to a loader. (A loader that
-// ran past the fill timeout on the owner comes back as the owner's answer, and stays so.)
-func (g *Group[V]) blamePeers(ctx context.Context, key string, err error) error {
-	var fe *fill.FillError
-	var te *fill.TimeoutError
-	if !errors.As(err, &fe) {
-		return err
-	}
-	// The near cache's fill timed out (its timer), or its request ran out of the same time
-	// first (its ctx) while the caller's own ctx had not.
-	if !errors.As(fe.Err, &te) && !(errors.Is(fe.Err, context.DeadlineExceeded) && ctx.Err() == nil) {
-		return err
-	}
-	bound := g.near.FillTimeout()
-	owner := g.node.Owner(key).Name
-	return &fill.FillError{Name: fe.Name, Key: fe.Key, Shared: fe.Shared,
-		Err: fmt.Errorf("%w: asked %s (the key's owner) and the members it failed over to for %v (the fill timeout %v and the peer timeout %v)",
-			ErrPeerTimeout, owner, bound, bound-g.node.cfg.PeerTimeout, g.node.cfg.PeerTimeout)}
-}
-
-// wrapErr turns the fill engine's errors into the public ones.
-func (g *Group[V]) wrapErr(key string, err error) error {
-	if errors.Is(err, ErrClosed) || errors.Is(err, fill.ErrClosed) {
-		return ErrClosed // this node is closing: not a failure of the fill
-	}
-	var fe *fill.FillError
-	if !errors.As(err, &fe) {
-		var ke *fill.KeyError
-		switch {
-		case errors.As(err, &ke):
-			return g.node.checkKey(key)
-		case errors.Is(err, fill.ErrClosed):
-			return ErrClosed
-		}
-		return err
-	}
-	out := &FillError{Group: g.name, Key: key, Err: fe.Err, Shared: fe.Shared}
-	// A remote fetch that failed over to a local fill returns the local fill's FillError.
-	var inner *fill.FillError
-	if errors.As(out.Err, &inner) {
-		out.Err, out.Shared = inner.Err, out.Shared || inner.Shared
-	}
-	var re *remoteError
-	if errors.As(out.Err, &re) {
-		out.Err, out.Remote = re.err, true
-	}
-	return out
-}
-
-// remoteError marks an error that the owner reported.
-type remoteError struct{ err error }
-
-func (e *remoteError) Error() string { return e.err.Error() }
-func (e *remoteError) Unwrap() error { return e.err }
-
-// fillLocal is the local store's loader. For a while after a membership change made this
-// node the owner of a key it does not hold, it first looks for the copy another member still
-// holds (a warm pull), so a join, a leave or a scale-up does not cost a wave of fills.
-//
-// A copy that is stale within its grace there is taken as it is — served stale here, with
-// its one refresh started (fill refreshes a stale copy it takes) — and so is a remembered
-// not-found, for the rest of its time: a move must not turn a value the cluster may still
-// serve into a miss that the source cannot answer. A refresh loads from the source.
-func (g *Group[V]) fillLocal(ctx context.Context, key string) (V, error) {
-	if fill.IsRefresh(ctx) {
-		fill.Loading(ctx)
-		g.loads.Add(1)
-		return g.load(ctx, key)
-	}
-	if e, ok := g.warmPull(ctx, key); ok {
-		fresh := max(e.FreshFor, 0)
-		fill.SetExpiry(ctx, fresh, max(e.StaleFor-fresh, 0))
-		fill.SetVersion(ctx, e.Version)
-		g.node.metrics.handoff.WithLabelValues("received").Inc()
-		if e.NotFound {
-			return e.Value, ErrNotFound
-		}
-		return e.Value, nil
-	}
-	// From here on the fill waits for no other member: a member's warm pull may wait for it
-	// (see peekAll).
-	fill.Loading(ctx)
-	g.loads.Add(1)
-	return g.load(ctx, key)
+	return v, Source(src), nil
 }
 
 // Set writes v through key's owner, under the owner's TTL, and drops every near copy of the
@@ -336,22 +112,7 @@ func (g *Group[V]) fillLocal(ctx context.Context, key string) (V, error) {
 // If some member could not be told to drop its copy, Set returns an *UnreachedError naming
 // them (the write itself stands).
 func (g *Group[V]) Set(ctx context.Context, key string, v V) error {
-	if err := g.node.checkKey(key); err != nil {
-		return err
-	}
-	b, err := g.codec.Encode(v)
-	if err != nil {
-		return fmt.Errorf("corral: encode value of %s/%q: %w", g.name, key, err)
-	}
-	if err := g.node.checkValue(len(b)); err != nil {
-		return err
-	}
-	// A Set that finds a newer write at the owner still tells: the copies it makes older are
-	// older than the newer write too.
-	return g.write(ctx, key, func(version uint64) (uint64, error) { _, err := g.local.SetAt(key, v, version); return version, err },
-		func(ctx context.Context, st *memberState, version uint64) (uint64, error) {
-			return version, g.node.remoteSet(ctx, st, g.name, key, b, version)
-		})
+	return publicErr(g.g.Set(ctx, key, v))
 }
 
 // Remove deletes key on its owner and drops every near copy of it in the cluster before it
@@ -359,87 +120,8 @@ func (g *Group[V]) Set(ctx context.Context, key string, v V) error {
 // could not be told, Remove returns an *UnreachedError naming them (the owner's delete
 // stands).
 func (g *Group[V]) Remove(ctx context.Context, key string) error {
-	if err := g.node.checkKey(key); err != nil {
-		return err
-	}
-	return g.write(ctx, key, func(version uint64) (uint64, error) { return version, g.local.RemoveAt(key, version) },
-		func(ctx context.Context, st *memberState, version uint64) (uint64, error) {
-			return version, g.node.remoteRemove(ctx, st, g.name, key, version)
-		})
+	return publicErr(g.g.Remove(ctx, key))
 }
 
-// write applies a Set or Remove on the owner, then tells every member of it (see the
-// package documentation, "Writes under churn"). The write's version is drawn here, by the
-// writer: every attempt — on the owner, and on its successors when it fails over — carries
-// the same one, so a late duplicate is harmless.
-//
-// A member told may answer that it holds the key at a newer version than the drawn one: a
-// write this writer never heard of, made on the other side of a split of the views (or by a
-// node whose clock is ahead, before any message carried that clock here). That write returned
-// before this one started or runs concurrently with it (one that starts after this one
-// returns is told to this writer first), so this one may come last: it is written again at
-// a version above the newer one, at most maxRedraws times (writers racing each other keep
-// passing each other; either order is right for writes that overlap).
-//
-// local and remote are given the drawn version and return the version the owner applied:
-// the same one, or for a FillSet under a lease the owner's own (the lease, not the version,
-// keeps a late duplicate out), or 0 when nothing changed (that lease was no longer live) —
-// then nobody is told.
-func (g *Group[V]) write(ctx context.Context, key string, local func(version uint64) (uint64, error),
-	remote func(ctx context.Context, st *memberState, version uint64) (uint64, error)) error {
-	n := g.node
-	if n.leaving.Load() {
-		return ErrClosed
-	}
-	for redraw := 0; ; redraw++ {
-		drawn := n.version.Next()
-		var version uint64
-		_, err := n.onOwner(ctx, key, false,
-			func() error { var err error; version, err = local(drawn); return err },
-			func(ctx context.Context, st *memberState) error {
-				var err error
-				version, err = remote(ctx, st, drawn)
-				return err
-			})
-		if err != nil {
-			return g.wrapErr(key, err)
-		}
-		if version == 0 {
-			return nil // nothing changed (a FillSet whose lease was not live): nobody to tell
-		}
-		if err := checkVersion(version); err != nil {
-			return g.wrapErr(key, err) // an owner that answered a version no clock can pass
-		}
-		n.version.Observe(version)
-		n.log.Debug("corral: wrote", "group", g.name, "key", key, "version", version)
-		g.invalidate(key, version) // this node's own copies, in either store
-		unreached, newer := n.tell(ctx, g.name, key, version, []string{n.cfg.Name})
-		if len(unreached) > 0 {
-			return &UnreachedError{Members: unreached, Err: errNotTold}
-		}
-		// A FillSet applied at the owner's own version is kept out by its lease, not by
-		// versions: it is not written again.
-		if newer == 0 || version != drawn || redraw == maxRedraws {
-			return nil
-		}
-		n.version.Observe(newer)
-		n.log.Debug("corral: writing again above a newer version", "group", g.name, "key", key, "version", version, "newer", newer)
-	}
-}
-
-// maxRedraws bounds how many times a write is written again above a newer version a member
-// held (see Group.write).
-const maxRedraws = 3
-
-// otterClock gives an otter cache the node's clock: itself when it is otter's coarse clock,
-// else the clock without ticks (entries then expire when touched).
-func otterClock(c fill.Clock) otter.Clock {
-	if cc, ok := c.(*otter.CoarseClock); ok {
-		return cc
-	}
-	return tickless{c}
-}
-
-type tickless struct{ fill.Clock }
-
-func (tickless) Tick(time.Duration) <-chan time.Time { return nil }
+// Stats returns this group's counters on this node.
+func (g *Group[V]) Stats() GroupStats { return GroupStats(g.g.Stats()) }

@@ -1,4 +1,4 @@
-package corral
+package corral_test
 
 import (
 	"context"
@@ -9,32 +9,36 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/corralcache/corral"
+	"github.com/corralcache/corral/internal/clustertest"
+	"github.com/corralcache/corral/internal/lease"
 )
 
 // noLoader is the loader of a group whose values come only from writes (corral serve
 // without --origin).
-func noLoader(context.Context, string) (string, error) { return "", ErrNotFound }
+func noLoader(context.Context, string) (string, error) { return "", corral.ErrNotFound }
 
 // leaseTally counts the answers of many concurrent Lease calls.
 type leaseTally struct {
 	mu     sync.Mutex
-	states map[LeaseState]int
+	states map[corral.LeaseState]int
 	tokens []string
 	values map[string]int
 }
 
 func newLeaseTally() *leaseTally {
-	return &leaseTally{states: map[LeaseState]int{}, values: map[string]int{}}
+	return &leaseTally{states: map[corral.LeaseState]int{}, values: map[string]int{}}
 }
 
-func (t *leaseTally) add(l Lease[string]) {
+func (t *leaseTally) add(l corral.Lease[string]) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.states[l.State]++
 	if l.Token != "" {
 		t.tokens = append(t.tokens, l.Token)
 	}
-	if l.State == LeaseHit || l.State == LeaseStale {
+	if l.State == corral.LeaseHit || l.State == corral.LeaseStale {
 		t.values[l.Value]++
 	}
 }
@@ -50,14 +54,14 @@ func TestLeaseOneFillerClusterWide(t *testing.T) {
 	for _, g := range gs {
 		for range K {
 			wg.Go(func() {
-				l, err := g.Lease(context.Background(), "hot", LeaseOptions{Fill: 10 * time.Second, Wait: 10 * time.Second})
+				l, err := g.Lease(context.Background(), "hot", corral.LeaseOptions{Fill: 10 * time.Second, Wait: 10 * time.Second})
 				if err != nil {
 					t.Errorf("Lease: %v", err)
 					return
 				}
-				if l.State == LeaseFill {
+				if l.State == corral.LeaseFill {
 					time.Sleep(50 * time.Millisecond) // the filler's build
-					ok, err := g.FillSet(context.Background(), "hot", "built", l.Token, Expiry{TTL: time.Hour})
+					ok, err := g.FillSet(context.Background(), "hot", "built", l.Token, corral.Expiry{TTL: time.Hour})
 					if !ok || err != nil {
 						t.Errorf("FillSet = %v, %v", ok, err)
 					}
@@ -67,14 +71,14 @@ func TestLeaseOneFillerClusterWide(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	if tally.states[LeaseFill] != 1 || tally.states[LeaseHit] != 3*K-1 || tally.values["built"] != 3*K-1 {
+	if tally.states[corral.LeaseFill] != 1 || tally.states[corral.LeaseHit] != 3*K-1 || tally.values["built"] != 3*K-1 {
 		t.Fatalf("answers %v, values %v; want 1 fill and %d hits of \"built\"", tally.states, tally.values, 3*K-1)
 	}
 	var granted uint64
-	for _, g := range gs {
+	for i, g := range gs {
 		granted += g.Stats().LeasesGranted
 		if v, err := g.Get(context.Background(), "hot"); v != "built" || err != nil {
-			t.Errorf("Get on %s = %q, %v", g.node.Name(), v, err)
+			t.Errorf("Get on %s = %q, %v", nodes[i].Name(), v, err)
 		}
 	}
 	if granted != 1 {
@@ -87,8 +91,8 @@ func TestLeaseOneFillerClusterWide(t *testing.T) {
 func TestLeaseLapsesToOneCaller(t *testing.T) {
 	nodes := newCluster(t, 3)
 	gs := groups(t, nodes, "g", noLoader)
-	first, err := gs[0].Lease(context.Background(), "k", LeaseOptions{Fill: 300 * time.Millisecond})
-	if err != nil || first.State != LeaseFill {
+	first, err := gs[0].Lease(context.Background(), "k", corral.LeaseOptions{Fill: 300 * time.Millisecond})
+	if err != nil || first.State != corral.LeaseFill {
 		t.Fatalf("first Lease = %+v, %v", first, err)
 	}
 	const K = 20
@@ -97,13 +101,13 @@ func TestLeaseLapsesToOneCaller(t *testing.T) {
 	for _, g := range gs {
 		for range K {
 			wg.Go(func() {
-				l, err := g.Lease(context.Background(), "k", LeaseOptions{Fill: 10 * time.Second, Wait: 20 * time.Second})
+				l, err := g.Lease(context.Background(), "k", corral.LeaseOptions{Fill: 10 * time.Second, Wait: 20 * time.Second})
 				if err != nil {
 					t.Errorf("Lease: %v", err)
 					return
 				}
-				if l.State == LeaseFill {
-					if ok, err := g.FillSet(context.Background(), "k", "second", l.Token, Expiry{TTL: time.Hour}); !ok || err != nil {
+				if l.State == corral.LeaseFill {
+					if ok, err := g.FillSet(context.Background(), "k", "second", l.Token, corral.Expiry{TTL: time.Hour}); !ok || err != nil {
 						t.Errorf("FillSet = %v, %v", ok, err)
 					}
 				}
@@ -112,10 +116,10 @@ func TestLeaseLapsesToOneCaller(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	if tally.states[LeaseFill] != 1 || tally.states[LeaseHit] != 3*K-1 {
+	if tally.states[corral.LeaseFill] != 1 || tally.states[corral.LeaseHit] != 3*K-1 {
 		t.Fatalf("answers %v, want 1 fill and %d hits", tally.states, 3*K-1)
 	}
-	if ok, err := gs[1].FillSet(context.Background(), "k", "late", first.Token, Expiry{TTL: time.Hour}); ok || err != nil {
+	if ok, err := gs[1].FillSet(context.Background(), "k", "late", first.Token, corral.Expiry{TTL: time.Hour}); ok || err != nil {
 		t.Fatalf("late FillSet = %v, %v; want false", ok, err)
 	}
 	if v, _ := gs[2].Get(context.Background(), "k"); v != "second" {
@@ -140,38 +144,38 @@ func TestWritesRevokeTheLease(t *testing.T) {
 	for _, tt := range []struct {
 		name  string
 		write func(key string) error
-		want  LeaseState
+		want  corral.LeaseState
 	}{
-		{"remove", func(key string) error { return gs[1].Remove(ctx, key) }, LeaseFill},
-		{"set", func(key string) error { return gs[1].Set(ctx, key, "set") }, LeaseHit},
-		{"set with expiry", func(key string) error { return gs[1].SetWithExpiry(ctx, key, "set", Expiry{TTL: time.Hour}) }, LeaseHit},
+		{"remove", func(key string) error { return gs[1].Remove(ctx, key) }, corral.LeaseFill},
+		{"set", func(key string) error { return gs[1].Set(ctx, key, "set") }, corral.LeaseHit},
+		{"set with expiry", func(key string) error { return gs[1].SetWithExpiry(ctx, key, "set", corral.Expiry{TTL: time.Hour}) }, corral.LeaseHit},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			key := "k-" + tt.name
-			l, err := gs[0].Lease(ctx, key, LeaseOptions{Fill: time.Minute})
-			if err != nil || l.State != LeaseFill {
+			l, err := gs[0].Lease(ctx, key, corral.LeaseOptions{Fill: time.Minute})
+			if err != nil || l.State != corral.LeaseFill {
 				t.Fatalf("Lease = %+v, %v", l, err)
 			}
-			waiter := make(chan Lease[string], 1)
+			waiter := make(chan corral.Lease[string], 1)
 			go func() {
-				w, err := gs[1].Lease(ctx, key, LeaseOptions{Fill: time.Minute, Wait: 30 * time.Second})
+				w, err := gs[1].Lease(ctx, key, corral.LeaseOptions{Fill: time.Minute, Wait: 30 * time.Second})
 				if err != nil {
 					t.Errorf("waiter: %v", err)
 				}
 				waiter <- w
 			}()
-			eventually(t, "the waiter waits", func() bool { return busy(gs[1], key) })
+			clustertest.Eventually(t, "the waiter waits", func() bool { return busy(gs[1], key) })
 			if err := tt.write(key); err != nil {
 				t.Fatal(err)
 			}
 			if w := <-waiter; w.State != tt.want {
 				t.Fatalf("waiter answered %+v, want %s", w, tt.want)
 			}
-			if ok, err := gs[0].FillSet(ctx, key, "filled", l.Token, Expiry{TTL: time.Hour}); ok || err != nil {
+			if ok, err := gs[0].FillSet(ctx, key, "filled", l.Token, corral.Expiry{TTL: time.Hour}); ok || err != nil {
 				t.Fatalf("FillSet after the write = %v, %v; want false", ok, err)
 			}
 			v, err := gs[0].Get(ctx, key)
-			if tt.want == LeaseFill && !errors.Is(err, ErrNotFound) || tt.want == LeaseHit && v != "set" {
+			if tt.want == corral.LeaseFill && !errors.Is(err, corral.ErrNotFound) || tt.want == corral.LeaseHit && v != "set" {
 				t.Fatalf("Get after = %q, %v", v, err)
 			}
 		})
@@ -179,61 +183,9 @@ func TestWritesRevokeTheLease(t *testing.T) {
 }
 
 // busy reports whether a Lease call on g for key answers busy now (without waiting).
-func busy(g *Group[string], key string) bool {
-	l, err := g.Lease(context.Background(), key, LeaseOptions{Fill: time.Minute})
-	return err == nil && l.State == LeaseBusy
-}
-
-// Past its TTL but within its SWR, a value is served stale to everyone, and exactly one
-// caller in the cluster gets a token to refresh it.
-func TestStaleHandsOutOneRefreshToken(t *testing.T) {
-	nodes := newCluster(t, 3)
-	gs := groups(t, nodes, "g", noLoader)
-	ctx := context.Background()
-	if err := gs[0].SetWithExpiry(ctx, "s", "old", Expiry{TTL: 50 * time.Millisecond, SWR: time.Hour}); err != nil {
-		t.Fatal(err)
-	}
-	owner := ownerGroup(t, gs, "s")
-	eventually(t, "the value to go stale", func() bool {
-		e, ok := owner.local.Peek("s")
-		return ok && e.FreshFor <= 0
-	})
-	const K = 30
-	tally := newLeaseTally()
-	var wg sync.WaitGroup
-	for _, g := range gs {
-		for range K {
-			wg.Go(func() {
-				l, err := g.Lease(ctx, "s", LeaseOptions{Fill: time.Minute, Wait: time.Second})
-				if err != nil {
-					t.Errorf("Lease: %v", err)
-					return
-				}
-				tally.add(l)
-			})
-		}
-	}
-	wg.Wait()
-	if tally.states[LeaseStale] != 3*K || tally.values["old"] != 3*K || len(tally.tokens) != 1 {
-		t.Fatalf("answers %v, values %v, %d tokens; want %d stale \"old\" and 1 token", tally.states, tally.values, len(tally.tokens), 3*K)
-	}
-	if ok, err := gs[2].FillSet(ctx, "s", "new", tally.tokens[0], Expiry{TTL: time.Hour}); !ok || err != nil {
-		t.Fatalf("refresh FillSet = %v, %v", ok, err)
-	}
-	if l, err := gs[1].Lease(ctx, "s", LeaseOptions{Fill: time.Minute}); l.State != LeaseHit || l.Value != "new" || err != nil {
-		t.Fatalf("Lease after the refresh = %+v, %v", l, err)
-	}
-}
-
-func ownerGroup(tb testing.TB, gs []*Group[string], key string) *Group[string] {
-	tb.Helper()
-	for _, g := range gs {
-		if g.node.Owner(key).Name == g.node.Name() {
-			return g
-		}
-	}
-	tb.Fatal("no owner of", key)
-	return nil
+func busy(g *corral.Group[string], key string) bool {
+	l, err := g.Lease(context.Background(), key, corral.LeaseOptions{Fill: time.Minute})
+	return err == nil && l.State == corral.LeaseBusy
 }
 
 // A join moves some keys to the new member: the old owner's leases of those keys are void
@@ -245,14 +197,14 @@ func TestOwnershipChangeVoidsLeases(t *testing.T) {
 	tokens := map[string]string{}
 	for i := range 100 {
 		key := fmt.Sprint("k", i)
-		l, err := gs[i%2].Lease(ctx, key, LeaseOptions{Fill: time.Minute})
-		if err != nil || l.State != LeaseFill {
+		l, err := gs[i%2].Lease(ctx, key, corral.LeaseOptions{Fill: time.Minute})
+		if err != nil || l.State != corral.LeaseFill {
 			t.Fatalf("Lease(%s) = %+v, %v", key, l, err)
 		}
 		tokens[key] = l.Token
 	}
 	n2 := newNode(t, testConfig("n2", nodes[0].GossipAddr()))
-	g2, err := NewGroup(n2, "g", noLoader)
+	g2, err := corral.NewGroup(n2, "g", noLoader)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +213,7 @@ func TestOwnershipChangeVoidsLeases(t *testing.T) {
 	gs = append(gs, g2)
 	moved := 0
 	for key, token := range tokens {
-		ok, err := gs[0].FillSet(ctx, key, "v", token, Expiry{TTL: time.Hour})
+		ok, err := gs[0].FillSet(ctx, key, "v", token, corral.Expiry{TTL: time.Hour})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -281,7 +233,7 @@ func TestOwnershipChangeVoidsLeases(t *testing.T) {
 
 func TestLeaseBadArguments(t *testing.T) {
 	n := newNode(t, testConfig("n0"))
-	g, err := NewGroup(n, "g", noLoader)
+	g, err := corral.NewGroup(n, "g", noLoader)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,12 +243,18 @@ func TestLeaseBadArguments(t *testing.T) {
 		call func() error
 		want error
 	}{
-		{"fill 0", func() error { _, err := g.Lease(ctx, "k", LeaseOptions{}); return err }, ErrLeaseArgument},
-		{"fill too long", func() error { _, err := g.Lease(ctx, "k", LeaseOptions{Fill: 2 * MaxLeaseFill}); return err }, ErrLeaseArgument},
-		{"negative wait", func() error { _, err := g.Lease(ctx, "k", LeaseOptions{Fill: time.Second, Wait: -1}); return err }, ErrLeaseArgument},
-		{"empty token", func() error { _, err := g.FillSet(ctx, "k", "v", "", Expiry{}); return err }, ErrLeaseArgument},
-		{"negative ttl", func() error { _, err := g.FillSet(ctx, "k", "v", "t", Expiry{TTL: -1}); return err }, ErrLeaseArgument},
-		{"negative swr", func() error { return g.SetWithExpiry(ctx, "k", "v", Expiry{SWR: -1}) }, ErrLeaseArgument},
+		{"fill 0", func() error { _, err := g.Lease(ctx, "k", corral.LeaseOptions{}); return err }, corral.ErrLeaseArgument},
+		{"fill too long", func() error {
+			_, err := g.Lease(ctx, "k", corral.LeaseOptions{Fill: 2 * corral.MaxLeaseFill})
+			return err
+		}, corral.ErrLeaseArgument},
+		{"negative wait", func() error {
+			_, err := g.Lease(ctx, "k", corral.LeaseOptions{Fill: time.Second, Wait: -1})
+			return err
+		}, corral.ErrLeaseArgument},
+		{"empty token", func() error { _, err := g.FillSet(ctx, "k", "v", "", corral.Expiry{}); return err }, corral.ErrLeaseArgument},
+		{"negative ttl", func() error { _, err := g.FillSet(ctx, "k", "v", "t", corral.Expiry{TTL: -1}); return err }, corral.ErrLeaseArgument},
+		{"negative swr", func() error { return g.SetWithExpiry(ctx, "k", "v", corral.Expiry{SWR: -1}) }, corral.ErrLeaseArgument},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if err := tt.call(); !errors.Is(err, tt.want) {
@@ -304,55 +262,13 @@ func TestLeaseBadArguments(t *testing.T) {
 			}
 		})
 	}
-	var le *LimitError
-	if _, err := g.Lease(ctx, "", LeaseOptions{Fill: time.Second}); !errors.As(err, &le) {
+	var le *corral.LimitError
+	if _, err := g.Lease(ctx, "", corral.LeaseOptions{Fill: time.Second}); !errors.As(err, &le) {
 		t.Fatalf("empty key: %v", err)
 	}
 	// Nothing changed: the key has no lease and no value.
-	if l, err := g.Lease(ctx, "k", LeaseOptions{Fill: time.Second}); err != nil || l.State != LeaseFill {
+	if l, err := g.Lease(ctx, "k", corral.LeaseOptions{Fill: time.Second}); err != nil || l.State != corral.LeaseFill {
 		t.Fatalf("Lease after bad calls = %+v, %v", l, err)
-	}
-}
-
-// A full lease table is ErrTooManyLeases, not ErrLeaseArgument, on the owner and on a
-// member that asked it; the key it refused gets no lease, and a key whose lease the owner
-// holds is still answered.
-func TestLeaseTableFull(t *testing.T) {
-	nodes := newCluster(t, 2)
-	gs := groups(t, nodes, "g", noLoader)
-	owner, other := gs[0], gs[1]
-	ctx := context.Background()
-	var ownKey, held string // keys nodes[0] owns in both views
-	for i := 0; ownKey == "" || held == ""; i++ {
-		k := fmt.Sprint("k", i)
-		if nodes[0].Owner(k).Name == nodes[0].Name() && nodes[1].Owner(k).Name == nodes[0].Name() {
-			if held == "" {
-				held = k
-			} else {
-				ownKey = k
-			}
-		}
-	}
-	if _, err := owner.acquire(ctx, held, time.Minute, time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	for i := 1; i < maxLeases; i++ {
-		if _, err := owner.acquire(ctx, fmt.Sprint("filler-", i), time.Minute, time.Now()); err != nil {
-			t.Fatalf("lease %d: %v", i, err)
-		}
-	}
-	granted := owner.Stats().LeasesGranted
-	for _, g := range []*Group[string]{owner, other} {
-		_, err := g.Lease(ctx, ownKey, LeaseOptions{Fill: time.Second})
-		if !errors.Is(err, ErrTooManyLeases) || errors.Is(err, ErrLeaseArgument) {
-			t.Fatalf("Lease on %s with the owner's table full: %v, want ErrTooManyLeases alone", g.node.Name(), err)
-		}
-		if l, err := g.Lease(ctx, held, LeaseOptions{Fill: time.Second}); err != nil || l.State != LeaseBusy {
-			t.Fatalf("Lease of a held key on %s = %+v, %v; want busy", g.node.Name(), l, err)
-		}
-	}
-	if got := owner.Stats().LeasesGranted; got != granted {
-		t.Fatalf("%d tokens granted by the refused calls, want 0", got-granted)
 	}
 }
 
@@ -362,22 +278,22 @@ func TestLeaseUnknownTokenAndCancelledWaiter(t *testing.T) {
 	nodes := newCluster(t, 2)
 	gs := groups(t, nodes, "g", noLoader)
 	ctx := context.Background()
-	if ok, err := gs[1].FillSet(ctx, "k", "v", "0123456789abcdef", Expiry{TTL: time.Hour}); ok || err != nil {
+	if ok, err := gs[1].FillSet(ctx, "k", "v", "0123456789abcdef", corral.Expiry{TTL: time.Hour}); ok || err != nil {
 		t.Fatalf("FillSet of an unknown token = %v, %v", ok, err)
 	}
-	if _, err := gs[0].Lease(ctx, "k", LeaseOptions{Fill: time.Minute}); err != nil {
+	if _, err := gs[0].Lease(ctx, "k", corral.LeaseOptions{Fill: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
-	for _, g := range gs {
+	for i, g := range gs {
 		cctx, cancel := context.WithCancel(ctx)
 		errc := make(chan error, 1)
 		go func() {
-			_, err := g.Lease(cctx, "k", LeaseOptions{Fill: time.Minute, Wait: time.Minute})
+			_, err := g.Lease(cctx, "k", corral.LeaseOptions{Fill: time.Minute, Wait: time.Minute})
 			errc <- err
 		}()
 		cancel()
 		if err := <-errc; !errors.Is(err, context.Canceled) {
-			t.Fatalf("cancelled waiter on %s: %v", g.node.Name(), err)
+			t.Fatalf("cancelled waiter on %s: %v", nodes[i].Name(), err)
 		}
 	}
 }
@@ -386,7 +302,7 @@ func TestLeaseUnknownTokenAndCancelledWaiter(t *testing.T) {
 // polling: however long it waits, its node sends the owner one Lease request.
 func TestLeaseWaiterSendsOneRequest(t *testing.T) {
 	regs := []*prometheus.Registry{prometheus.NewRegistry(), prometheus.NewRegistry()}
-	var nodes []*Node
+	var nodes []*corral.Node
 	for i, reg := range regs {
 		cfg := testConfig(fmt.Sprint("w", i))
 		cfg.Registerer = reg
@@ -398,8 +314,8 @@ func TestLeaseWaiterSendsOneRequest(t *testing.T) {
 	waitMembers(t, nodes, 2)
 	gs := groups(t, nodes, "g", noLoader)
 	key := keyOwnedBy(t, nodes[0], "lp")
-	filler, err := gs[0].Lease(context.Background(), key, LeaseOptions{Fill: 30 * time.Second})
-	if err != nil || filler.State != LeaseFill {
+	filler, err := gs[0].Lease(context.Background(), key, corral.LeaseOptions{Fill: 30 * time.Second})
+	if err != nil || filler.State != corral.LeaseFill {
 		t.Fatalf("filler: %+v, %v", filler, err)
 	}
 	leaseCalls := func() float64 { // every code
@@ -423,11 +339,11 @@ func TestLeaseWaiterSendsOneRequest(t *testing.T) {
 		return n
 	}
 	before := leaseCalls()
-	got := make(chan Lease[string], 1)
+	got := make(chan corral.Lease[string], 1)
 	asking := make(chan struct{})
 	go func() {
 		close(asking)
-		l, err := gs[1].Lease(context.Background(), key, LeaseOptions{Fill: 30 * time.Second, Wait: 30 * time.Second})
+		l, err := gs[1].Lease(context.Background(), key, corral.LeaseOptions{Fill: 30 * time.Second, Wait: 30 * time.Second})
 		if err != nil {
 			t.Error(err)
 		}
@@ -440,13 +356,61 @@ func TestLeaseWaiterSendsOneRequest(t *testing.T) {
 	if leaseCalls() != before {
 		t.Fatal("the waiter's call ended before the value landed")
 	}
-	if ok, err := gs[0].FillSet(context.Background(), key, "built", filler.Token, Expiry{TTL: time.Hour}); !ok || err != nil {
+	if ok, err := gs[0].FillSet(context.Background(), key, "built", filler.Token, corral.Expiry{TTL: time.Hour}); !ok || err != nil {
 		t.Fatalf("FillSet = %v, %v", ok, err)
 	}
-	if l := <-got; l.State != LeaseHit || l.Value != "built" {
+	if l := <-got; l.State != corral.LeaseHit || l.Value != "built" {
 		t.Fatalf("waiter got %+v, want the filler's value", l)
 	}
 	if n := leaseCalls() - before; n != 1 {
 		t.Fatalf("the waiter's node sent %v Lease requests, want 1", n)
+	}
+}
+
+// A full lease table is ErrTooManyLeases, not ErrLeaseArgument, on the owner and on a
+// member that asked it; the key it refused gets no lease, and a key whose lease the owner
+// holds is still answered.
+func TestLeaseTableFull(t *testing.T) {
+	nodes := newCluster(t, 2)
+	gs := groups(t, nodes, "g", noLoader)
+	owner, other := gs[0], gs[1]
+	ctx := context.Background()
+	var ownKey, held string // keys nodes[0] owns in both views
+	for i := 0; ownKey == "" || held == ""; i++ {
+		k := fmt.Sprint("k", i)
+		if nodes[0].Owner(k).Name == nodes[0].Name() && nodes[1].Owner(k).Name == nodes[0].Name() {
+			if held == "" {
+				held = k
+			} else {
+				ownKey = k
+			}
+		}
+	}
+	if _, err := owner.Lease(ctx, held, corral.LeaseOptions{Fill: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	// The owner's table fills up with leases of keys it owns in both views.
+	for i, filled := 0, 1; filled < lease.MaxHeld; i++ {
+		k := fmt.Sprint("filler-", i)
+		if nodes[0].Owner(k).Name != nodes[0].Name() || nodes[1].Owner(k).Name != nodes[0].Name() {
+			continue
+		}
+		if _, err := owner.Lease(ctx, k, corral.LeaseOptions{Fill: time.Minute}); err != nil {
+			t.Fatalf("lease %d: %v", filled, err)
+		}
+		filled++
+	}
+	granted := owner.Stats().LeasesGranted
+	for i, g := range []*corral.Group[string]{owner, other} {
+		_, err := g.Lease(ctx, ownKey, corral.LeaseOptions{Fill: time.Second})
+		if !errors.Is(err, corral.ErrTooManyLeases) || errors.Is(err, corral.ErrLeaseArgument) {
+			t.Fatalf("Lease on %s with the owner's table full: %v, want ErrTooManyLeases alone", nodes[i].Name(), err)
+		}
+		if l, err := g.Lease(ctx, held, corral.LeaseOptions{Fill: time.Second}); err != nil || l.State != corral.LeaseBusy {
+			t.Fatalf("Lease of a held key on %s = %+v, %v; want busy", nodes[i].Name(), l, err)
+		}
+	}
+	if got := owner.Stats().LeasesGranted; got != granted {
+		t.Fatalf("%d tokens granted by the refused calls, want 0", got-granted)
 	}
 }

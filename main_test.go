@@ -1,15 +1,14 @@
-package corral
+package corral_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/corralcache/corral"
+	"github.com/corralcache/corral/internal/clustertest"
 	"github.com/corralcache/corral/internal/leakcheck"
 )
 
@@ -20,8 +19,8 @@ func TestMain(m *testing.M) { leakcheck.Main(m) }
 // starves a process of the CPU for hundreds of milliseconds): a live member suspected under
 // load has a second to refute it, and a request waits a second on an owner before probing
 // it. Crashes are still seen within about two seconds.
-func testConfig(name string, seeds ...string) Config {
-	return Config{
+func testConfig(name string, seeds ...string) corral.Config {
+	return corral.Config{
 		Name:              name,
 		BindAddr:          "127.0.0.1",
 		Join:              seeds,
@@ -37,15 +36,15 @@ func testConfig(name string, seeds ...string) Config {
 	}
 }
 
-func newNode(tb testing.TB, cfg Config) *Node {
+func newNode(tb testing.TB, cfg corral.Config) *corral.Node {
 	tb.Helper()
-	var logs *syncBuffer
+	var logs *clustertest.SyncBuffer
 	if cfg.Logger == nil {
 		// Warnings are printed when the test fails: they say why a request failed over.
-		logs = &syncBuffer{}
+		logs = &clustertest.SyncBuffer{}
 		cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
-	n, err := New(cfg)
+	n, err := corral.New(cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -60,29 +59,11 @@ func newNode(tb testing.TB, cfg Config) *Node {
 	return n
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // newCluster starts size nodes that join through the first, and waits until every node sees
 // all of them.
-func newCluster(tb testing.TB, size int) []*Node {
+func newCluster(tb testing.TB, size int) []*corral.Node {
 	tb.Helper()
-	nodes := []*Node{newNode(tb, testConfig("n0"))}
+	nodes := []*corral.Node{newNode(tb, testConfig("n0"))}
 	for i := 1; i < size; i++ {
 		nodes = append(nodes, newNode(tb, testConfig(fmt.Sprintf("n%d", i), nodes[0].GossipAddr())))
 	}
@@ -90,9 +71,9 @@ func newCluster(tb testing.TB, size int) []*Node {
 	return nodes
 }
 
-func waitMembers(tb testing.TB, nodes []*Node, want int) {
+func waitMembers(tb testing.TB, nodes []*corral.Node, want int) {
 	tb.Helper()
-	eventually(tb, fmt.Sprintf("%d members everywhere", want), func() bool {
+	clustertest.Eventually(tb, fmt.Sprintf("%d members everywhere", want), func() bool {
 		for _, n := range nodes {
 			if len(n.Members()) != want {
 				return false
@@ -102,55 +83,12 @@ func waitMembers(tb testing.TB, nodes []*Node, want int) {
 	})
 }
 
-func eventually(tb testing.TB, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// source is a backend shared by every node of an in-process cluster: it counts loads per key.
-type source struct {
-	mu    sync.Mutex
-	loads map[string]int
-	total atomic.Int64
-	delay time.Duration
-	gen   atomic.Int64 // bumps the value, so a refill is visible
-}
-
-func newSource(delay time.Duration) *source { return &source{loads: map[string]int{}, delay: delay} }
-
-func (s *source) load(ctx context.Context, key string) (string, error) {
-	s.total.Add(1)
-	s.mu.Lock()
-	s.loads[key]++
-	s.mu.Unlock()
-	if s.delay > 0 {
-		select {
-		case <-time.After(s.delay):
-		case <-ctx.Done():
-			return "", ctx.Err()
-		}
-	}
-	return fmt.Sprintf("%s@%d", key, s.gen.Load()), nil
-}
-
-func (s *source) count(key string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.loads[key]
-}
-
 // groups registers one group with src's loader on every node.
-func groups(tb testing.TB, nodes []*Node, name string, load LoadFunc[string], opts ...GroupOption) []*Group[string] {
+func groups(tb testing.TB, nodes []*corral.Node, name string, load corral.LoadFunc[string], opts ...corral.GroupOption) []*corral.Group[string] {
 	tb.Helper()
-	var gs []*Group[string]
+	var gs []*corral.Group[string]
 	for _, n := range nodes {
-		g, err := NewGroup(n, name, load, opts...)
+		g, err := corral.NewGroup(n, name, load, opts...)
 		if err != nil {
 			tb.Fatal(err)
 		}

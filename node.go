@@ -2,441 +2,87 @@ package corral
 
 import (
 	"context"
-	"crypto/tls"
-	"errors"
-	"fmt"
-	"log/slog"
-	"net"
-	"slices"
-	"strconv"
-	"sync"
-	"sync/atomic"
-	"time"
 
-	sockaddr "github.com/hashicorp/go-sockaddr"
-
-	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/internal/crash"
-	"github.com/corralcache/corral/peer"
-	"github.com/corralcache/corral/ring"
-	"github.com/corralcache/corral/transport"
-	"github.com/corralcache/corral/transport/peerpb"
+	"github.com/corralcache/corral/internal/memhost"
+	"github.com/corralcache/corral/internal/node"
+	"github.com/corralcache/corral/memnet"
 )
 
 // Node is one member of a corral cluster: gossip membership, the peer gRPC server and client,
 // and the groups registered on it. Create it with New and stop it with Close.
 type Node struct {
-	cfg       Config
-	log       *slog.Logger
-	ringCfg   ring.Config
-	clock     fill.Clock
-	stopClock func()
-	rand      *lockedRand // Config.Rand, or nil
-	refreshes *fill.Limiter
-	fills     *fill.Limiter // nil = unbounded
-	metrics   *metrics
-
-	lis        net.Listener
-	server     *transport.Server
-	serverDone chan struct{}
-	client     *transport.Client
-	members    *peer.Membership
-	peerAddr   string    // the "ip:port" peers dial, fixed at New
-	started    time.Time // when New ran: this life of the member (its gossip meta's StartedAt)
-
-	version   versionClock    // orders writes (see version.go)
-	breakers  breakers        // peers found unreachable a moment ago (see breaker.go)
-	waits     *fill.WaitGraph // fills waiting on fills, here and through peers
-	strangers strangers       // peers that asked before they were in the view
-
-	view atomic.Pointer[view]
-	// viewMu serialises view changes (membership callbacks, reconciliations and Close), and
-	// guards members while New sets it and the fields below.
-	viewMu      sync.Mutex
-	lastMembers []peer.Member        // the membership's last list
-	failedAt    map[string]time.Time // members declared dead, and when (see reconcile.go)
-	pending     map[string]bool      // members back from the dead, kept out of the ring until reconciled
-	warnedTLS   map[string]bool      // members logged once for a peer TLS that differs from this node's
-	unadmitted  map[string]string    // members whose peer TLS is being checked, or failed (see tls.go)
-	admitted    map[string]string    // members whose peer TLS completed, with the address checked
-
-	recCtx    context.Context // ends the reconciliations at Close
-	recCancel context.CancelFunc
-	recWG     sync.WaitGroup
-
-	// probeWG counts the breakers' probes (breaker.go); probesDone, under probeMu, is set
-	// by Close before it waits for them, and no probe starts after.
-	probeWG    sync.WaitGroup
-	probeMu    sync.Mutex
-	probesDone bool
-	recMu      sync.Mutex
-	// guards recGroups: the groups each pending member has exchanged with this node
-	recGroups map[string]map[string]bool
-
-	// mu guards groups.
-	mu     sync.RWMutex
-	groups map[string]groupHandle
-
-	leaving   atomic.Bool // Close began: not ready, new writes fail, no hand-off is taken
-	draining  atomic.Bool // handed off: peers get warm pulls only, and this node's own Gets go to other members (view.stopped)
-	left      atomic.Bool // left the gossip cluster: its view is no longer kept up
-	closed    atomic.Bool // Close returned, or the node was killed: every call returns ErrClosed
-	closeOnce sync.Once
-	closeErr  error
-
-	// firstAsked is when another member first asked this node anything (Unix nanoseconds;
-	// 0: never): see view.peekCandidates.
-	firstAsked atomic.Int64
+	n node.Node
 }
 
 // New starts a node: it binds the peer gRPC port and the gossip port, and joins the seeds in
 // cfg.Join (a node with no seeds is a one-node cluster that others may join). Joining is
 // retried in the background when no seed answers at first.
-func New(cfg Config) (*Node, error) {
-	if err := cfg.validate(); err != nil {
-		return nil, err
-	}
-	var advertise string
-	if cfg.Host != nil {
-		advertise = cfg.Host.IP()
-	} else {
-		var err error
-		if advertise, err = advertiseAddr(cfg); err != nil {
-			return nil, err
-		}
-	}
-	var err error
-	n := &Node{
-		cfg:        cfg,
-		log:        cfg.Logger.With("node", cfg.Name),
-		ringCfg:    ring.DefaultConfig(),
-		refreshes:  fill.NewLimiter(cfg.MaxRefreshes),
-		groups:     make(map[string]groupHandle),
-		serverDone: make(chan struct{}),
-		rand:       newLockedRand(cfg.Rand),
-		started:    time.Now(),
-	}
-	n.version.now, n.version.id = time.Now, clockID(cfg.Name)
-	n.waits = fill.NewWaitGraph(n.resolveWaits)
-	n.recCtx, n.recCancel = context.WithCancel(context.Background())
-	n.breakers.probe = n.probeBreaker
-	if cfg.MaxFills > 0 {
-		n.fills = fill.NewLimiter(cfg.MaxFills)
-	}
-	n.metrics, err = newMetrics(n, cfg.Registerer)
-	if err != nil {
-		return nil, err
-	}
+func New(cfg Config) (*Node, error) { return newNode(cfg, nil) }
 
-	var lis net.Listener
-	if cfg.Host != nil {
-		lis, err = cfg.Host.Listen(cfg.PeerPort)
-	} else {
-		lis, err = net.Listen("tcp", net.JoinHostPort(cfg.BindAddr, strconv.Itoa(cfg.PeerPort)))
+// newNode starts the node cfg describes, on the in-memory host h when it is not nil.
+func newNode(cfg Config, h *memnet.Host) (*Node, error) {
+	n := new(Node)
+	c := cfg.internal(n)
+	c.Host = h
+	if err := n.n.Start(c); err != nil {
+		return nil, publicErr(err)
 	}
-	if err != nil {
-		n.metrics.unregister()
-		return nil, fmt.Errorf("corral: listen for peers: %w", err)
-	}
-	n.lis = lis
-	peerAddr := net.JoinHostPort(advertise, strconv.Itoa(lis.Addr().(*net.TCPAddr).Port))
-	n.peerAddr = peerAddr
-	msgSize := cfg.MaxValueBytes + 64<<10
-	var serverTLS, clientTLS *tls.Config
-	if cfg.PeerTLS != nil {
-		serverTLS, clientTLS = n.peerTLSConfigs(cfg.PeerTLS)
-	}
-	n.server, err = transport.NewServer(server{n}, transport.ServerConfig{TLS: serverTLS, MaxMessageSize: msgSize, Logger: n.log,
-		OnLimit: n.metrics.limits.hit})
-	if err == nil {
-		cc := transport.ClientConfig{
-			TLS: clientTLS, MaxMessageSize: msgSize, CallTimeout: cfg.PeerTimeout,
-			SilentPeerTimeout: cfg.SilentPeerTimeout, OnCall: n.metrics.peerCall,
-		}
-		if cfg.Host != nil {
-			cc.Dialer = cfg.Host.DialContext
-		}
-		n.client, err = transport.NewClient(cc)
-	}
-	if err != nil {
-		lis.Close()
-		n.metrics.unregister()
-		return nil, fmt.Errorf("corral: peer transport: %w", err)
-	}
-	go func() {
-		defer close(n.serverDone)
-		if err := n.server.Serve(lis); err != nil {
-			n.log.Error("corral: peer server stopped", "err", err)
-		}
-	}()
-
-	if cfg.Host != nil {
-		// A ticker per node would wake every simulated node every millisecond.
-		n.clock, n.stopClock = fill.NewSystemClock(), func() {}
-	} else {
-		cc := fill.NewCoarseClock(time.Millisecond)
-		n.clock, n.stopClock = cc, cc.Stop
-	}
-	self := &memberState{Member: Member{Name: cfg.Name, PeerAddr: peerAddr}}
-	self.gone, self.cancel = context.WithCancel(context.Background())
-	r, _ := ring.New([]string{cfg.Name}, n.ringCfg)
-	n.view.Store(&view{self: cfg.Name, ring: r, stamp: 1, members: map[string]*memberState{cfg.Name: self},
-		list: []Member{self.Member}})
-
-	var seeds []string
-	for _, s := range cfg.Join {
-		if s != "" {
-			seeds = append(seeds, s)
-		}
-	}
-	pc := peer.Config{
-		Name:                cfg.Name,
-		BindAddr:            cfg.BindAddr,
-		BindPort:            cfg.GossipPort,
-		AdvertiseAddr:       advertise,
-		Meta:                peer.Meta{PeerAddr: peerAddr, PeerTLS: cfg.PeerTLS != nil, StartedAt: n.started},
-		Seeds:               seeds,
-		SecretKey:           cfg.SecretKey,
-		SecondaryKeys:       cfg.SecondaryKeys,
-		AcceptPlaintext:     cfg.AcceptPlaintextGossip,
-		SendPlaintext:       cfg.SendPlaintextGossip,
-		Label:               cfg.Label,
-		ProbeInterval:       cfg.ProbeInterval,
-		ProbeTimeout:        cfg.ProbeTimeout,
-		GossipInterval:      cfg.GossipInterval,
-		PushPullInterval:    cfg.PushPullInterval,
-		SuspicionMult:       cfg.SuspicionMult,
-		DeadNodeReclaimTime: cfg.DeadNodeReclaimTime,
-		RejoinInterval:      cfg.RejoinInterval,
-		ReconnectInterval:   cfg.ReconnectInterval,
-		Logger:              n.log,
-		OnChange:            n.setMembers,
-		OnEvent:             n.memberEvent,
-		LocalState:          n.version.localState,
-		MergeState:          n.version.mergeState,
-	}
-	if n.rand != nil {
-		pc.Rand = n.rand.child()
-	}
-	if cfg.Host != nil {
-		tr, terr := cfg.Host.NewTransport(cfg.GossipPort)
-		if terr != nil {
-			err = terr
-		} else {
-			pc.Transport, pc.BindPort = tr, tr.Port()
-			pc.NoCompression = true // no bandwidth to save in memory
-		}
-	}
-	var members *peer.Membership
-	if err == nil {
-		members, err = peer.New(pc)
-	}
-	if err != nil {
-		n.stopTransport(context.Background())
-		n.stopClock()
-		n.metrics.unregister()
-		return nil, fmt.Errorf("corral: membership: %w", err)
-	}
-	// Peers may call in (and read n.members, see known) while New still runs: set it under
-	// viewMu.
-	n.viewMu.Lock()
-	n.members = members
-	n.viewMu.Unlock()
-	// OnChange may have run before n.members was set; read the list under viewMu, so a newer
-	// list delivered meanwhile is not overwritten by this older read.
-	n.setMembers(nil)
 	return n, nil
 }
 
-// advertiseAddr picks the IP peers dial: AdvertiseAddr, else BindAddr, else (bound to all
-// interfaces) the first private address, else loopback.
-func advertiseAddr(cfg Config) (string, error) {
-	if cfg.AdvertiseAddr != "" {
-		return cfg.AdvertiseAddr, nil
-	}
-	if ip := net.ParseIP(cfg.BindAddr); ip != nil && !ip.IsUnspecified() {
-		return cfg.BindAddr, nil
-	}
-	ip, err := sockaddr.GetPrivateIP()
-	if err != nil {
-		return "", fmt.Errorf("corral: find an address to advertise: %w", err)
-	}
-	if ip == "" {
-		return "127.0.0.1", nil
-	}
-	return ip, nil
-}
-
-// setMembers is the membership callback: it rebuilds the view. Calls are serialised by the
-// peer package; viewMu also orders them against Close.
-// A nil ms means "read the current list".
-func (n *Node) setMembers(ms []peer.Member) {
-	n.viewMu.Lock()
-	defer n.viewMu.Unlock()
-	if ms == nil {
-		if n.members == nil {
-			return
+// The module's own tools reach past the public API here: to stop a node as a crash would (no
+// leave, no hand-off), and to start one on an in-memory host.
+func init() {
+	crash.Node = func(n any) { n.(*Node).n.Kill() }
+	memhost.New = func(cfg any, h *memnet.Host) (any, error) {
+		n, err := newNode(cfg.(Config), h)
+		if err != nil {
+			return nil, err
 		}
-		ms = n.members.Members()
-	}
-	n.lastMembers = ms
-	n.rebuildLocked()
-}
-
-// rebuildLocked makes the view from the membership's last list, keeping out the members that
-// are being reconciled. n.viewMu must be held.
-func (n *Node) rebuildLocked() {
-	ms := n.lastMembers
-	now := time.Now()
-	exclude := n.reconcileNewcomersLocked(ms, now)
-	// A member whose peer port speaks TLS when this one's does not, or the other way round,
-	// can be neither asked nor told: it is never an owner here (and never a hand-off target).
-	tls := n.cfg.PeerTLS != nil
-	for _, m := range ms {
-		if m.Name != n.cfg.Name && m.Meta.PeerTLS != tls {
-			exclude[m.Name] = excludedPeerTLS
-			if !n.warnedTLS[m.Name] {
-				if n.warnedTLS == nil {
-					n.warnedTLS = make(map[string]bool)
-				}
-				n.warnedTLS[m.Name] = true
-				n.log.Warn("corral: a member's peer port does not speak this node's protocol: it is never an owner here",
-					"member", m.Name, "its_peer_tls", m.Meta.PeerTLS, "this_peer_tls", tls)
-			}
-		}
-	}
-	n.admitNewcomersLocked(exclude)
-	cur := n.view.Load()
-	nv, gone, err := nextView(cur, ms, n.ringCfg, now, n.cfg.PeekWindow, exclude)
-	if err != nil {
-		n.log.Error("corral: membership change ignored", "err", err)
-		return
-	}
-	n.view.Store(nv)
-	n.leasesMoved(nv)
-	for _, st := range gone {
-		if st.Name == nv.self {
-			continue
-		}
-		st.cancel()
-		if _, still := nv.members[st.Name]; !still || nv.members[st.Name].PeerAddr != st.PeerAddr {
-			n.client.Forget(st.PeerAddr)
-		}
-		if _, still := nv.members[st.Name]; !still {
-			// Out of the view, it is no stranger either: a member gone from every view is
-			// not one a write must reach (a new life that asks again is remembered again).
-			n.strangers.forget(st.Name)
-		}
-	}
-	for name, st := range nv.members {
-		_, was := cur.members[name]
-		_, departed := cur.departed[name]
-		if name == nv.self || cur.members[name] == st || (!was && !departed) {
-			continue
-		}
-		// A name seen before, in a new life (restarted in place, or back after it was
-		// found dead): what requests learnt of its old life — a tripped breaker, a
-		// connection in backoff to its address — would keep it unreachable here for up to
-		// breakerMax, and its keys on their successors. Dial it afresh.
-		n.breakers.reset(st.PeerAddr)
-		n.client.Forget(st.PeerAddr)
-	}
-	if nv.ring.Epoch() != cur.ring.Epoch() {
-		n.log.Info("corral: members changed", "members", len(nv.list), "epoch", nv.ring.Epoch())
-		if n.cfg.OnChange != nil {
-			n.cfg.OnChange(slices.Clone(nv.list))
-		}
-	}
-}
-
-func (n *Node) memberEvent(e peer.Event) {
-	n.log.Info("corral: member "+e.Kind.String(), "member", e.Member.Name, "addr", e.Member.GossipAddr)
-	if e.Kind == peer.EventFail {
-		n.memberFailed(e.Member.Name)
+		return n, nil
 	}
 }
 
 // Name returns this member's name.
-func (n *Node) Name() string { return n.cfg.Name }
+func (n *Node) Name() string { return n.n.Name() }
 
 // GossipAddr returns the "ip:port" gossip actually bound and advertises, usable as another
 // node's Join seed.
-func (n *Node) GossipAddr() string { return n.members.GossipAddr() }
+func (n *Node) GossipAddr() string { return n.n.GossipAddr() }
 
 // PeerAddr returns the "ip:port" of the peer gRPC server.
-func (n *Node) PeerAddr() string { return n.peerAddr }
-
-// ownerAddr returns the peer address of key's owner, or "" when this node owns it: where the
-// fill of a key that the near cache waits on runs.
-func (n *Node) ownerAddr(key string) string {
-	v := n.view.Load()
-	if st, ok := v.members[v.owner(key)]; ok && st.Name != v.self {
-		return st.PeerAddr
-	}
-	return ""
-}
-
-// resolveWaits asks the member at t.Where what its fill of t waits on, for the wait graph.
-func (n *Node) resolveWaits(ctx context.Context, t fill.WaitTarget) ([]fill.WaitTarget, error) {
-	ctx, cancel := context.WithTimeout(ctx, n.cfg.PeerTimeout)
-	defer cancel()
-	resp, err := n.client.WaitsFor(ctx, t.Where, &peerpb.WaitsForRequest{
-		Header: n.header(context.Background()), Group: t.Cache, Key: []byte(t.Key),
-	})
-	if err != nil {
-		return nil, err
-	}
-	var out []fill.WaitTarget
-	for _, w := range resp.GetWaits() {
-		where := w.GetAddr()
-		if where == n.peerAddr {
-			where = ""
-		}
-		out = append(out, fill.WaitTarget{Cache: w.GetGroup(), Key: string(w.GetKey()), Where: where})
-	}
-	return out, nil
-}
+func (n *Node) PeerAddr() string { return n.n.PeerAddr() }
 
 // Members returns the current view, self included, sorted by Name.
 func (n *Node) Members() []Member {
-	v := n.view.Load()
-	out := make([]Member, len(v.list))
-	copy(out, v.list)
+	ms := n.n.Members()
+	out := make([]Member, len(ms))
+	for i, m := range ms {
+		out[i] = Member(m)
+	}
 	return out
 }
 
 // Owner returns the member this node's ring routes key to.
-func (n *Node) Owner(key string) Member {
-	v := n.view.Load()
-	if st, ok := v.members[v.owner(key)]; ok {
-		return st.Member
-	}
-	return Member{}
-}
+func (n *Node) Owner(key string) Member { return Member(n.n.Owner(key)) }
 
 // Epoch identifies the member set of this node's view: equal views have equal epochs.
-func (n *Node) Epoch() uint64 { return n.view.Load().ring.Epoch() }
+func (n *Node) Epoch() uint64 { return n.n.Epoch() }
 
 // Shares returns the fraction of the ring each member owns in this node's view.
-func (n *Node) Shares() map[string]float64 { return n.view.Load().ring.Shares() }
+func (n *Node) Shares() map[string]float64 { return n.n.Shares() }
 
 // Ready reports whether the node serves: not closing. (Joined-ness is the caller's policy:
 // compare len(Members()) with what it expects.)
-func (n *Node) Ready() bool { return !n.leaving.Load() }
+func (n *Node) Ready() bool { return n.n.Ready() }
 
-func (n *Node) group(name string) (groupHandle, bool) {
-	n.mu.RLock()
-	defer n.mu.RUnlock()
-	g, ok := n.groups[name]
-	return g, ok
-}
-
-func (n *Node) groupList() []groupHandle {
-	n.mu.RLock()
-	defer n.mu.RUnlock()
-	out := make([]groupHandle, 0, len(n.groups))
-	for _, g := range n.groups {
-		out = append(out, g)
+// Stats returns the counters of every group on this node, by group name.
+func (n *Node) Stats() map[string]GroupStats {
+	stats := n.n.Stats()
+	out := make(map[string]GroupStats, len(stats))
+	for name, s := range stats {
+		out[name] = GroupStats(s)
 	}
 	return out
 }
@@ -449,111 +95,4 @@ func (n *Node) groupList() []groupHandle {
 // to the new owners), answers the new owners' warm pulls for Config.DrainTimeout, and stops;
 // after that every call returns ErrClosed. ctx bounds the whole; when it ends, Close stops
 // at once. Close is safe to call more than once; later calls return the first call's result.
-func (n *Node) Close(ctx context.Context) error {
-	n.closeOnce.Do(func() { n.closeErr = n.close(ctx, true) })
-	return n.closeErr
-}
-
-// kill stops the node at once, without leaving or handing off: peers find out only through
-// failure detection, as when a process is killed. It is for the module's tests, demo and
-// test cluster (through package internal/crash); production code calls Close. kill after
-// Close (or Close after kill) does nothing.
-func (n *Node) kill() {
-	n.closeOnce.Do(func() {
-		n.closed.Store(true)
-		n.closeErr = n.close(context.Background(), false)
-	})
-}
-
-func init() { crash.Node = func(n any) { n.(*Node).kill() } }
-
-func (n *Node) close(ctx context.Context, graceful bool) error {
-	n.leaving.Store(true)
-	defer n.closed.Store(true)
-	var errs []error
-	if !graceful {
-		n.stopServing()
-	}
-	if graceful {
-		alone := len(n.view.Load().list) <= 1
-		if !alone {
-			// Hand off before leaving, while peers still route here: the entries are with
-			// their new owners before any Get reaches them there. Members handing off at the
-			// same time are told apart by the flag, and take none of each other's entries.
-			if err := n.members.StartLeaving(ctx); err != nil && !errors.Is(err, peer.ErrClosed) {
-				errs = append(errs, fmt.Errorf("announce leaving: %w", err))
-			}
-			if err := n.handoff(ctx); err != nil {
-				errs = append(errs, fmt.Errorf("hand-off: %w", err))
-			}
-		}
-		// Stop serving from the stores before leaving, while every writer still tells this
-		// node: once a writer's view has dropped it, no write reaches its copies.
-		n.stopServing()
-		if err := n.members.Leave(ctx); err != nil && !errors.Is(err, peer.ErrClosed) {
-			errs = append(errs, fmt.Errorf("leave: %w", err))
-		}
-		n.left.Store(true)
-		if n.cfg.DrainTimeout > 0 && !alone { // with no peers there is no one to drain for
-			t := time.NewTimer(n.cfg.DrainTimeout)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-			}
-		}
-	}
-	if err := n.members.Close(); err != nil {
-		errs = append(errs, fmt.Errorf("membership: %w", err))
-	}
-	n.recCancel()
-	n.recWG.Wait()
-	n.probeMu.Lock()
-	n.probesDone = true
-	n.probeMu.Unlock()
-	n.probeWG.Wait()
-	n.stopTransport(ctx)
-	for _, g := range n.groupList() {
-		if err := g.close(ctx); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	n.viewMu.Lock()
-	for _, st := range n.view.Load().members {
-		st.cancel()
-	}
-	n.viewMu.Unlock()
-	n.stopClock()
-	n.metrics.unregister()
-	return errors.Join(errs...)
-}
-
-// stopServing ends reads from this node's stores: peers' Gets, Sets, Removes and Leases are
-// refused as "leaving" (they go to the key's next owner, which holds the hand-off), and this
-// node's own Gets and Leases go to the other members. Warm pulls are still answered: their
-// copies are checked by whoever takes them. A new view, stamped anew, makes the hit path
-// see it at once (Group.Get).
-func (n *Node) stopServing() {
-	n.viewMu.Lock()
-	defer n.viewMu.Unlock()
-	n.draining.Store(true)
-	v := *n.view.Load()
-	v.stopped, v.stamp = true, nextStamp(v.stamp)
-	n.view.Store(&v)
-}
-
-func (n *Node) stopTransport(ctx context.Context) {
-	stopCtx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	n.server.Stop(stopCtx)
-	<-n.serverDone
-	n.client.Close()
-}
-
-// askedAt is when another member first asked this node anything; zero if none has.
-func (n *Node) askedAt() time.Time {
-	if t := n.firstAsked.Load(); t != 0 {
-		return time.Unix(0, t)
-	}
-	return time.Time{}
-}
+func (n *Node) Close(ctx context.Context) error { return n.n.Close(ctx) }

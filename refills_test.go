@@ -384,8 +384,7 @@ func names(ns []*corral.Node) []string {
 // A member killed (no leave) and started again under its name at a new address — a pod
 // rescheduled onto another IP — costs what a crash costs, and its return what a join costs:
 // at most one refill of each hot key it owned, none of the other members' keys, and none
-// once it is back, while every hot key is read on every live node throughout. (Found by
-// the Docker failure suite, e2e/faults.)
+// once it is back, while every hot key is read on every live node throughout.
 func TestCrashAndRejoinAtNewAddressCostNoExtraFills(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var logMu sync.Mutex

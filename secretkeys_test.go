@@ -1,4 +1,4 @@
-package corral
+package corral_test
 
 import (
 	"bytes"
@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/corralcache/corral"
 )
 
 func TestParseSecretKeys(t *testing.T) {
@@ -44,7 +46,7 @@ func TestParseSecretKeys(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			primary, secondary, err := ParseSecretKeys([]byte(tt.file))
+			primary, secondary, err := corral.ParseSecretKeys([]byte(tt.file))
 			if tt.want == nil {
 				if err == nil || !strings.Contains(err.Error(), tt.err) {
 					t.Fatalf("err %v, want one about %q", err, tt.err)
@@ -74,11 +76,11 @@ func TestParseSecretKeys(t *testing.T) {
 // old key can be copied into the list of a rotation as it is.
 func TestParseSecretKeysOneKeyFileGoesIntoAList(t *testing.T) {
 	for _, old := range []string{"0123456789abcdef", "0123456789abcdef01234567", "0123456789abcdef0123456789abcdef"} {
-		alone, _, err := ParseSecretKeys([]byte(old + "\n"))
+		alone, _, err := corral.ParseSecretKeys([]byte(old + "\n"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, secondary, err := ParseSecretKeys([]byte("ZYXWVUTSRQPONMLKJIHGFEDCBA987654\n" + old + "\n"))
+		_, secondary, err := corral.ParseSecretKeys([]byte("ZYXWVUTSRQPONMLKJIHGFEDCBA987654\n" + old + "\n"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -112,7 +114,7 @@ func TestSetSecretKeys(t *testing.T) {
 		t.Error("SetSecretKeys turned encryption on in a running plaintext node")
 	}
 	n.Close(context.Background())
-	if err := n.SetSecretKeys(gossipKey); !errors.Is(err, ErrClosed) {
+	if err := n.SetSecretKeys(gossipKey); !errors.Is(err, corral.ErrClosed) {
 		t.Errorf("SetSecretKeys after Close: %v, want ErrClosed", err)
 	}
 }

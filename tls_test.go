@@ -1,4 +1,4 @@
-package corral
+package corral_test
 
 import (
 	"context"
@@ -8,12 +8,15 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/corralcache/corral"
+	"github.com/corralcache/corral/internal/clustertest"
 	"github.com/corralcache/corral/internal/testpki"
+	"github.com/corralcache/corral/internal/view"
 )
 
 var gossipKey = []byte("0123456789abcdef")
 
-func tlsNode(tb testing.TB, name string, peerTLS *tls.Config, reg prometheus.Registerer, seeds ...string) *Node {
+func tlsNode(tb testing.TB, name string, peerTLS *tls.Config, reg prometheus.Registerer, seeds ...string) *corral.Node {
 	cfg := testConfig(name, seeds...)
 	cfg.SecretKey, cfg.PeerTLS, cfg.Registerer = gossipKey, peerTLS, reg
 	return newNode(tb, cfg)
@@ -22,9 +25,9 @@ func tlsNode(tb testing.TB, name string, peerTLS *tls.Config, reg prometheus.Reg
 func pod(name string) string { return name + ".corral-headless.default.svc.cluster.local" }
 
 // waitRing waits until every node routes by a ring of exactly want members.
-func waitRing(tb testing.TB, nodes []*Node, want int) {
+func waitRing(tb testing.TB, nodes []*corral.Node, want int) {
 	tb.Helper()
-	eventually(tb, fmt.Sprintf("rings of %d members", want), func() bool {
+	clustertest.Eventually(tb, fmt.Sprintf("rings of %d members", want), func() bool {
 		for _, n := range nodes {
 			if len(n.Shares()) != want || n.Epoch() != nodes[0].Epoch() {
 				return false
@@ -40,9 +43,9 @@ func TestPeerTLSNamesMembers(t *testing.T) {
 	ca := testpki.NewCA(t, "ca")
 	a := tlsNode(t, "n0", ca.TLSConfig(t, pod("n0")), nil)
 	b := tlsNode(t, "n1", ca.TLSConfig(t, pod("n1")), nil, a.GossipAddr())
-	waitMembers(t, []*Node{a, b}, 2)
-	waitRing(t, []*Node{a, b}, 2)
-	gs := groups(t, []*Node{a, b}, "g", newSource(0).load)
+	waitMembers(t, []*corral.Node{a, b}, 2)
+	waitRing(t, []*corral.Node{a, b}, 2)
+	gs := groups(t, []*corral.Node{a, b}, "g", clustertest.NewSource(0).Load)
 	for _, k := range []string{keyOwnedBy(t, a, "a"), keyOwnedBy(t, b, "b")} {
 		for _, g := range gs {
 			if v, err := g.Get(context.Background(), k); err != nil || v != k+"@0" {
@@ -60,9 +63,9 @@ func TestPeerTLSMixedConfigurationsFailSafe(t *testing.T) {
 		name, reason string
 		tls          func(ca *testpki.CA) *tls.Config
 	}{
-		{"no TLS", excludedPeerTLS, func(*testpki.CA) *tls.Config { return nil }},
-		{"another CA", excludedPeerTLSFailed, func(*testpki.CA) *tls.Config { return testpki.NewCA(t, "other").TLSConfig(t, pod("n2")) }},
-		{"names no member", excludedPeerTLSFailed, func(ca *testpki.CA) *tls.Config { return ca.TLSConfig(t, "intruder.example.com") }},
+		{"no TLS", view.ExcludedPeerTLS, func(*testpki.CA) *tls.Config { return nil }},
+		{"another CA", view.ExcludedTLSFailed, func(*testpki.CA) *tls.Config { return testpki.NewCA(t, "other").TLSConfig(t, pod("n2")) }},
+		{"names no member", view.ExcludedTLSFailed, func(ca *testpki.CA) *tls.Config { return ca.TLSConfig(t, "intruder.example.com") }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -71,14 +74,14 @@ func TestPeerTLSMixedConfigurationsFailSafe(t *testing.T) {
 			a := tlsNode(t, "n0", ca.TLSConfig(t, pod("n0")), reg)
 			b := tlsNode(t, "n1", ca.TLSConfig(t, pod("n1")), nil, a.GossipAddr())
 			bad := tlsNode(t, "n2", tt.tls(ca), nil, a.GossipAddr())
-			good := []*Node{a, b}
+			good := []*corral.Node{a, b}
 			waitMembers(t, append(good, bad), 3) // a member of the gossip cluster …
 			waitRing(t, good, 2)                 // … but not of the ring
-			eventually(t, "the exclusion to be counted", func() bool {
-				return metricWithLabel(t, reg, "corral_members_excluded", tt.reason) == 1
+			clustertest.Eventually(t, "the exclusion to be counted", func() bool {
+				return clustertest.MetricWithLabel(t, reg, "corral_members_excluded", tt.reason) == 1
 			})
-			gs := groups(t, good, "g", newSource(0).load)
-			groups(t, []*Node{bad}, "g", newSource(0).load)
+			gs := groups(t, good, "g", clustertest.NewSource(0).Load)
+			groups(t, []*corral.Node{bad}, "g", clustertest.NewSource(0).Load)
 			for i := range 200 {
 				k := fmt.Sprint("k", i)
 				if o := a.Owner(k).Name; o == "n2" {
@@ -92,26 +95,4 @@ func TestPeerTLSMixedConfigurationsFailSafe(t *testing.T) {
 			}
 		})
 	}
-}
-
-// metricWithLabel returns the value of the series of name whose one label has value.
-func metricWithLabel(tb testing.TB, reg *prometheus.Registry, name, value string) float64 {
-	tb.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetValue() == value {
-					return m.GetGauge().GetValue() + m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return -1
 }

@@ -1,4 +1,4 @@
-package corral
+package corral_test
 
 import (
 	"context"
@@ -14,6 +14,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/corralcache/corral"
+	"github.com/corralcache/corral/internal/clustertest"
+	"github.com/corralcache/corral/internal/peertls"
 	"github.com/corralcache/corral/internal/testpki"
 )
 
@@ -25,7 +28,7 @@ func tlsSecret(tb testing.TB, ca *testpki.CA, name string, caBundle ...*testpki.
 
 func filesTLS(tb testing.TB, s *testpki.SecretDir, log *slog.Logger) *tls.Config {
 	tb.Helper()
-	c, err := PeerTLSFromFiles(s.Path("tls.crt"), s.Path("tls.key"), s.Path("ca.crt"), log)
+	c, err := corral.PeerTLSFromFiles(s.Path("tls.crt"), s.Path("tls.key"), s.Path("ca.crt"), log)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -72,10 +75,10 @@ func knock(tb testing.TB, addr string, certPEM, keyPEM []byte) (served *x509.Cer
 // dropped CA is refused, and a member with only the new CA joins the rings of the others.
 func TestPeerTLSFromFilesRotation(t *testing.T) {
 	ca1, ca2 := testpki.NewCA(t, "ca1"), testpki.NewCA(t, "ca2")
-	logs := &syncBuffer{}
+	logs := &clustertest.SyncBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	dirs := map[string]*testpki.SecretDir{}
-	var nodes []*Node
+	var nodes []*corral.Node
 	reg := prometheus.NewRegistry()
 	for i, name := range []string{"n0", "n1"} {
 		dirs[name] = testpki.NewSecretDir(t, tlsSecret(t, ca1, name, ca1))
@@ -91,7 +94,7 @@ func TestPeerTLSFromFilesRotation(t *testing.T) {
 	}
 	waitMembers(t, nodes, 2)
 	waitRing(t, nodes, 2)
-	gs := groups(t, nodes, "g", newSource(0).load)
+	gs := groups(t, nodes, "g", clustertest.NewSource(0).Load)
 	getAll := func(step string) {
 		t.Helper()
 		for i := range 50 {
@@ -133,11 +136,11 @@ func TestPeerTLSFromFilesRotation(t *testing.T) {
 		}
 		getAll(step.name)
 	}
-	before := metricWithLabel(t, reg, "corral_peer_requests_refused_total", refusedAuthority)
+	before := clustertest.MetricWithLabel(t, reg, "corral_peer_requests_refused_total", peertls.RefusedAuthority)
 	if _, err := knock(t, nodes[0].PeerAddr(), asMember, asMemberKey); err == nil {
 		t.Fatal("a certificate of the dropped CA was accepted")
 	}
-	if got := metricWithLabel(t, reg, "corral_peer_requests_refused_total", refusedAuthority); got != before+1 {
+	if got := clustertest.MetricWithLabel(t, reg, "corral_peer_requests_refused_total", peertls.RefusedAuthority); got != before+1 {
 		t.Errorf("refusals for an unknown authority went from %v to %v, want one more", before, got)
 	}
 	newMember, newMemberKey := ca2.Issue(t, pod("n1"), testpki.Spec{})
@@ -152,7 +155,7 @@ func TestPeerTLSFromFilesRotation(t *testing.T) {
 	nodes = append(nodes, newNode(t, cfg))
 	waitMembers(t, nodes, 3)
 	waitRing(t, nodes, 3)
-	gs = append(gs, groups(t, nodes[2:], "g", newSource(0).load)...)
+	gs = append(gs, groups(t, nodes[2:], "g", clustertest.NewSource(0).Load)...)
 	getAll("with a member of the new CA")
 	// Files are read again at a handshake, so swaps with no handshake between them are one
 	// reload; n1 had none until n2 joined.
@@ -167,7 +170,7 @@ func TestPeerTLSFromFilesRotation(t *testing.T) {
 // files are loaded.
 func TestPeerTLSFromFilesKeepsTheOldOnABadReload(t *testing.T) {
 	ca := testpki.NewCA(t, "ca")
-	logs := &syncBuffer{}
+	logs := &clustertest.SyncBuffer{}
 	d := testpki.NewSecretDir(t, tlsSecret(t, ca, "n0", ca))
 	cfg := testConfig("n0")
 	cfg.PeerTLS = filesTLS(t, d, slog.New(slog.NewTextHandler(logs, nil)))
@@ -210,7 +213,7 @@ func TestPeerTLSFromFilesKeepsTheOldOnABadReload(t *testing.T) {
 // refused in the handshake, logged with its reason and address, and counted by reason.
 func TestPeerTLSRefusals(t *testing.T) {
 	ca, other := testpki.NewCA(t, "ca"), testpki.NewCA(t, "other")
-	logs := &syncBuffer{}
+	logs := &clustertest.SyncBuffer{}
 	reg := prometheus.NewRegistry()
 	d := testpki.NewSecretDir(t, tlsSecret(t, ca, "n0", ca))
 	cfg := testConfig("n0")
@@ -222,21 +225,21 @@ func TestPeerTLSRefusals(t *testing.T) {
 		name, reason string
 		cert         func() ([]byte, []byte)
 	}{
-		{"no certificate", refusedNoCertificate, func() ([]byte, []byte) { return nil, nil }},
-		{"another CA", refusedAuthority, func() ([]byte, []byte) { return other.Issue(t, pod("n0"), testpki.Spec{}) }},
-		{"expired", refusedExpired, func() ([]byte, []byte) { return ca.Issue(t, pod("n0"), testpki.Spec{Expired: true}) }},
-		{"names no member", refusedNotAMember, func() ([]byte, []byte) { return ca.Issue(t, "intruder.example.com", testpki.Spec{}) }},
-		{"not for client auth", refusedBadCert, func() ([]byte, []byte) { return ca.Issue(t, pod("n0"), testpki.Spec{ServerOnly: true}) }},
+		{"no certificate", peertls.RefusedNoCertificate, func() ([]byte, []byte) { return nil, nil }},
+		{"another CA", peertls.RefusedAuthority, func() ([]byte, []byte) { return other.Issue(t, pod("n0"), testpki.Spec{}) }},
+		{"expired", peertls.RefusedExpired, func() ([]byte, []byte) { return ca.Issue(t, pod("n0"), testpki.Spec{Expired: true}) }},
+		{"names no member", peertls.RefusedNotAMember, func() ([]byte, []byte) { return ca.Issue(t, "intruder.example.com", testpki.Spec{}) }},
+		{"not for client auth", peertls.RefusedBadCert, func() ([]byte, []byte) { return ca.Issue(t, pod("n0"), testpki.Spec{ServerOnly: true}) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			before := metricWithLabel(t, reg, "corral_peer_requests_refused_total", tt.reason)
+			before := clustertest.MetricWithLabel(t, reg, "corral_peer_requests_refused_total", tt.reason)
 			crt, key := tt.cert()
 			if _, err := knock(t, n.PeerAddr(), crt, key); err == nil {
 				t.Fatal("the node accepted the connection")
 			}
-			eventually(t, "the refusal to be counted", func() bool {
-				return metricWithLabel(t, reg, "corral_peer_requests_refused_total", tt.reason) == before+1
+			clustertest.Eventually(t, "the refusal to be counted", func() bool {
+				return clustertest.MetricWithLabel(t, reg, "corral_peer_requests_refused_total", tt.reason) == before+1
 			})
 			if !strings.Contains(logs.String(), `reason="`+tt.reason+`"`) {
 				t.Errorf("no log line with reason %q:\n%s", tt.reason, logs.String())
@@ -282,7 +285,7 @@ func TestPeerTLSFromFilesErrors(t *testing.T) {
 			if tt.paths != nil {
 				p = tt.paths(d)
 			}
-			_, err := PeerTLSFromFiles(p[0], p[1], p[2], nil)
+			_, err := corral.PeerTLSFromFiles(p[0], p[1], p[2], nil)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("PeerTLSFromFiles: %v, want an error about %q", err, tt.want)
 			}
@@ -309,7 +312,7 @@ func TestPeerTLSConfigErrors(t *testing.T) {
 			cfg := testConfig("n0")
 			cfg.PeerTLS = ca.TLSConfig(t, pod("n0"))
 			tt.edit(cfg.PeerTLS)
-			n, err := New(cfg)
+			n, err := corral.New(cfg)
 			if err == nil {
 				n.Close(context.Background())
 				t.Fatal("New accepted it")

@@ -11,6 +11,7 @@ import (
 
 	"github.com/corralcache/corral"
 	"github.com/corralcache/corral/internal/crash"
+	"github.com/corralcache/corral/internal/memhost"
 	"github.com/corralcache/corral/memnet"
 )
 
@@ -20,7 +21,8 @@ type Config struct {
 	// Nodes is how many nodes New starts. 0 = 3.
 	Nodes int
 	// Node returns the configuration of the node called name, before the cluster sets its
-	// Name, Host, Join and Rand (so a test can change timings, limits, the logger, metrics).
+	// Name, Join and Rand and starts it on its host (so a test can change timings, limits,
+	// the logger, metrics).
 	// nil = corral's zero Config.
 	Node func(name string) corral.Config
 	// Setup runs on every node as soon as it is created — at New, Add and Restart — to
@@ -108,7 +110,8 @@ func (c *Cluster) start(m *member) (*corral.Node, error) {
 		cfg = c.cfg.Node(m.name)
 	}
 	c.mu.Lock()
-	cfg.Name, cfg.Host = m.name, m.host
+	cfg.Name = m.name
+	host := m.host
 	cfg.GossipPort, cfg.PeerPort = c.cfg.GossipPort, c.cfg.PeerPort
 	cfg.Rand = rand.New(rand.NewPCG(c.rand.Uint64(), c.rand.Uint64()))
 	cfg.Join = nil
@@ -118,10 +121,11 @@ func (c *Cluster) start(m *member) (*corral.Node, error) {
 		}
 	}
 	c.mu.Unlock()
-	n, err := corral.New(cfg)
+	started, err := memhost.New(cfg, host)
 	if err != nil {
 		return nil, fmt.Errorf("corraltest: start %s: %w", m.name, err)
 	}
+	n := started.(*corral.Node)
 	if c.cfg.Setup != nil {
 		if err := c.cfg.Setup(n); err != nil {
 			crash.Node(n)

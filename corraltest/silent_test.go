@@ -14,8 +14,7 @@ import (
 
 // A write tells every member of it; a member that has gone silent (paused, cut off) is not
 // waited on for a whole call timeout but given up like a silent owner of a Get — after about
-// twice SilentPeerTimeout — and named in the *UnreachedError. (Found by the Docker failure
-// suite: a PUT during a docker pause took the whole peer call timeout.)
+// twice SilentPeerTimeout — and named in the *UnreachedError.
 func TestWritesDoNotWaitOnASilentMember(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		groups := map[string]*corral.Group[string]{}

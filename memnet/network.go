@@ -1,6 +1,7 @@
 package memnet
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -101,22 +102,15 @@ func (cfg Config) validate() (Config, error) {
 			return cfg, fmt.Errorf("memnet: Config.%s is negative (%d)", f.name, f.v)
 		}
 	}
-	setDefault(&cfg.Window, DefaultWindow)
-	setDefault(&cfg.PacketQueue, DefaultPacketQueue)
-	setDefault(&cfg.MaxPacket, DefaultMaxPacket)
-	setDefault(&cfg.ConnectTimeout, DefaultConnectTimeout)
-	setDefault(&cfg.Backlog, DefaultBacklog)
+	cfg.Window = cmp.Or(cfg.Window, DefaultWindow)
+	cfg.PacketQueue = cmp.Or(cfg.PacketQueue, DefaultPacketQueue)
+	cfg.MaxPacket = cmp.Or(cfg.MaxPacket, DefaultMaxPacket)
+	cfg.ConnectTimeout = cmp.Or(cfg.ConnectTimeout, DefaultConnectTimeout)
+	cfg.Backlog = cmp.Or(cfg.Backlog, DefaultBacklog)
 	if cfg.Rand == nil {
 		cfg.Rand = rand.New(rand.NewPCG(0, 0))
 	}
 	return cfg, nil
-}
-
-func setDefault[T comparable](p *T, def T) {
-	var zero T
-	if *p == zero {
-		*p = def
-	}
 }
 
 // Network is an in-memory IP network of hosts. Its methods, and those of everything on it, are

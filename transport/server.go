@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -136,8 +137,8 @@ func (cfg ServerConfig) validate() (ServerConfig, error) {
 	if cfg.MaxStreamAnswer == 0 {
 		cfg.MaxStreamAnswer = def.MaxStreamAnswer
 	}
-	setDefault(&cfg.HandshakeTimeout, def.HandshakeTimeout)
-	setDefault(&cfg.MaxConcurrentStreams, def.MaxConcurrentStreams)
+	cfg.HandshakeTimeout = cmp.Or(cfg.HandshakeTimeout, def.HandshakeTimeout)
+	cfg.MaxConcurrentStreams = cmp.Or(cfg.MaxConcurrentStreams, def.MaxConcurrentStreams)
 	if cfg.OnLimit == nil {
 		cfg.OnLimit = func(string) {}
 	}
@@ -435,11 +436,4 @@ func (p *peerService) recoverPanic(method string, errp *error) {
 	}
 	p.log.Error("transport: handler panicked", "method", method, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
 	*errp = internal("transport: handler %s panicked: %v", method, r)
-}
-
-func setDefault[T comparable](p *T, def T) {
-	var zero T
-	if *p == zero {
-		*p = def
-	}
 }

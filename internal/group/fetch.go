@@ -1,0 +1,80 @@
+package group
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/corralcache/corral/fill"
+	"github.com/corralcache/corral/internal/route"
+	"github.com/corralcache/corral/internal/version"
+	"github.com/corralcache/corral/internal/view"
+	"github.com/corralcache/corral/transport/peerpb"
+)
+
+// fetch is the near cache's loader: one owner request for all concurrent Gets of a remote
+// key on this node. Its ctx carries the near cache's own link in the fill chain, which is not
+// a fill of the key (the owner's is), so it is dropped before the chain goes out.
+func (g *Group[V]) fetch(ctx context.Context, key string) (V, error) {
+	var val V
+	_, err := g.node.Router().OnOwner(ctx, key, true,
+		func() error {
+			// Acting owner after a failover (or the view changed under us): fill here; the
+			// value lives in the local store, so keep no near copy.
+			fill.SetExpiry(ctx, 0, 0)
+			var err error
+			val, err = g.local.Get(fill.Outer(ctx), key)
+			return err
+		},
+		func(ctx context.Context, st *view.MemberState) error {
+			var err error
+			val, err = g.askOwner(ctx, st, key)
+			return err
+		})
+	if err != nil {
+		return val, route.FromWire(err)
+	}
+	return val, nil
+}
+
+// askOwner asks st, the key's owner, for the value of key on the owner's stream. Under a
+// near-cache fill's ctx it also says what the fill keeps: a near copy at the owner's version,
+// for a hot key.
+func (g *Group[V]) askOwner(ctx context.Context, st *view.MemberState, key string) (V, error) {
+	var val V
+	n := g.node
+	resp, err := n.Client().GetFrom(ctx, st.PeerAddr, st.Gone.Done(), &peerpb.GetRequest{
+		Header: n.Router().HeaderWith(fill.OuterChain(ctx)), Group: g.name, Key: []byte(key),
+	})
+	if err != nil {
+		return val, err
+	}
+	e := resp.GetEntry()
+	if err := version.Check(e.GetVersion()); err != nil {
+		return val, fmt.Errorf("corral: value of %s/%q from %s: %w", g.name, key, st.Name, err)
+	}
+	n.Versions().Observe(e.GetVersion())
+	val, err = g.codec.Decode(e.GetValue())
+	if err != nil {
+		return val, fmt.Errorf("corral: value of %s/%q from %s: %w", g.name, key, st.Name, err)
+	}
+	// The copy is stored only if no write newer than it is known here by then.
+	fill.SetVersion(ctx, e.GetVersion())
+	fill.SetExpiry(ctx, g.nearLifetime(key, e), 0)
+	return val, nil
+}
+
+// remoteSet asks st, the key's owner, to apply a Set of key at version.
+func (g *Group[V]) remoteSet(ctx context.Context, st *view.MemberState, key string, value []byte, version uint64) error {
+	_, err := g.node.Client().Set(ctx, st.PeerAddr, &peerpb.SetRequest{
+		Header: g.node.Router().Header(ctx), Entry: &peerpb.Entry{Group: g.name, Key: []byte(key), Value: value, Version: version},
+	})
+	return err
+}
+
+// remoteRemove asks st, the key's owner, to apply a Remove of key at version.
+func (g *Group[V]) remoteRemove(ctx context.Context, st *view.MemberState, key string, version uint64) error {
+	_, err := g.node.Client().Remove(ctx, st.PeerAddr, &peerpb.RemoveRequest{
+		Header: g.node.Router().Header(ctx), Group: g.name, Key: []byte(key), Version: version,
+	})
+	return err
+}

@@ -1,0 +1,421 @@
+package group
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/maypok86/otter/v2"
+
+	"github.com/corralcache/corral/fill"
+	"github.com/corralcache/corral/internal/handoff"
+	"github.com/corralcache/corral/internal/lease"
+	"github.com/corralcache/corral/internal/node"
+	"github.com/corralcache/corral/internal/route"
+	"github.com/corralcache/corral/internal/view"
+	"github.com/corralcache/corral/internal/write"
+)
+
+// Group is a named read-through cache spread over the cluster (corral.Group): the stores of
+// one group on one node and the paths of a Get, a write and a lease through the cluster's
+// rooms. Its methods are safe for concurrent use.
+type Group[V any] struct {
+	node  *node.Node
+	name  string
+	load  func(ctx context.Context, key string) (V, error)
+	codec Codec[V]
+	cfg   *node.Config // the node's, read-only
+
+	local *fill.Cache[V]   // keys this node owns (or serves as acting owner)
+	near  *fill.Cache[V]   // single flight of owner requests, and near copies of hot remote keys
+	tombs *fill.Tombstones // the recent writes of keys, shared by local and near
+	hot   *otter.Cache[string, *atomic.Int32]
+
+	leases *lease.Table[V] // the leases of the keys this node owns (see Lease)
+
+	remoteGets fill.Counter  // Gets routed to another member (near hits included)
+	nearHits   fill.Counter  // Gets answered by a near copy
+	loads      atomic.Uint64 // runs of the application's loader
+	peerGets   atomic.Uint64 // Get requests served for peers (local serves them with Lookup, which counts no Get)
+}
+
+// Codec turns a group's values into bytes for the wire and back (corral.Codec).
+type Codec[V any] interface {
+	Encode(v V) ([]byte, error)
+	Decode(b []byte) (V, error)
+}
+
+// Options configure a group (corral's GroupOptions, applied).
+type Options[V any] struct {
+	TTL, Grace, NegativeTTL time.Duration
+	Jitter, RefreshAhead    float64
+	FillTimeout             time.Duration // 0 = DefaultFillTimeout
+	MaxBytes                int64
+	Codec                   Codec[V] // required
+}
+
+// DefaultFillTimeout bounds one loader run when Options.FillTimeout is 0.
+const DefaultFillTimeout = 30 * time.Second
+
+// New registers a group called name on n, which loads keys with load. The name is valid
+// (fill.CheckName) and load not nil: package corral checks both first.
+func New[V any](n *node.Node, name string, load func(ctx context.Context, key string) (V, error), o Options[V]) (*Group[V], error) {
+	o.FillTimeout = cmp.Or(o.FillTimeout, DefaultFillTimeout)
+	g := &Group[V]{node: n, name: name, load: load, codec: o.Codec, cfg: n.Config()}
+	g.leases = lease.NewTable(n.LeaseConfig(name), lease.Store[V](leaseStore[V]{g}))
+	// A write is remembered long enough to outlast any copy on its way: a remote Get waits
+	// at most the fill timeout and a peer timeout, a hand-off and a warm pull less.
+	g.tombs = fill.NewTombstones(fill.TombstoneConfig{
+		TTL:   max(fill.DefaultTombstoneTTL, 2*(o.FillTimeout+g.cfg.PeerTimeout)),
+		Clock: n.Clock(),
+	})
+	var err error
+	g.local, err = fill.New(g.fillLocal, fill.Config[V]{
+		Name: name, TTL: o.TTL, Jitter: o.Jitter, Grace: o.Grace, RefreshAhead: o.RefreshAhead,
+		NegativeTTL: o.NegativeTTL, FillTimeout: o.FillTimeout, MaxBytes: o.MaxBytes,
+		Refreshes: n.Refreshes(), Fills: n.Fills(), Clock: n.Clock(), Logger: n.Log(), Rand: n.RandFloat(),
+		OnFill:      func(d time.Duration, err error) { n.FillObserved(name, d) },
+		NextVersion: n.Versions().Next, Tombstones: g.tombs, Waits: n.WaitGraph().Hook(nil),
+	})
+	if err != nil {
+		return nil, err
+	}
+	g.near, err = fill.New(g.fetch, fill.Config[V]{
+		Name: name, FillTimeout: o.FillTimeout + g.cfg.PeerTimeout, MaxBytes: max(g.cfg.NearBytes, 1),
+		Clock: n.Clock(), Logger: n.Log(), Rand: n.RandFloat(),
+		// An owner request runs on the caller's goroutine, under its ctx: no hand-off to a
+		// worker and back. When that caller leaves, its request ends, and the Gets that
+		// waited on it ask the owner again — which fills once whoever asks.
+		InlineFill:  true,
+		NextVersion: n.Versions().Next, Tombstones: g.tombs, Waits: n.WaitGraph().Hook(n.OwnerAddr),
+	})
+	if err == nil {
+		g.hot, err = otter.New(&otter.Options[string, *atomic.Int32]{
+			MaximumSize:      10_000,
+			ExpiryCalculator: otter.ExpiryWriting[string, *atomic.Int32](time.Second),
+			Clock:            otterClock(n.Clock()),
+		})
+	}
+	if err != nil {
+		g.local.Close(context.Background())
+		if g.near != nil {
+			g.near.Close(context.Background())
+		}
+		return nil, err
+	}
+	if err := n.Register(name, g); err != nil {
+		g.closeStores(context.Background())
+		return nil, err
+	}
+	return g, nil
+}
+
+var _ node.Group = (*Group[string])(nil)
+
+// Name returns the group's name.
+func (g *Group[V]) Name() string { return g.name }
+
+// HotKeys returns up to n keys this node holds as owner, hottest first by the store's
+// policy (for a debug page; it walks the store).
+func (g *Group[V]) HotKeys(n int) []string { return g.local.Hottest(n) }
+
+// Get returns the value of key: from this node's store when it owns the key (filling it once
+// for all concurrent callers when missing or expired), from a near copy, or from the owner
+// over gRPC, with one owner request for all concurrent callers on this node.
+//
+// Errors: *limit.Error for a bad key; fill.ErrFillCycle for a loader that asks for its own
+// fill; ctx.Err() alone when ctx ends first; *FillError when the fill failed (here or on the
+// owner); node.ErrClosed after Close.
+func (g *Group[V]) Get(ctx context.Context, key string) (V, error) {
+	if val, ok := g.Hit(ctx, key); ok {
+		return val, nil
+	}
+	return g.Miss(ctx, key)
+}
+
+// Hit returns the value of key when this node holds it as the owner its current view found
+// it owned under: the local hit, one store lookup. It is a function of its own, apart from
+// Miss, so that package corral's Get pays a two-line frame for a hit, not Get's whole one:
+// a hit costs what it cost when Get was package corral's.
+func (g *Group[V]) Hit(ctx context.Context, key string) (V, bool) {
+	// A key found owned here under this view is stamped with it: its hits skip the owner
+	// lookup (xxhash and a search of the ring, a third of a hit's time) until the view
+	// changes.
+	return g.local.GetStamped(ctx, key, g.node.View().Stamp)
+}
+
+// Miss is Get of a key that is no local hit (see Hit).
+func (g *Group[V]) Miss(ctx context.Context, key string) (V, error) {
+	v := g.node.View()
+	if v.Stopped {
+		val, _, err := g.getStopped(ctx, key)
+		return val, err
+	}
+	if v.Owner(key) == v.Self {
+		val, err := g.local.GetStamping(ctx, key, v.Stamp)
+		if err != nil {
+			return val, g.wrapErr(key, err)
+		}
+		return val, nil
+	}
+	val, _, err := g.getRemote(ctx, key)
+	return val, err
+}
+
+// Source says how a Get was answered (corral.Source, whose values it has).
+type Source string
+
+const (
+	SourceHit       Source = "hit"       // a fresh value this node holds as owner
+	SourceFill      Source = "fill"      // this Get ran the loader
+	SourceCoalesced Source = "coalesced" // this Get waited on a fill or owner request in flight
+	SourceStale     Source = "stale"     // a stale value within grace; a refresh runs on the owner
+	SourceNear      Source = "near"      // a near copy of a key owned elsewhere
+	SourcePeer      Source = "peer"      // this Get asked the owner
+)
+
+// GetWithSource is Get that also says how the value was found.
+func (g *Group[V]) GetWithSource(ctx context.Context, key string) (V, Source, error) {
+	v := g.node.View()
+	if v.Stopped {
+		return g.getStopped(ctx, key)
+	}
+	if v.Owner(key) == v.Self {
+		e, src, err := g.local.GetEntry(ctx, key)
+		if err != nil {
+			return e.Value, "", g.wrapErr(key, err)
+		}
+		return e.Value, localSource(src), nil
+	}
+	return g.getRemote(ctx, key)
+}
+
+func localSource(s fill.Source) Source {
+	switch s {
+	case fill.SourceFill:
+		return SourceFill
+	case fill.SourceCoalesced:
+		return SourceCoalesced
+	case fill.SourceStale:
+		return SourceStale
+	}
+	return SourceHit
+}
+
+func (g *Group[V]) getRemote(ctx context.Context, key string) (V, Source, error) {
+	var zero V
+	if err := g.node.CheckKey(key); err != nil {
+		return zero, "", err
+	}
+	g.remoteGets.Add()
+	e, src, err := g.near.GetEntry(ctx, key)
+	if err != nil {
+		return zero, "", g.wrapErr(key, g.blamePeers(ctx, key, err))
+	}
+	switch src {
+	case fill.SourceHit:
+		g.nearHits.Add()
+		return e.Value, SourceNear, nil
+	case fill.SourceCoalesced:
+		return e.Value, SourceCoalesced, nil
+	}
+	return e.Value, SourcePeer, nil
+}
+
+// getStopped is Get on a node that serves nothing from its stores any more (view.View.Stopped):
+// while it drains, no write reaches its copies, so it asks the key's owner among the other
+// members, as a client would; once closed, it answers ErrClosed.
+func (g *Group[V]) getStopped(ctx context.Context, key string) (V, Source, error) {
+	var val V
+	if g.node.Closed() {
+		return val, "", node.ErrClosed
+	}
+	if err := g.node.CheckKey(key); err != nil {
+		return val, "", err
+	}
+	_, err := g.node.Router().OnOwner(ctx, key, true, func() error { return node.ErrClosed },
+		func(ctx context.Context, st *view.MemberState) error {
+			var err error
+			val, err = g.askOwner(ctx, st, key)
+			return err
+		})
+	if err != nil {
+		return val, "", g.wrapErr(key, route.FromWire(err))
+	}
+	return val, SourcePeer, nil
+}
+
+// blamePeers says where the time went when the request to key's owner — the near cache's
+// fill — ran past its bound: to peers that did not answer, not to a loader. (A loader that
+// ran past the fill timeout on the owner comes back as the owner's answer, and stays so.)
+func (g *Group[V]) blamePeers(ctx context.Context, key string, err error) error {
+	var fe *fill.FillError
+	var te *fill.TimeoutError
+	if !errors.As(err, &fe) {
+		return err
+	}
+	// The near cache's fill timed out (its timer), or its request ran out of the same time
+	// first (its ctx) while the caller's own ctx had not.
+	if !errors.As(fe.Err, &te) && !(errors.Is(fe.Err, context.DeadlineExceeded) && ctx.Err() == nil) {
+		return err
+	}
+	bound := g.near.FillTimeout()
+	owner := g.node.Owner(key).Name
+	return &fill.FillError{Name: fe.Name, Key: fe.Key, Shared: fe.Shared,
+		Err: fmt.Errorf("%w: asked %s (the key's owner) and the members it failed over to for %v (the fill timeout %v and the peer timeout %v)",
+			ErrPeerTimeout, owner, bound, bound-g.cfg.PeerTimeout, g.cfg.PeerTimeout)}
+}
+
+// ErrPeerTimeout is the Err of a *FillError when a Get asked the key's owner (and the members
+// it failed over to) and got no answer within the group's fill timeout plus the peer
+// timeout: the time went to peers, not to the loader (corral.ErrPeerTimeout).
+var ErrPeerTimeout = errors.New("corral: no answer from the key's owner in time")
+
+// FillError is the error of every caller of a fill that failed (corral.FillError, whose
+// fields it has): fill's errors, flattened, with where the fill ran.
+type FillError struct {
+	Group, Key string
+	Err        error
+	Shared     bool // waited on a fill (or owner request) another Get started
+	Remote     bool // the fill ran on another node
+}
+
+func (e *FillError) Error() string {
+	where := ""
+	if e.Remote {
+		where = " (on the owner)"
+	}
+	return fmt.Sprintf("corral: fill %s/%q%s: %v", e.Group, e.Key, where, e.Err)
+}
+
+func (e *FillError) Unwrap() error { return e.Err }
+
+// wrapErr turns the fill engine's and the peers' errors into the group's: a *FillError for a
+// fill that failed, here or on the owner; a counted *limit.Error for a bad key; node.ErrClosed
+// when this node is closing.
+func (g *Group[V]) wrapErr(key string, err error) error {
+	if errors.Is(err, node.ErrClosed) || errors.Is(err, fill.ErrClosed) || errors.Is(err, route.ErrStopped) || errors.Is(err, lease.ErrClosed) {
+		return node.ErrClosed // this node is closing: not a failure of the fill
+	}
+	var fe *fill.FillError
+	if !errors.As(err, &fe) {
+		var ke *fill.KeyError
+		if errors.As(err, &ke) {
+			return g.node.CheckKey(key)
+		}
+		return err
+	}
+	out := &FillError{Group: g.name, Key: key, Err: fe.Err, Shared: fe.Shared}
+	// A remote fetch that failed over to a local fill returns the local fill's FillError.
+	var inner *fill.FillError
+	if errors.As(out.Err, &inner) {
+		out.Err, out.Shared = inner.Err, out.Shared || inner.Shared
+	}
+	var re *route.RemoteError
+	if errors.As(out.Err, &re) {
+		out.Err, out.Remote = re.Err, true
+	}
+	return out
+}
+
+// fillLocal is the local store's loader. For a while after a membership change made this
+// node the owner of a key it does not hold, it first looks for the copy another member still
+// holds (a warm pull), so a join, a leave or a scale-up does not cost a wave of fills.
+//
+// A copy that is stale within its grace there is taken as it is — served stale here, with
+// its one refresh started (fill refreshes a stale copy it takes) — and so is a remembered
+// not-found, for the rest of its time: a move must not turn a value the cluster may still
+// serve into a miss that the source cannot answer. A refresh loads from the source.
+func (g *Group[V]) fillLocal(ctx context.Context, key string) (V, error) {
+	if fill.IsRefresh(ctx) {
+		fill.Loading(ctx)
+		g.loads.Add(1)
+		return g.load(ctx, key)
+	}
+	if e, ok := handoff.Pull(ctx, g.node.Mover(), g.name, key, g.tombs.Floor, g.decodeEntry); ok {
+		fresh := max(e.FreshFor, 0)
+		fill.SetExpiry(ctx, fresh, max(e.StaleFor-fresh, 0))
+		fill.SetVersion(ctx, e.Version)
+		g.node.HandoffReceived()
+		if e.NotFound {
+			return e.Value, fill.ErrNotFound
+		}
+		return e.Value, nil
+	}
+	// From here on the fill waits for no other member: a member's warm pull may wait for it
+	// (see handoff.Pull).
+	fill.Loading(ctx)
+	g.loads.Add(1)
+	return g.load(ctx, key)
+}
+
+// Set writes v through key's owner, under the owner's TTL, and drops every near copy of the
+// key in the cluster. A fill of key in flight on the owner does not store its older result.
+// If some member could not be told to drop its copy, Set returns a *write.UnreachedError
+// naming them (the write itself stands).
+func (g *Group[V]) Set(ctx context.Context, key string, v V) error {
+	if err := g.node.CheckKey(key); err != nil {
+		return err
+	}
+	b, err := g.codec.Encode(v)
+	if err != nil {
+		return fmt.Errorf("corral: encode value of %s/%q: %w", g.name, key, err)
+	}
+	if err := g.node.CheckValue(len(b)); err != nil {
+		return err
+	}
+	// A Set that finds a newer write at the owner still tells: the copies it makes older are
+	// older than the newer write too.
+	return g.write(ctx, key, func(version uint64) (uint64, error) { _, err := g.local.SetAt(key, v, version); return version, err },
+		func(ctx context.Context, st *view.MemberState, version uint64) (uint64, error) {
+			return version, g.remoteSet(ctx, st, key, b, version)
+		})
+}
+
+// Remove deletes key on its owner and drops every near copy of it in the cluster before it
+// returns nil. A fill of key in flight on the owner does not store its result. If some member
+// could not be told, Remove returns a *write.UnreachedError naming them (the owner's delete
+// stands).
+func (g *Group[V]) Remove(ctx context.Context, key string) error {
+	if err := g.node.CheckKey(key); err != nil {
+		return err
+	}
+	return g.write(ctx, key, func(version uint64) (uint64, error) { return version, g.local.RemoveAt(key, version) },
+		func(ctx context.Context, st *view.MemberState, version uint64) (uint64, error) {
+			return version, g.remoteRemove(ctx, st, key, version)
+		})
+}
+
+// write applies a Set or Remove on the owner, then tells every member of it (see package
+// write).
+func (g *Group[V]) write(ctx context.Context, key string, local func(version uint64) (uint64, error),
+	remote func(ctx context.Context, st *view.MemberState, version uint64) (uint64, error)) error {
+	if g.node.Leaving() {
+		return node.ErrClosed
+	}
+	err := g.node.Writer().Write(ctx, g.name, key, write.Apply{Local: local, Remote: remote}, g.Invalidate)
+	var ue *write.UnreachedError
+	if errors.As(err, &ue) {
+		return ue
+	}
+	if err != nil {
+		return g.wrapErr(key, err)
+	}
+	return nil
+}
+
+// otterClock gives an otter cache the node's clock: itself when it is otter's coarse clock,
+// else the clock without ticks (entries then expire when touched).
+func otterClock(c fill.Clock) otter.Clock {
+	if cc, ok := c.(*otter.CoarseClock); ok {
+		return cc
+	}
+	return tickless{c}
+}
+
+type tickless struct{ fill.Clock }
+
+func (tickless) Tick(time.Duration) <-chan time.Time { return nil }

@@ -1,0 +1,232 @@
+package node
+
+import (
+	"errors"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/corralcache/corral/internal/view"
+
+	"github.com/corralcache/corral/internal/limit"
+	"github.com/corralcache/corral/internal/owner"
+	"github.com/corralcache/corral/internal/peertls"
+)
+
+// GroupStats are one group's counters on one node, each monotonic: corral.GroupStats, whose
+// fields it has.
+type GroupStats struct {
+	Gets        uint64 // Get calls on this node
+	Fills       uint64 // loader runs on this node
+	Coalesced   uint64 // Gets answered by a fill or owner request already in flight
+	FillErrors  uint64 // loader runs that failed or panicked
+	StaleServed uint64 // reads answered with a stale value
+	Refreshes   uint64 // background refreshes started
+	NearHits    uint64 // Gets answered by a near copy
+	PeerGets    uint64 // Get requests this node served for peers
+	Entries     int    // entries held as owner now
+	Bytes       uint64 // their weight
+
+	// Leases (see Group.Lease), counted on the key's owner.
+	LeasesGranted uint64 // tokens handed out (FILL, and STALE with a token)
+	LeasesLapsed  uint64 // leases that lapsed without a FillSet
+	LeaseRejected uint64 // FillSets refused: the token was no longer live
+}
+
+// Stats returns the counters of every group on this node, by group name.
+func (n *Node) Stats() map[string]GroupStats {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	out := make(map[string]GroupStats, len(n.groups))
+	for name, g := range n.groups {
+		out[name] = g.Stats()
+	}
+	return out
+}
+
+// metrics are the node's Prometheus metrics. Group counters are read from the groups
+// at scrape time, so the hot path pays nothing for them.
+type metrics struct {
+	reg          prometheus.Registerer
+	collectors   []prometheus.Collector
+	fillDuration *prometheus.HistogramVec
+	peerRequests *prometheus.CounterVec
+	handoff      *prometheus.CounterVec
+	refused      *prometheus.CounterVec
+	limits       limitCounts
+}
+
+// limitCounts holds a counter per limit of limit.Counted.
+type limitCounts struct{ hits [5]atomic.Uint64 }
+
+// hit counts a hit of name (one of limit.Counted; others are ignored).
+func (l *limitCounts) hit(name string) {
+	if i := slices.Index(limit.Counted, name); i >= 0 {
+		l.hits[i].Add(1)
+	}
+}
+
+// limitCollector emits corral_limit_hits_total.
+type limitCollector struct {
+	n    *Node
+	desc *prometheus.Desc
+}
+
+func (c *limitCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *limitCollector) Collect(ch chan<- prometheus.Metric) {
+	for i, name := range limit.Counted {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(c.n.metrics.limits.hits[i].Load()), name)
+	}
+	var fills uint64
+	if c.n.fills != nil {
+		fills = c.n.fills.Full()
+	}
+	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(fills), "fills")
+	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(c.n.refreshes.Full()), "refreshes")
+}
+
+var groupCounters = []struct {
+	name, help string
+	value      func(GroupStats) float64
+}{
+	{"corral_gets_total", "Get calls on this node.", func(s GroupStats) float64 { return float64(s.Gets) }},
+	{"corral_fills_total", "Loader runs on this node; the sum over nodes is the cluster's fills.", func(s GroupStats) float64 { return float64(s.Fills) }},
+	{"corral_fill_coalesced_total", "Gets on this node answered by a fill or owner request already in flight.", func(s GroupStats) float64 { return float64(s.Coalesced) }},
+	{"corral_fill_errors_total", "Loader runs that failed or panicked.", func(s GroupStats) float64 { return float64(s.FillErrors) }},
+	{"corral_stale_served_total", "Reads answered with a stale value.", func(s GroupStats) float64 { return float64(s.StaleServed) }},
+	{"corral_refreshes_total", "Background refreshes started.", func(s GroupStats) float64 { return float64(s.Refreshes) }},
+	{"corral_near_hits_total", "Gets answered by a near copy of a key owned elsewhere.", func(s GroupStats) float64 { return float64(s.NearHits) }},
+	{"corral_lease_granted_total", "Lease tokens this node handed out as a key's owner (FILL, and STALE with a token).", func(s GroupStats) float64 { return float64(s.LeasesGranted) }},
+	{"corral_lease_lapsed_total", "Leases that lapsed on this node without a FillSet.", func(s GroupStats) float64 { return float64(s.LeasesLapsed) }},
+	{"corral_lease_rejected_total", "FillSets refused on this node because their token was no longer live.", func(s GroupStats) float64 { return float64(s.LeaseRejected) }},
+}
+
+// excludedCollector emits corral_members_excluded from the view.
+type excludedCollector struct {
+	n    *Node
+	desc *prometheus.Desc
+}
+
+func (c *excludedCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *excludedCollector) Collect(ch chan<- prometheus.Metric) {
+	counts := map[string]int{view.ExcludedReconciling: 0, view.ExcludedPeerTLS: 0, view.ExcludedTLSPending: 0, view.ExcludedTLSFailed: 0}
+	if v := c.n.view.Load(); v != nil {
+		for _, reason := range v.Excluded {
+			counts[reason]++
+		}
+	}
+	for reason, k := range counts {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(k), reason)
+	}
+}
+
+// groupCollector emits the group counters.
+type groupCollector struct {
+	n     *Node
+	descs []*prometheus.Desc
+}
+
+func (c *groupCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.descs {
+		ch <- d
+	}
+}
+
+func (c *groupCollector) Collect(ch chan<- prometheus.Metric) {
+	for name, s := range c.n.Stats() {
+		for i, gc := range groupCounters {
+			ch <- prometheus.MustNewConstMetric(c.descs[i], prometheus.CounterValue, gc.value(s), name)
+		}
+	}
+}
+
+func newMetrics(n *Node, reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		reg: reg,
+		fillDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "corral_fill_duration_seconds",
+			Help:    "Loader run time.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16), // 0.5 ms … 16 s
+		}, []string{"group"}),
+		peerRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "corral_peer_requests_total",
+			Help: "Peer RPCs sent, by method and code.",
+		}, []string{"method", "code"}),
+		handoff: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "corral_handoff_keys_total",
+			Help: "Entries handed over, by direction (sent, received).",
+		}, []string{"direction"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "corral_peer_requests_refused_total",
+			Help: "Peer requests and connections this node refused, by reason (\"not a member\": from an address that is not a member's, without TLS; \"tls: …\": a peer's certificate failed the check of either side of a handshake — no certificate, expired (or not valid yet), unknown authority (does not chain to the CA), bad certificate, names no member).",
+		}, []string{"reason"}),
+	}
+	// Every reason is exported from the start, at 0, so that an alert on a rise needs no
+	// first occurrence to see.
+	for _, r := range append([]string{owner.RefusedNonMember}, peertls.Reasons...) {
+		m.refused.WithLabelValues(r)
+	}
+	gc := &groupCollector{n: n}
+	for _, c := range groupCounters {
+		gc.descs = append(gc.descs, prometheus.NewDesc(c.name, c.help, []string{"group"}, nil))
+	}
+	members := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "corral_members",
+		Help: "Members in this node's view.",
+	}, func() float64 {
+		if v := n.view.Load(); v != nil {
+			return float64(len(v.List))
+		}
+		return 0
+	})
+	gossipKeys := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "corral_gossip_keys",
+		Help: "Gossip encryption keys this node holds (0: plaintext gossip); above 1 while a key rotation is under way.",
+	}, func() float64 {
+		members := n.membership()
+		if members == nil {
+			return 0
+		}
+		return float64(members.KeyCount())
+	})
+	excluded := &excludedCollector{n: n, desc: prometheus.NewDesc("corral_members_excluded",
+		"Live members this node keeps out of its ring, by reason (reconciling: back from the dead, exchanging the writes it missed; peer TLS differs: one of the two runs without TLS; peer TLS failed: no mutual TLS handshake completes with it; peer TLS not checked yet: a new member, checked at once).",
+		[]string{"reason"}, nil)}
+	limits := &limitCollector{n: n, desc: prometheus.NewDesc("corral_limit_hits_total",
+		"Requests a limit turned away or held back, by limit: key (over 4 KiB, or empty), value (over Config.MaxValueBytes), group_name (a peer named an invalid group), peer_stream_calls (a peer's Gets in flight past the transport's bound), peer_handshake (a peer connection that did not complete its handshake in time), fills (a fill that waited for one of Config.MaxFills slots), refreshes (a background refresh skipped at Config.MaxRefreshes).",
+		[]string{"limit"}, nil)}
+	m.collectors = []prometheus.Collector{gc, m.fillDuration, m.peerRequests, m.handoff, m.refused, members, gossipKeys, excluded, limits}
+	if reg == nil {
+		return m, nil
+	}
+	for i, c := range m.collectors {
+		if err := reg.Register(c); err != nil {
+			for _, done := range m.collectors[:i] {
+				reg.Unregister(done)
+			}
+			var are prometheus.AlreadyRegisteredError
+			if errors.As(err, &are) {
+				return nil, errors.New("corral: metrics already registered on this Registerer (one Node per registry)")
+			}
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func (m *metrics) peerCall(method, code string, _ time.Duration) {
+	m.peerRequests.WithLabelValues(method, code).Inc()
+}
+
+func (m *metrics) unregister() {
+	if m.reg == nil {
+		return
+	}
+	for _, c := range m.collectors {
+		m.reg.Unregister(c)
+	}
+}

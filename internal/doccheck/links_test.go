@@ -161,9 +161,6 @@ var citationHints = []string{"DES" + "IGN", "shared", "/work/", "/root/", "/home
 // this list by the change that fixes it (the test fails on an entry that no longer matches,
 // so the list cannot outlive its reason).
 var pending = []struct{ file, text string }{
-	{"metrics.go", "metrics of " + "DES" + "IGN.md"},
-	{"breaker.go", "DES" + "IGN's allowed cost"},
-	{"node_test.go", "claim of " + "DES" + "IGN.md"},
 	{"e2e/k8s/promql_test.go", "DES" + "IGN.md's table"},
 	{"e2e/k8s/promql_test.go", "(" + "DES" + "IGN's"},
 }

@@ -93,6 +93,15 @@ type Config[V any] struct {
 	// this cache, so that fill cycles through other caches and nodes are seen (see
 	// WaitHook). nil = only cycles within one chain are seen.
 	Waits WaitHook
+	// Tags is the registry of tags and their purges (see Tags); share one between caches
+	// that RemoveByTag must reach together. nil = a registry of this cache's own, with the
+	// default purge TTL, on the cache's clock.
+	Tags *Tags
+	// VersionNow returns the version clock's reading — the largest version handed out or
+	// seen — which a fill records as its value's born version when it starts (see Tags). It
+	// must be safe for concurrent use and never go back. nil = NextVersion (a new version is
+	// above every one seen, too), or when that is nil as well, this cache's own counter.
+	VersionNow func() uint64
 }
 
 // DefaultMaxRefreshes is the default bound on concurrent background refreshes.
@@ -199,6 +208,7 @@ type Cache[V any] struct {
 	// sweepStop ends the sweeper goroutine, which closes sweepDone; nil without one.
 	sweepStop, sweepDone chan struct{}
 	tombs                *Tombstones
+	tags                 *Tags
 	stats                counters
 }
 
@@ -239,13 +249,17 @@ func New[V any](load LoadFunc[V], cfg Config[V]) (*Cache[V], error) {
 		return nil, fmt.Errorf("corral: store: %w", err)
 	}
 	c.store = store
-	if cfg.SweepInterval > 0 {
-		c.sweepStop, c.sweepDone = make(chan struct{}), make(chan struct{})
-		go c.sweepEvery(cfg.SweepInterval)
-	}
 	c.tombs = cfg.Tombstones
 	if c.tombs == nil {
 		c.tombs = NewTombstones(TombstoneConfig{Clock: c.clock})
+	}
+	c.tags = cfg.Tags
+	if c.tags == nil {
+		c.tags = NewTags(TagsConfig{Clock: c.clock})
+	}
+	if cfg.SweepInterval > 0 { // last: the sweeper reads the fields above
+		c.sweepStop, c.sweepDone = make(chan struct{}), make(chan struct{})
+		go c.sweepEvery(cfg.SweepInterval)
 	}
 	return c, nil
 }
@@ -302,3 +316,31 @@ func (c *Cache[V]) nextVersion() uint64 {
 
 // Tombstones returns the writes this cache remembers.
 func (c *Cache[V]) Tombstones() *Tombstones { return c.tombs }
+
+// Tags returns the tag registry this cache stores its tags in.
+func (c *Cache[V]) Tags() *Tags { return c.tags }
+
+// versionNow returns the version clock's reading: the born of a value made now.
+func (c *Cache[V]) versionNow() uint64 {
+	switch {
+	case c.cfg.VersionNow != nil:
+		return c.cfg.VersionNow()
+	case c.cfg.NextVersion != nil:
+		return c.cfg.NextVersion() // a new version is above every one seen too
+	}
+	return c.versions.Load()
+}
+
+// RemoveByTag removes every entry of this cache (and of the caches sharing its Tags) that
+// carries tag and was stored before the call, and every fill of such a value in flight; it
+// returns the purge's version. Entries tagged after it are served as usual. It costs one
+// registry update, whatever the number of entries: they are gone for every read at once,
+// and the sweep reclaims their memory. Errors: a *TagError for a malformed tag.
+func (c *Cache[V]) RemoveByTag(tag string) (uint64, error) {
+	if err := CheckTag(tag); err != nil {
+		return 0, err
+	}
+	v := c.nextVersion()
+	c.tags.Purge(tag, v)
+	return v, nil
+}

@@ -18,6 +18,8 @@ type Entry[V any] struct {
 	Version  uint64        // orders writes of one key; see Cache.Put
 	FillTime time.Duration // how long the fill that produced the value took (XFetch's delta)
 	NotFound bool          // a remembered ErrNotFound (negative caching): Value is the zero value, and StaleFor is FreshFor
+	Tags     []string      // the entry's tags (see Tags); nil = none
+	Born     uint64        // for a tagged entry, the version clock's reading when its value was made (see Tags); 0 otherwise
 }
 
 // entry is what the store holds. It is immutable once stored, except for flagRefreshing.
@@ -30,26 +32,24 @@ type entry[V any] struct {
 	version    uint64 // orders the writes of the key
 	fillMicros uint32 // how long the fill took, µs, saturating (XFetch's δ)
 
-	// flags holds flagNotFound, set before the entry is stored, and flagRefreshing, set by the
-	// one read that starts a background refresh of this entry — so that a hot stale key does
-	// not send every read through Cache.mu — and cleared when the refresh ends without
-	// replacing the entry, so a later read may try again. Its bits from stampShift up hold
-	// the entry's stamp (see Cache.GetStamped); 0 = none.
+	// flags holds flagNotFound and flagTagged, set before the entry is stored, and
+	// flagRefreshing, set by the one read that starts a background refresh of this entry —
+	// so that a hot stale key does not send every read through Cache.mu — and cleared when
+	// the refresh ends without replacing the entry, so a later read may try again. Its bits
+	// from stampShift up hold the entry's stamp (see Cache.GetStamped); 0 = none.
 	flags atomic.Uint32
 }
 
 const (
 	flagNotFound   = 1 << iota // a remembered ErrNotFound (negative caching)
 	flagRefreshing             // a background refresh of this entry runs
+	flagTagged                 // the entry is the head of a taggedEntry (tags.go)
 
-	stampShift = 2
+	stampShift = 3
 	// StampMask bounds the stamps GetStamped and GetStamping take: a stamp is kept in the
 	// entry's flag word, above the flags.
 	StampMask = 1<<(32-stampShift) - 1
 )
-
-// stamped reports whether the entry carries stamp (which is not 0).
-func (e *entry[V]) stamped(stamp uint32) bool { return e.flags.Load()>>stampShift == stamp }
 
 // stamp sets the entry's stamp, keeping its flags.
 func (e *entry[V]) stamp(stamp uint32) {
@@ -88,6 +88,7 @@ func micros(d time.Duration) uint32 {
 func (e *entry[V]) export(now int64) Entry[V] {
 	x := exported(e.value, e.fresh, e.stale, e.version, e.fillMicros, now)
 	x.NotFound = e.notFound()
+	x.Tags, x.Born = e.tagsOf()
 	return x
 }
 

@@ -3,6 +3,7 @@ package fill
 import (
 	"context"
 	"math"
+	"slices"
 	"time"
 )
 
@@ -38,15 +39,49 @@ func SetVersion(ctx context.Context, version uint64) bool {
 	return true
 }
 
-// choice is what a loader chose through SetExpiry and SetVersion. It is written by the
-// loader's goroutine and read by the fill after the loader returned (the loader's return
-// orders the two).
+// choice is what a loader chose through SetExpiry, SetVersion, SetBorn and Tag. It is
+// written by the loader's goroutine and read by the fill after the loader returned (the
+// loader's return orders the two).
 type choice struct {
 	set          bool // SetExpiry was called
 	fresh, stale time.Duration
 
 	copied  bool // SetVersion was called
 	version uint64
+
+	bornSet bool // SetBorn was called
+	born    uint64
+
+	tags []string // Tag's, in order, duplicates dropped
+}
+
+// Tag adds tags to the value the loader is about to return, for RemoveByTag (see Tags); calls
+// add up. It must be called with the ctx the loader was given, before the loader returns;
+// it does nothing when ctx is not a loader's. Tags that break a limit (CheckTags) fail the
+// fill with a *TagError: the value is not stored, and every caller gets the error.
+func Tag(ctx context.Context, tags ...string) {
+	l := chainOf(ctx)
+	if l == nil || l.choice == nil {
+		return
+	}
+	for _, t := range tags {
+		if !slices.Contains(l.choice.tags, t) {
+			l.choice.tags = append(l.choice.tags, t)
+		}
+	}
+}
+
+// SetBorn tells the fill that the value the loader is about to return was made elsewhere at
+// born, the version clock's reading there (a copy's Entry.Born), rather than now: a purge of
+// one of its tags newer than born removes it here too. It reports false, and does nothing,
+// when ctx is not a loader's context.
+func SetBorn(ctx context.Context, born uint64) bool {
+	l := chainOf(ctx)
+	if l == nil || l.choice == nil {
+		return false
+	}
+	l.choice.bornSet, l.choice.born = true, born
+	return true
 }
 
 // lifetime returns the fresh-until and stale-until instants for a value filled at now.

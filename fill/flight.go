@@ -42,6 +42,15 @@ type call[V any] struct {
 	// loading is set by the loader through Loading: it loads the value itself now, and waits
 	// on no other fill of the key (see AwaitFill).
 	loading atomic.Bool
+
+	// born is the version clock's reading when the fill started: its value's born version,
+	// unless the loader copied it from elsewhere (SetBorn).
+	born uint64
+
+	// purged is set before done is closed when the value carries a tag purged after the fill
+	// started (see Tags): it is not stored, and its waiters start over — a Get that joined
+	// the fill after the purge returned must not get it.
+	purged bool
 }
 
 // miss starts or joins the fill of key.
@@ -59,7 +68,7 @@ func (c *Cache[V]) miss(ctx context.Context, key string) (Entry[V], Source, erro
 		c.stats.coalesced.Add(1)
 		e, src, err := c.waitFor(ctx, key, cl, true)
 		if err == errAbandoned {
-			return c.miss(ctx, key) // the Get that ran the fill left: start over
+			return c.miss(ctx, key) // the Get that ran the fill left, or its value was purged: start over
 		}
 		return e, src, err
 	}
@@ -70,7 +79,7 @@ func (c *Cache[V]) miss(ctx context.Context, key string) (Entry[V], Source, erro
 	// one extra fill for every Get caught in that window of a stampede.
 	var known uint64 // the latest write of key known here
 	if e, ok := c.store.GetIfPresent(key); ok {
-		if now := c.clock.NowNano(); now < e.fresh {
+		if now := c.clock.NowNano(); now < e.fresh && !e.purged() {
 			c.mu.Unlock()
 			if e.notFound() {
 				c.stats.negativeHits.Add()
@@ -84,7 +93,7 @@ func (c *Cache[V]) miss(ctx context.Context, key string) (Entry[V], Source, erro
 		c.mu.Unlock()
 		return Entry[V]{}, 0, ErrNotFound
 	}
-	cl := &call[V]{done: make(chan struct{}), version: max(known, c.tombs.Version(key))}
+	cl := &call[V]{done: make(chan struct{}), version: max(known, c.tombs.Version(key)), born: c.versionNow()}
 	c.calls[key] = cl
 	c.wg.Add(1)
 	c.mu.Unlock()
@@ -97,10 +106,18 @@ func (c *Cache[V]) miss(ctx context.Context, key string) (Entry[V], Source, erro
 		if err := ctx.Err(); err != nil {
 			return Entry[V]{}, 0, err
 		}
-		return c.wait(ctx, key, cl, false) // cl is done: its result
+		e, src, err := c.wait(ctx, key, cl, false) // cl is done: its result
+		if err == errAbandoned && cl.purged {
+			return c.miss(ctx, key) // its value was purged as it came: fill again
+		}
+		return e, src, err
 	}
 	c.goRun(fillTask[V]{ctx: ctx, key: key, cl: cl})
-	return c.waitFor(ctx, key, cl, false)
+	e, src, err := c.waitFor(ctx, key, cl, false)
+	if err == errAbandoned {
+		return c.miss(ctx, key) // its value was purged as it came (a worker's fill is never abandoned): fill again
+	}
+	return e, src, err
 }
 
 // waitFor is wait, made known to Config.Waits first when ctx is a fill's (a loader asking
@@ -133,7 +150,7 @@ func (c *Cache[V]) wait(ctx context.Context, key string, cl *call[V], shared boo
 	case <-ctx.Done():
 		return Entry[V]{}, 0, ctx.Err()
 	}
-	if cl.abandoned {
+	if cl.abandoned || cl.purged {
 		return Entry[V]{}, 0, errAbandoned
 	}
 	if cl.err != nil {
@@ -166,7 +183,7 @@ func (c *Cache[V]) refresh(ctx context.Context, key string, e *entry[V]) {
 		c.stats.refreshesSkipped.Add(1)
 		return
 	}
-	cl := &call[V]{done: make(chan struct{}), stale: e, version: max(e.version, c.tombs.Version(key))}
+	cl := &call[V]{done: make(chan struct{}), stale: e, version: max(e.version, c.tombs.Version(key)), born: c.versionNow()}
 	c.calls[key] = cl
 	c.wg.Add(1)
 	c.mu.Unlock()
@@ -258,10 +275,19 @@ func (c *Cache[V]) complete(key string, cl *call[V], x *choice, r result[V], sta
 		fillMicros     uint32
 		notFound, kept bool
 	)
+	born := cl.born
+	var tags []string
 	if x != nil { // the loader returned, so x is no longer written
 		version = cl.version
 		if x.copied {
 			version = x.version
+		}
+		if x.bornSet {
+			born = x.born
+		}
+		tags = x.tags
+		if err := CheckTags(tags); err != nil && r.err == nil {
+			r.err = err // a value whose tags break a limit is not stored: its callers say why
 		}
 		fillMicros = micros(time.Duration(now - startNano))
 		switch {
@@ -280,9 +306,10 @@ func (c *Cache[V]) complete(key string, cl *call[V], x *choice, r result[V], sta
 		}
 	}
 	if kept && stale > now {
-		e = &entry[V]{value: r.v, fresh: fresh, stale: stale, version: version, fillMicros: fillMicros}
+		e = newEntry(r.v, c.tags, tags, born)
+		e.fresh, e.stale, e.version, e.fillMicros = fresh, stale, version, fillMicros
 		if notFound {
-			e.flags.Store(flagNotFound)
+			e.flags.Or(flagNotFound)
 		}
 	}
 
@@ -294,7 +321,9 @@ func (c *Cache[V]) complete(key string, cl *call[V], x *choice, r result[V], sta
 	cl.completed = true
 	// A value the loader gave no lifetime (SetExpiry(ctx, 0, 0)) is returned but not stored;
 	// nor is a copy older than a write known here (it was on its way when the write landed).
-	stored := e != nil && !cl.revoked && !c.closed &&
+	// A value with a tag purged since it was born is neither stored nor returned (purged).
+	purged := r.err == nil && e != nil && e.purged()
+	stored := e != nil && !cl.revoked && !c.closed && !purged &&
 		(!x.copied || x.version >= c.tombs.Floor(key))
 	if stored {
 		c.store.Set(key, e)
@@ -309,6 +338,16 @@ func (c *Cache[V]) complete(key string, cl *call[V], x *choice, r result[V], sta
 		close(cl.done)
 		return nil
 	}
+	if purged {
+		c.stats.fills.Add(1)
+		c.stats.purged.Add(1)
+		cl.purged = true
+		if cl.stale != nil {
+			cl.stale.endRefresh()
+		}
+		close(cl.done)
+		return nil
+	}
 	c.stats.fills.Add(1)
 	if r.err != nil && !errors.Is(r.err, ErrNotFound) {
 		c.stats.fillErrors.Add(1)
@@ -317,7 +356,11 @@ func (c *Cache[V]) complete(key string, cl *call[V], x *choice, r result[V], sta
 		cl.stale.endRefresh() // the stale entry stays; a later read may retry
 	}
 	if r.err == nil {
-		cl.entry = exported(r.v, fresh, stale, version, fillMicros, now)
+		if e != nil {
+			cl.entry = e.export(now)
+		} else {
+			cl.entry = exported(r.v, fresh, stale, version, fillMicros, now)
+		}
 	}
 	cl.err = r.err
 	close(cl.done)

@@ -20,7 +20,8 @@ func (c *Cache[V]) Get(ctx context.Context, key string) (V, error) {
 		} else {
 			now = c.clock.NowNano()
 		}
-		if now < e.fresh && e.flags.Load()&flagNotFound == 0 {
+		// One load of the flags says "a value, untagged": a tagged one checks its tags.
+		if f := e.flags.Load(); now < e.fresh && f&flagNotFound == 0 && (f&flagTagged == 0 || !e.purged()) {
 			c.stats.gets.Add()
 			if c.cfg.RefreshAhead > 0 && c.refreshEarly(e, now) {
 				c.refresh(ctx, key, e)
@@ -41,8 +42,13 @@ func (c *Cache[V]) Get(ctx context.Context, key string) (V, error) {
 // [1, StampMask].
 func (c *Cache[V]) GetStamped(ctx context.Context, key string, stamp uint32) (V, bool) {
 	// A stamped entry is never a remembered not-found (GetStamping stamps only values), so
-	// the stamp is the one flag word to read.
-	if e, ok := c.store.GetIfPresent(key); ok && e.stamped(stamp) {
+	// the stamp is the one flag word to read; a tagged entry checks its tags too.
+	if e, ok := c.store.GetIfPresent(key); ok {
+		f := e.flags.Load()
+		if f>>stampShift != stamp || f&flagTagged != 0 && e.purged() {
+			var zero V
+			return zero, false
+		}
 		var now int64
 		if c.coarse != nil {
 			now = c.coarse.NowNano()
@@ -67,7 +73,7 @@ func (c *Cache[V]) GetStamped(ctx context.Context, key string, stamp uint32) (V,
 func (c *Cache[V]) GetStamping(ctx context.Context, key string, stamp uint32) (V, error) {
 	if e, ok := c.store.GetIfPresent(key); ok {
 		now := c.clock.NowNano()
-		if now < e.fresh && !e.notFound() {
+		if now < e.fresh && !e.notFound() && !e.purged() {
 			e.stamp(stamp)
 			c.stats.gets.Add()
 			if c.cfg.RefreshAhead > 0 && c.refreshEarly(e, now) {
@@ -119,7 +125,7 @@ func (c *Cache[V]) getEntry(ctx context.Context, key string) (Entry[V], Source, 
 // remembered as not found); ok is false when a fill is needed. It does not count the get.
 func (c *Cache[V]) held(ctx context.Context, key string, negatives bool) (Entry[V], Source, error, bool) {
 	e, ok := c.store.GetIfPresent(key)
-	if !ok {
+	if !ok || e.purged() {
 		return Entry[V]{}, 0, nil, false
 	}
 	now := c.clock.NowNano()

@@ -12,6 +12,7 @@ type Stats struct {
 	Refreshes        uint64 // background refreshes started (stale-while-revalidate and refresh-ahead)
 	RefreshesSkipped uint64 // refreshes not started because the per-node cap was reached
 	NegativeHits     uint64 // Gets answered by a remembered ErrNotFound
+	Purged           uint64 // values dropped for a tag purged after they were made: found on a read or a sweep, or a fill's result
 	Entries          int    // entries held now (an estimate)
 	Bytes            uint64 // weight held now
 }
@@ -21,6 +22,7 @@ type Stats struct {
 type counters struct {
 	gets, staleServed, negativeHits                           Counter
 	fills, coalesced, fillErrors, refreshes, refreshesSkipped atomic.Uint64
+	purged                                                    atomic.Uint64
 }
 
 // Stats returns the counters now.
@@ -34,6 +36,7 @@ func (c *Cache[V]) Stats() Stats {
 		Refreshes:        c.stats.refreshes.Load(),
 		RefreshesSkipped: c.stats.refreshesSkipped.Load(),
 		NegativeHits:     c.stats.negativeHits.Load(),
+		Purged:           c.stats.purged.Load(),
 		Entries:          c.store.EstimatedSize(),
 		Bytes:            c.store.WeightedSize(),
 	}

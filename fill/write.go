@@ -8,24 +8,29 @@ import (
 	"time"
 )
 
-// Set stores v for key with the cache's TTL, jitter and grace, and returns the write's
-// version. A fill of key in flight when Set lands does not store its (older) result, and
-// the write is remembered (Tombstones), so no copy older than it is stored later.
-func (c *Cache[V]) Set(key string, v V) (uint64, error) {
+// Set stores v for key with the cache's TTL, jitter and grace, tagged with tags (see Tags),
+// and returns the write's version. A fill of key in flight when Set lands does not store its
+// (older) result, and the write is remembered (Tombstones), so no copy older than it is
+// stored later. Errors: a *KeyError, a *TagError, ErrClosed.
+func (c *Cache[V]) Set(key string, v V, tags ...string) (uint64, error) {
 	if err := CheckKey(key); err != nil {
 		return 0, err
 	}
+	if err := CheckTags(tags); err != nil {
+		return 0, err
+	}
 	now := c.clock.NowNano()
-	e := &entry[V]{value: v}
-	e.fresh, e.stale = c.lifetime(now, nil)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
 		return 0, ErrClosed
 	}
 	// The version is drawn under mu, so that the writes of one cache are stored in the
-	// order of their versions.
-	e.version = c.nextVersion()
+	// order of their versions; a tagged value is born with its write.
+	version := c.nextVersion()
+	e := newEntry(v, c.tags, tags, version)
+	e.fresh, e.stale = c.lifetime(now, nil)
+	e.version = version
 	c.tombs.Record(key, e.version)
 	c.revokeLocked(key, e.version)
 	c.store.Set(key, e)
@@ -35,14 +40,19 @@ func (c *Cache[V]) Set(key string, v V) (uint64, error) {
 // SetAt is Set with the write's version given by the caller — a writer elsewhere that drew
 // it from its own clock — instead of drawn here: a write that reaches the cache late (sent
 // before a newer write, delayed, retried) is applied at its own version and cannot pass the
-// newer one. It stores v, and reports true, unless a write of key at a higher version is
-// known here (the held entry's, or a remembered one); either way the write is remembered,
+// newer one. It stores v, tagged with tags and born at version (see Tags), and reports
+// true, unless a write of key at a higher version is known here (the held entry's, or a
+// remembered one) or a tag was purged after version; either way the write is remembered,
 // and fills in flight that started before it are revoked.
-func (c *Cache[V]) SetAt(key string, v V, version uint64) (bool, error) {
+func (c *Cache[V]) SetAt(key string, v V, version uint64, tags ...string) (bool, error) {
 	if err := CheckKey(key); err != nil {
 		return false, err
 	}
-	e := &entry[V]{value: v, version: version}
+	if err := CheckTags(tags); err != nil {
+		return false, err
+	}
+	e := newEntry(v, c.tags, tags, version)
+	e.version = version
 	e.fresh, e.stale = c.lifetime(c.clock.NowNano(), nil)
 	return c.setAt(key, e, math.MaxUint64)
 }
@@ -52,15 +62,20 @@ func (c *Cache[V]) SetAt(key string, v V, version uint64) (bool, error) {
 // and a condition: known is the latest write of key the caller knew of when it started
 // building v (a lease's grant, say). When a write of key newer than known is known here by
 // now, that write revoked the caller's right to store: SetFor changes nothing and returns
-// false. Pass math.MaxUint64 to store whatever was written since.
-func (c *Cache[V]) SetFor(key string, v V, freshFor, staleFor time.Duration, known, version uint64) (bool, error) {
+// false. Pass math.MaxUint64 to store whatever was written since. The value is tagged with
+// tags and born at version, as SetAt's.
+func (c *Cache[V]) SetFor(key string, v V, freshFor, staleFor time.Duration, known, version uint64, tags ...string) (bool, error) {
 	if err := CheckKey(key); err != nil {
 		return false, err
 	}
 	if freshFor < 0 || staleFor < 0 {
 		return false, fmt.Errorf("corral: negative lifetime %v + %v", freshFor, staleFor)
 	}
-	e := &entry[V]{value: v, version: version, fresh: deadline(c.clock.NowNano(), freshFor)}
+	if err := CheckTags(tags); err != nil {
+		return false, err
+	}
+	e := newEntry(v, c.tags, tags, version)
+	e.version, e.fresh = version, deadline(c.clock.NowNano(), freshFor)
 	e.stale = satAdd(e.fresh, staleFor)
 	return c.setAt(key, e, known)
 }
@@ -87,6 +102,12 @@ func (c *Cache[V]) setAt(key string, e *entry[V], known uint64) (bool, error) {
 	if latest > e.version {
 		return false, nil // a newer write is here already
 	}
+	if e.purged() {
+		// A purge of one of its tags overtook the write: the write stands (remembered, the
+		// older copies gone) but its value is purged.
+		c.store.Invalidate(key)
+		return false, nil
+	}
 	c.store.Set(key, e)
 	return true, nil
 }
@@ -111,12 +132,13 @@ func (c *Cache[V]) RemoveAt(key string, version uint64) error {
 	return nil
 }
 
-// Put stores an entry that another node produced, with its remaining lifetime and version —
-// a hand-off, say; a stale one within grace, or a remembered not-found (en.NotFound), too.
-// It does nothing, and returns false, when en is older than a write of the key known here
-// (en.Version below the Tombstones' floor), when the held entry's version is at least
-// en.Version, or when en is no longer servable (StaleFor ≤ 0). Fills in flight are not
-// revoked: their results are not older.
+// Put stores an entry that another node produced, with its remaining lifetime, version, tags
+// and born — a hand-off, say; a stale one within grace, or a remembered not-found
+// (en.NotFound), too. It does nothing, and returns false, when en is older than a write of
+// the key known here (en.Version below the Tombstones' floor), when a tag of en was purged
+// after en.Born, when the held entry's version is at least en.Version, or when en is no
+// longer servable (StaleFor ≤ 0). Fills in flight are not revoked: their results are not
+// older. Errors: a *KeyError, a *TagError, ErrClosed.
 func (c *Cache[V]) Put(key string, en Entry[V]) (bool, error) {
 	if err := CheckKey(key); err != nil {
 		return false, err
@@ -124,18 +146,20 @@ func (c *Cache[V]) Put(key string, en Entry[V]) (bool, error) {
 	if en.StaleFor <= 0 {
 		return false, nil
 	}
-	now := c.clock.NowNano()
-	e := &entry[V]{
-		value:      en.Value,
-		fresh:      deadline(now, max(en.FreshFor, 0)),
-		version:    en.Version,
-		fillMicros: micros(en.FillTime),
+	if err := CheckTags(en.Tags); err != nil {
+		return false, err
 	}
+	now := c.clock.NowNano()
+	e := newEntry(en.Value, c.tags, en.Tags, en.Born)
+	e.fresh, e.version, e.fillMicros = deadline(now, max(en.FreshFor, 0)), en.Version, micros(en.FillTime)
 	e.stale = max(deadline(now, en.StaleFor), e.fresh)
 	if en.NotFound {
 		var zero V
 		e.value, e.stale = zero, e.fresh // a not-found is never served stale
-		e.flags.Store(flagNotFound)
+		e.flags.Or(flagNotFound)
+	}
+	if e.purged() {
+		return false, nil
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -216,7 +240,7 @@ func (c *Cache[V]) Latest(key string) uint64 {
 // without filling, counting or refreshing.
 func (c *Cache[V]) Peek(key string) (Entry[V], bool) {
 	e, ok := c.store.GetIfPresent(key)
-	if !ok || e.notFound() {
+	if !ok || e.notFound() || e.purged() {
 		return Entry[V]{}, false
 	}
 	now := c.clock.NowNano()
@@ -230,7 +254,7 @@ func (c *Cache[V]) Peek(key string) (Entry[V], bool) {
 // set): what another node may take over from this one.
 func (c *Cache[V]) PeekAny(key string) (Entry[V], bool) {
 	e, ok := c.store.GetIfPresent(key)
-	if !ok {
+	if !ok || e.purged() {
 		return Entry[V]{}, false
 	}
 	now := c.clock.NowNano()
@@ -274,7 +298,7 @@ func (c *Cache[V]) All() iter.Seq2[string, Entry[V]] {
 	return func(yield func(string, Entry[V]) bool) {
 		now := c.clock.NowNano()
 		for k, e := range c.store.All() {
-			if now >= e.stale {
+			if now >= e.stale || e.purged() {
 				continue
 			}
 			if !yield(k, e.export(now)) {

@@ -335,7 +335,15 @@ type Entry struct {
 	// not_found marks a remembered "not found" of the source (negative
 	// caching): value is empty, and the key answers not found until
 	// fresh_for_nanos has passed.
-	NotFound      bool `protobuf:"varint,8,opt,name=not_found,json=notFound,proto3" json:"not_found,omitempty"`
+	NotFound bool `protobuf:"varint,8,opt,name=not_found,json=notFound,proto3" json:"not_found,omitempty"`
+	// tags label the value for purges by tag (RemoveByTag); in a Set or FillSet
+	// they are the write's tags.
+	Tags []string `protobuf:"bytes,9,rep,name=tags,proto3" json:"tags,omitempty"`
+	// born is, for a tagged value, the version clock's reading where the value
+	// was made (a fill's start, a write's version): a purge of one of its tags
+	// at a newer version removes it, wherever the copy goes. 0 for an untagged
+	// value, and in a Set or FillSet (the write's version is its born).
+	Born          uint64 `protobuf:"varint,10,opt,name=born,proto3" json:"born,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -424,6 +432,20 @@ func (x *Entry) GetNotFound() bool {
 		return x.NotFound
 	}
 	return false
+}
+
+func (x *Entry) GetTags() []string {
+	if x != nil {
+		return x.Tags
+	}
+	return nil
+}
+
+func (x *Entry) GetBorn() uint64 {
+	if x != nil {
+		return x.Born
+	}
+	return 0
 }
 
 type GetRequest struct {
@@ -1031,7 +1053,12 @@ type InvalidateRequest struct {
 	// told names the members this write is being told to (the sender's view
 	// and the receivers before it): the receiver tells the members it knows of
 	// that are not listed, before it answers.
-	Told          []string `protobuf:"bytes,5,rep,name=told,proto3" json:"told,omitempty"`
+	Told []string `protobuf:"bytes,5,rep,name=told,proto3" json:"told,omitempty"`
+	// tag, when set, makes the request a purge of that tag in every group
+	// (RemoveByTag): group and key are empty, and version is the purge's
+	// version — every value carrying the tag born below it is removed, and
+	// copies born below it that arrive later are refused.
+	Tag           string `protobuf:"bytes,6,opt,name=tag,proto3" json:"tag,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1101,6 +1128,13 @@ func (x *InvalidateRequest) GetTold() []string {
 	return nil
 }
 
+func (x *InvalidateRequest) GetTag() string {
+	if x != nil {
+		return x.Tag
+	}
+	return ""
+}
+
 type InvalidateResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// unreached names the members the receiver could not tell.
@@ -1109,6 +1143,9 @@ type InvalidateResponse struct {
 	// the receiver or a member it told held above the request's version; 0 when none. A
 	// writer told of one re-draws its version above it and writes again (a write the writer
 	// never heard of: made on the other side of a split, or by a node whose clock is ahead).
+	// For a purge it is the largest version clock reading of the receiver and of the members
+	// it told, above the purge's version: values born up to it may carry the tag, and the
+	// purger purges again above it.
 	NewerVersion  uint64 `protobuf:"varint,2,opt,name=newer_version,json=newerVersion,proto3" json:"newer_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1479,19 +1516,75 @@ func (x *Write) GetVersion() uint64 {
 	return 0
 }
 
+// TagPurge is a remembered purge of a tag: every value carrying it born below
+// version is gone.
+type TagPurge struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tag           string                 `protobuf:"bytes,1,opt,name=tag,proto3" json:"tag,omitempty"`
+	Version       uint64                 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TagPurge) Reset() {
+	*x = TagPurge{}
+	mi := &file_peer_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TagPurge) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TagPurge) ProtoMessage() {}
+
+func (x *TagPurge) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TagPurge.ProtoReflect.Descriptor instead.
+func (*TagPurge) Descriptor() ([]byte, []int) {
+	return file_peer_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *TagPurge) GetTag() string {
+	if x != nil {
+		return x.Tag
+	}
+	return ""
+}
+
+func (x *TagPurge) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
 type ReconcileRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Header *Header                `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
 	Group  string                 `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
 	// writes are the sender's remembered writes of the group.
-	Writes        []*Write `protobuf:"bytes,3,rep,name=writes,proto3" json:"writes,omitempty"`
+	Writes []*Write `protobuf:"bytes,3,rep,name=writes,proto3" json:"writes,omitempty"`
+	// purges are the sender's remembered tag purges (they span every group).
+	Purges        []*TagPurge `protobuf:"bytes,4,rep,name=purges,proto3" json:"purges,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReconcileRequest) Reset() {
 	*x = ReconcileRequest{}
-	mi := &file_peer_proto_msgTypes[19]
+	mi := &file_peer_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1503,7 +1596,7 @@ func (x *ReconcileRequest) String() string {
 func (*ReconcileRequest) ProtoMessage() {}
 
 func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[19]
+	mi := &file_peer_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1516,7 +1609,7 @@ func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileRequest.ProtoReflect.Descriptor instead.
 func (*ReconcileRequest) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{19}
+	return file_peer_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ReconcileRequest) GetHeader() *Header {
@@ -1540,17 +1633,26 @@ func (x *ReconcileRequest) GetWrites() []*Write {
 	return nil
 }
 
+func (x *ReconcileRequest) GetPurges() []*TagPurge {
+	if x != nil {
+		return x.Purges
+	}
+	return nil
+}
+
 type ReconcileResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// writes are the receiver's remembered writes of the group.
-	Writes        []*Write `protobuf:"bytes,1,rep,name=writes,proto3" json:"writes,omitempty"`
+	Writes []*Write `protobuf:"bytes,1,rep,name=writes,proto3" json:"writes,omitempty"`
+	// purges are the receiver's remembered tag purges.
+	Purges        []*TagPurge `protobuf:"bytes,2,rep,name=purges,proto3" json:"purges,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReconcileResponse) Reset() {
 	*x = ReconcileResponse{}
-	mi := &file_peer_proto_msgTypes[20]
+	mi := &file_peer_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1562,7 +1664,7 @@ func (x *ReconcileResponse) String() string {
 func (*ReconcileResponse) ProtoMessage() {}
 
 func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[20]
+	mi := &file_peer_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1575,12 +1677,19 @@ func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileResponse.ProtoReflect.Descriptor instead.
 func (*ReconcileResponse) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{20}
+	return file_peer_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ReconcileResponse) GetWrites() []*Write {
 	if x != nil {
 		return x.Writes
+	}
+	return nil
+}
+
+func (x *ReconcileResponse) GetPurges() []*TagPurge {
+	if x != nil {
+		return x.Purges
 	}
 	return nil
 }
@@ -1602,7 +1711,7 @@ type LeaseRequest struct {
 
 func (x *LeaseRequest) Reset() {
 	*x = LeaseRequest{}
-	mi := &file_peer_proto_msgTypes[21]
+	mi := &file_peer_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1614,7 +1723,7 @@ func (x *LeaseRequest) String() string {
 func (*LeaseRequest) ProtoMessage() {}
 
 func (x *LeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[21]
+	mi := &file_peer_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1627,7 +1736,7 @@ func (x *LeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseRequest.ProtoReflect.Descriptor instead.
 func (*LeaseRequest) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{21}
+	return file_peer_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *LeaseRequest) GetHeader() *Header {
@@ -1679,7 +1788,7 @@ type LeaseResponse struct {
 
 func (x *LeaseResponse) Reset() {
 	*x = LeaseResponse{}
-	mi := &file_peer_proto_msgTypes[22]
+	mi := &file_peer_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1691,7 +1800,7 @@ func (x *LeaseResponse) String() string {
 func (*LeaseResponse) ProtoMessage() {}
 
 func (x *LeaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[22]
+	mi := &file_peer_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1704,7 +1813,7 @@ func (x *LeaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseResponse.ProtoReflect.Descriptor instead.
 func (*LeaseResponse) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{22}
+	return file_peer_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *LeaseResponse) GetState() LeaseState {
@@ -1744,7 +1853,7 @@ type FillSetRequest struct {
 
 func (x *FillSetRequest) Reset() {
 	*x = FillSetRequest{}
-	mi := &file_peer_proto_msgTypes[23]
+	mi := &file_peer_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1756,7 +1865,7 @@ func (x *FillSetRequest) String() string {
 func (*FillSetRequest) ProtoMessage() {}
 
 func (x *FillSetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[23]
+	mi := &file_peer_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1769,7 +1878,7 @@ func (x *FillSetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FillSetRequest.ProtoReflect.Descriptor instead.
 func (*FillSetRequest) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{23}
+	return file_peer_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *FillSetRequest) GetHeader() *Header {
@@ -1805,7 +1914,7 @@ type FillSetResponse struct {
 
 func (x *FillSetResponse) Reset() {
 	*x = FillSetResponse{}
-	mi := &file_peer_proto_msgTypes[24]
+	mi := &file_peer_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1817,7 +1926,7 @@ func (x *FillSetResponse) String() string {
 func (*FillSetResponse) ProtoMessage() {}
 
 func (x *FillSetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[24]
+	mi := &file_peer_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1830,7 +1939,7 @@ func (x *FillSetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FillSetResponse.ProtoReflect.Descriptor instead.
 func (*FillSetResponse) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{24}
+	return file_peer_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *FillSetResponse) GetStored() bool {
@@ -1861,7 +1970,7 @@ const file_peer_proto_rawDesc = "" +
 	"\vsender_addr\x18\x05 \x01(\tR\n" +
 	"senderAddr\x12\x18\n" +
 	"\aleaving\x18\x06 \x01(\bR\aleaving\x12\x18\n" +
-	"\astarted\x18\a \x01(\x03R\astarted\"\xeb\x01\n" +
+	"\astarted\x18\a \x01(\x03R\astarted\"\x93\x02\n" +
 	"\x05Entry\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\fR\x03key\x12\x14\n" +
@@ -1871,7 +1980,10 @@ const file_peer_proto_rawDesc = "" +
 	"\aversion\x18\x06 \x01(\x04R\aversion\x12\x1d\n" +
 	"\n" +
 	"fill_nanos\x18\a \x01(\x03R\tfillNanos\x12\x1b\n" +
-	"\tnot_found\x18\b \x01(\bR\bnotFound\"\x95\x01\n" +
+	"\tnot_found\x18\b \x01(\bR\bnotFound\x12\x12\n" +
+	"\x04tags\x18\t \x03(\tR\x04tags\x12\x12\n" +
+	"\x04born\x18\n" +
+	" \x01(\x04R\x04born\"\x95\x01\n" +
 	"\n" +
 	"GetRequest\x12.\n" +
 	"\x06header\x18\x01 \x01(\v2\x16.corral.peer.v1.HeaderR\x06header\x12\x14\n" +
@@ -1911,13 +2023,14 @@ const file_peer_proto_rawDesc = "" +
 	"\x03key\x18\x03 \x01(\fR\x03key\x12\x18\n" +
 	"\aversion\x18\x04 \x01(\x04R\aversion\"*\n" +
 	"\x0eRemoveResponse\x12\x18\n" +
-	"\aversion\x18\x01 \x01(\x04R\aversion\"\x99\x01\n" +
+	"\aversion\x18\x01 \x01(\x04R\aversion\"\xab\x01\n" +
 	"\x11InvalidateRequest\x12.\n" +
 	"\x06header\x18\x01 \x01(\v2\x16.corral.peer.v1.HeaderR\x06header\x12\x14\n" +
 	"\x05group\x18\x02 \x01(\tR\x05group\x12\x10\n" +
 	"\x03key\x18\x03 \x01(\fR\x03key\x12\x18\n" +
 	"\aversion\x18\x04 \x01(\x04R\aversion\x12\x12\n" +
-	"\x04told\x18\x05 \x03(\tR\x04told\"W\n" +
+	"\x04told\x18\x05 \x03(\tR\x04told\x12\x10\n" +
+	"\x03tag\x18\x06 \x01(\tR\x03tag\"W\n" +
 	"\x12InvalidateResponse\x12\x1c\n" +
 	"\tunreached\x18\x01 \x03(\tR\tunreached\x12#\n" +
 	"\rnewer_version\x18\x02 \x01(\x04R\fnewerVersion\"i\n" +
@@ -1938,13 +2051,18 @@ const file_peer_proto_rawDesc = "" +
 	"\x06reason\x18\x01 \x01(\x0e2\x16.corral.peer.v1.ReasonR\x06reason\"3\n" +
 	"\x05Write\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x18\n" +
-	"\aversion\x18\x02 \x01(\x04R\aversion\"\x87\x01\n" +
+	"\aversion\x18\x02 \x01(\x04R\aversion\"6\n" +
+	"\bTagPurge\x12\x10\n" +
+	"\x03tag\x18\x01 \x01(\tR\x03tag\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x04R\aversion\"\xb9\x01\n" +
 	"\x10ReconcileRequest\x12.\n" +
 	"\x06header\x18\x01 \x01(\v2\x16.corral.peer.v1.HeaderR\x06header\x12\x14\n" +
 	"\x05group\x18\x02 \x01(\tR\x05group\x12-\n" +
-	"\x06writes\x18\x03 \x03(\v2\x15.corral.peer.v1.WriteR\x06writes\"B\n" +
+	"\x06writes\x18\x03 \x03(\v2\x15.corral.peer.v1.WriteR\x06writes\x120\n" +
+	"\x06purges\x18\x04 \x03(\v2\x18.corral.peer.v1.TagPurgeR\x06purges\"t\n" +
 	"\x11ReconcileResponse\x12-\n" +
-	"\x06writes\x18\x01 \x03(\v2\x15.corral.peer.v1.WriteR\x06writes\"\xa4\x01\n" +
+	"\x06writes\x18\x01 \x03(\v2\x15.corral.peer.v1.WriteR\x06writes\x120\n" +
+	"\x06purges\x18\x02 \x03(\v2\x18.corral.peer.v1.TagPurgeR\x06purges\"\xa4\x01\n" +
 	"\fLeaseRequest\x12.\n" +
 	"\x06header\x18\x01 \x01(\v2\x16.corral.peer.v1.HeaderR\x06header\x12\x14\n" +
 	"\x05group\x18\x02 \x01(\tR\x05group\x12\x10\n" +
@@ -2012,7 +2130,7 @@ func file_peer_proto_rawDescGZIP() []byte {
 }
 
 var file_peer_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_peer_proto_goTypes = []any{
 	(Source)(0),                // 0: corral.peer.v1.Source
 	(Reason)(0),                // 1: corral.peer.v1.Reason
@@ -2036,12 +2154,13 @@ var file_peer_proto_goTypes = []any{
 	(*HandoffResponse)(nil),    // 19: corral.peer.v1.HandoffResponse
 	(*ErrorDetail)(nil),        // 20: corral.peer.v1.ErrorDetail
 	(*Write)(nil),              // 21: corral.peer.v1.Write
-	(*ReconcileRequest)(nil),   // 22: corral.peer.v1.ReconcileRequest
-	(*ReconcileResponse)(nil),  // 23: corral.peer.v1.ReconcileResponse
-	(*LeaseRequest)(nil),       // 24: corral.peer.v1.LeaseRequest
-	(*LeaseResponse)(nil),      // 25: corral.peer.v1.LeaseResponse
-	(*FillSetRequest)(nil),     // 26: corral.peer.v1.FillSetRequest
-	(*FillSetResponse)(nil),    // 27: corral.peer.v1.FillSetResponse
+	(*TagPurge)(nil),           // 22: corral.peer.v1.TagPurge
+	(*ReconcileRequest)(nil),   // 23: corral.peer.v1.ReconcileRequest
+	(*ReconcileResponse)(nil),  // 24: corral.peer.v1.ReconcileResponse
+	(*LeaseRequest)(nil),       // 25: corral.peer.v1.LeaseRequest
+	(*LeaseResponse)(nil),      // 26: corral.peer.v1.LeaseResponse
+	(*FillSetRequest)(nil),     // 27: corral.peer.v1.FillSetRequest
+	(*FillSetResponse)(nil),    // 28: corral.peer.v1.FillSetResponse
 }
 var file_peer_proto_depIdxs = []int32{
 	3,  // 0: corral.peer.v1.GetRequest.header:type_name -> corral.peer.v1.Header
@@ -2060,37 +2179,39 @@ var file_peer_proto_depIdxs = []int32{
 	1,  // 13: corral.peer.v1.ErrorDetail.reason:type_name -> corral.peer.v1.Reason
 	3,  // 14: corral.peer.v1.ReconcileRequest.header:type_name -> corral.peer.v1.Header
 	21, // 15: corral.peer.v1.ReconcileRequest.writes:type_name -> corral.peer.v1.Write
-	21, // 16: corral.peer.v1.ReconcileResponse.writes:type_name -> corral.peer.v1.Write
-	3,  // 17: corral.peer.v1.LeaseRequest.header:type_name -> corral.peer.v1.Header
-	2,  // 18: corral.peer.v1.LeaseResponse.state:type_name -> corral.peer.v1.LeaseState
-	4,  // 19: corral.peer.v1.LeaseResponse.entry:type_name -> corral.peer.v1.Entry
-	3,  // 20: corral.peer.v1.FillSetRequest.header:type_name -> corral.peer.v1.Header
-	4,  // 21: corral.peer.v1.FillSetRequest.entry:type_name -> corral.peer.v1.Entry
-	5,  // 22: corral.peer.v1.Peer.Get:input_type -> corral.peer.v1.GetRequest
-	7,  // 23: corral.peer.v1.Peer.GetStream:input_type -> corral.peer.v1.GetCall
-	10, // 24: corral.peer.v1.Peer.Set:input_type -> corral.peer.v1.SetRequest
-	12, // 25: corral.peer.v1.Peer.Remove:input_type -> corral.peer.v1.RemoveRequest
-	14, // 26: corral.peer.v1.Peer.Invalidate:input_type -> corral.peer.v1.InvalidateRequest
-	4,  // 27: corral.peer.v1.Peer.Handoff:input_type -> corral.peer.v1.Entry
-	16, // 28: corral.peer.v1.Peer.WaitsFor:input_type -> corral.peer.v1.WaitsForRequest
-	22, // 29: corral.peer.v1.Peer.Reconcile:input_type -> corral.peer.v1.ReconcileRequest
-	24, // 30: corral.peer.v1.Peer.Lease:input_type -> corral.peer.v1.LeaseRequest
-	26, // 31: corral.peer.v1.Peer.FillSet:input_type -> corral.peer.v1.FillSetRequest
-	6,  // 32: corral.peer.v1.Peer.Get:output_type -> corral.peer.v1.GetResponse
-	8,  // 33: corral.peer.v1.Peer.GetStream:output_type -> corral.peer.v1.GetReply
-	11, // 34: corral.peer.v1.Peer.Set:output_type -> corral.peer.v1.SetResponse
-	13, // 35: corral.peer.v1.Peer.Remove:output_type -> corral.peer.v1.RemoveResponse
-	15, // 36: corral.peer.v1.Peer.Invalidate:output_type -> corral.peer.v1.InvalidateResponse
-	19, // 37: corral.peer.v1.Peer.Handoff:output_type -> corral.peer.v1.HandoffResponse
-	18, // 38: corral.peer.v1.Peer.WaitsFor:output_type -> corral.peer.v1.WaitsForResponse
-	23, // 39: corral.peer.v1.Peer.Reconcile:output_type -> corral.peer.v1.ReconcileResponse
-	25, // 40: corral.peer.v1.Peer.Lease:output_type -> corral.peer.v1.LeaseResponse
-	27, // 41: corral.peer.v1.Peer.FillSet:output_type -> corral.peer.v1.FillSetResponse
-	32, // [32:42] is the sub-list for method output_type
-	22, // [22:32] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	22, // 16: corral.peer.v1.ReconcileRequest.purges:type_name -> corral.peer.v1.TagPurge
+	21, // 17: corral.peer.v1.ReconcileResponse.writes:type_name -> corral.peer.v1.Write
+	22, // 18: corral.peer.v1.ReconcileResponse.purges:type_name -> corral.peer.v1.TagPurge
+	3,  // 19: corral.peer.v1.LeaseRequest.header:type_name -> corral.peer.v1.Header
+	2,  // 20: corral.peer.v1.LeaseResponse.state:type_name -> corral.peer.v1.LeaseState
+	4,  // 21: corral.peer.v1.LeaseResponse.entry:type_name -> corral.peer.v1.Entry
+	3,  // 22: corral.peer.v1.FillSetRequest.header:type_name -> corral.peer.v1.Header
+	4,  // 23: corral.peer.v1.FillSetRequest.entry:type_name -> corral.peer.v1.Entry
+	5,  // 24: corral.peer.v1.Peer.Get:input_type -> corral.peer.v1.GetRequest
+	7,  // 25: corral.peer.v1.Peer.GetStream:input_type -> corral.peer.v1.GetCall
+	10, // 26: corral.peer.v1.Peer.Set:input_type -> corral.peer.v1.SetRequest
+	12, // 27: corral.peer.v1.Peer.Remove:input_type -> corral.peer.v1.RemoveRequest
+	14, // 28: corral.peer.v1.Peer.Invalidate:input_type -> corral.peer.v1.InvalidateRequest
+	4,  // 29: corral.peer.v1.Peer.Handoff:input_type -> corral.peer.v1.Entry
+	16, // 30: corral.peer.v1.Peer.WaitsFor:input_type -> corral.peer.v1.WaitsForRequest
+	23, // 31: corral.peer.v1.Peer.Reconcile:input_type -> corral.peer.v1.ReconcileRequest
+	25, // 32: corral.peer.v1.Peer.Lease:input_type -> corral.peer.v1.LeaseRequest
+	27, // 33: corral.peer.v1.Peer.FillSet:input_type -> corral.peer.v1.FillSetRequest
+	6,  // 34: corral.peer.v1.Peer.Get:output_type -> corral.peer.v1.GetResponse
+	8,  // 35: corral.peer.v1.Peer.GetStream:output_type -> corral.peer.v1.GetReply
+	11, // 36: corral.peer.v1.Peer.Set:output_type -> corral.peer.v1.SetResponse
+	13, // 37: corral.peer.v1.Peer.Remove:output_type -> corral.peer.v1.RemoveResponse
+	15, // 38: corral.peer.v1.Peer.Invalidate:output_type -> corral.peer.v1.InvalidateResponse
+	19, // 39: corral.peer.v1.Peer.Handoff:output_type -> corral.peer.v1.HandoffResponse
+	18, // 40: corral.peer.v1.Peer.WaitsFor:output_type -> corral.peer.v1.WaitsForResponse
+	24, // 41: corral.peer.v1.Peer.Reconcile:output_type -> corral.peer.v1.ReconcileResponse
+	26, // 42: corral.peer.v1.Peer.Lease:output_type -> corral.peer.v1.LeaseResponse
+	28, // 43: corral.peer.v1.Peer.FillSet:output_type -> corral.peer.v1.FillSetResponse
+	34, // [34:44] is the sub-list for method output_type
+	24, // [24:34] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_peer_proto_init() }
@@ -2104,7 +2225,7 @@ func file_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_peer_proto_rawDesc), len(file_peer_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   25,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -44,6 +44,14 @@ var ErrLeaseArgument = errors.New("corral: invalid lease request")
 // revoked). corral serve answers it with 503 and -BUSY.
 var ErrTooManyLeases = errors.New("corral: too many leases held")
 
+// ErrInvalidTag is wrapped by the error for tags that break a limit or are not well formed:
+// a tag is 1 to 256 bytes without spaces or control characters (so it crosses an HTTP
+// Surrogate-Key header and the Redis protocol unchanged), a value carries at most 32 tags of
+// at most 2 KiB together. Set and RemoveByTag return it and change nothing; a loader that tags
+// its value so fails its fill: every caller gets a *FillError saying which limit (on the
+// key's owner, wrapping ErrInvalidTag; elsewhere, with the owner's message).
+var ErrInvalidTag = errors.New("corral: invalid tag")
+
 // FillError is the error of every caller of a fill that failed. Check it with errors.As:
 //
 //	var fe *corral.FillError
@@ -108,14 +116,20 @@ func publicErr(err error) error {
 		return nil
 	case *group.FillError:
 		out := &FillError{Group: e.Group, Key: e.Key, Err: e.Err, Shared: e.Shared, Remote: e.Remote}
-		if errors.Is(e.Err, group.ErrPeerTimeout) {
+		var te *fill.TagError
+		switch {
+		case errors.Is(e.Err, group.ErrPeerTimeout):
 			out.Err = relabel(e.Err, ErrPeerTimeout)
+		case errors.As(e.Err, &te):
+			out.Err = relabel(e.Err, ErrInvalidTag)
 		}
 		return out
 	case *limit.Error:
 		return (*LimitError)(e)
 	case *write.UnreachedError:
 		return (*UnreachedError)(e)
+	case *fill.TagError:
+		return relabel(err, ErrInvalidTag)
 	}
 	switch {
 	case errors.Is(err, node.ErrClosed):

@@ -43,10 +43,12 @@ type Lease[V any] struct {
 	Token string // for LeaseFill, and for the one LeaseStale caller that refreshes; "" otherwise
 }
 
-// Expiry is the lifetime of one written value, instead of the group's TTL, jitter and grace.
+// Expiry is the lifetime of one written value, instead of the group's TTL, jitter and grace,
+// and its tags.
 type Expiry struct {
-	TTL time.Duration // how long it is fresh; 0 = it never expires
-	SWR time.Duration // then how long it is served stale while one caller refreshes it; 0 = none
+	TTL  time.Duration // how long it is fresh; 0 = it never expires
+	SWR  time.Duration // then how long it is served stale while one caller refreshes it; 0 = none
+	Tags []string      // the value's tags: RemoveByTag of one of them removes it; nil = none
 }
 
 // Lease asks key's owner for the value of key, or for the right to build it:

@@ -17,4 +17,7 @@ type GroupStats struct {
 	LeasesGranted uint64 // tokens handed out (FILL, and STALE with a token)
 	LeasesLapsed  uint64 // leases that lapsed without a FillSet
 	LeaseRejected uint64 // FillSets refused: the token was no longer live
+
+	// Tags (see RemoveByTag).
+	Purged uint64 // values dropped because a tag of theirs was purged after they were made
 }

@@ -79,7 +79,11 @@ func (c *Cache[V]) miss(ctx context.Context, key string) (Entry[V], Source, erro
 	// one extra fill for every Get caught in that window of a stampede.
 	var known uint64 // the latest write of key known here
 	if e, ok := c.store.GetIfPresent(key); ok {
-		if now := c.clock.NowNano(); now < e.fresh && !e.purged() {
+		if e.purged() {
+			// Found purged by the read before this one: drop it now (the sweep would), once.
+			c.store.Invalidate(key)
+			c.stats.purged.Add(1)
+		} else if now := c.clock.NowNano(); now < e.fresh {
 			c.mu.Unlock()
 			if e.notFound() {
 				c.stats.negativeHits.Add()
@@ -321,9 +325,14 @@ func (c *Cache[V]) complete(key string, cl *call[V], x *choice, r result[V], sta
 	cl.completed = true
 	// A value the loader gave no lifetime (SetExpiry(ctx, 0, 0)) is returned but not stored;
 	// nor is a copy older than a write known here (it was on its way when the write landed).
-	// A value with a tag purged since it was born is neither stored nor returned (purged).
-	purged := r.err == nil && e != nil && e.purged()
-	stored := e != nil && !cl.revoked && !c.closed && !purged &&
+	// A value with a tag purged since it was born is not stored either. One the loader made
+	// is not returned (purged): its callers fill again, from a source that has moved on. A copy
+	// from elsewhere is returned, as a copy older than a write is: the member it came from
+	// has not heard of the purge yet — it will before the purge returns, or the purge names
+	// it unreached — and asking it again would only bring the same copy back.
+	tagPurged := r.err == nil && e != nil && e.purged()
+	purged := tagPurged && !x.copied
+	stored := e != nil && !cl.revoked && !c.closed && !tagPurged &&
 		(!x.copied || x.version >= c.tombs.Floor(key))
 	if stored {
 		c.store.Set(key, e)
@@ -360,6 +369,9 @@ func (c *Cache[V]) complete(key string, cl *call[V], x *choice, r result[V], sta
 			cl.entry = e.export(now)
 		} else {
 			cl.entry = exported(r.v, fresh, stale, version, fillMicros, now)
+			if len(tags) > 0 { // returned, not stored: its callers still see its tags
+				cl.entry.Tags, cl.entry.Born = tags, born
+			}
 		}
 	}
 	cl.err = r.err

@@ -299,14 +299,14 @@ func newEntry[V any](v V, reg *Tags, tags []string, born uint64) *entry[V] {
 	return &te.entry
 }
 
-// purgedBefore reports whether a purge of one of tags, remembered in reg, is newer than born:
-// a value with these tags, born then, is gone.
-func purgedBefore(reg *Tags, tags []string, born uint64) bool {
-	if len(tags) == 0 || reg.purges.Load() == 0 {
+// Purged reports whether a purge of one of tags remembered here is newer than born: a value
+// with these tags, made then, is gone (a copy of it from elsewhere is not to be taken).
+func (t *Tags) Purged(tags []string, born uint64) bool {
+	if len(tags) == 0 || t.purges.Load() == 0 {
 		return false
 	}
 	for _, name := range tags {
-		if reg.Mark(name) > born {
+		if t.Mark(name) > born {
 			return true
 		}
 	}

@@ -27,7 +27,7 @@ func (g *Group[V]) fetch(ctx context.Context, key string) (V, error) {
 		},
 		func(ctx context.Context, st *view.MemberState) error {
 			var err error
-			val, err = g.askOwner(ctx, st, key)
+			val, _, err = g.askOwner(ctx, st, key)
 			return err
 		})
 	if err != nil {
@@ -36,37 +36,39 @@ func (g *Group[V]) fetch(ctx context.Context, key string) (V, error) {
 	return val, nil
 }
 
-// askOwner asks st, the key's owner, for the value of key on the owner's stream. Under a
-// near-cache fill's ctx it also says what the fill keeps: a near copy at the owner's version,
-// for a hot key.
-func (g *Group[V]) askOwner(ctx context.Context, st *view.MemberState, key string) (V, error) {
+// askOwner asks st, the key's owner, for the value of key on the owner's stream, and returns
+// it with its tags. Under a near-cache fill's ctx it also says what the fill keeps: a near
+// copy at the owner's version, tags and born, for a hot key.
+func (g *Group[V]) askOwner(ctx context.Context, st *view.MemberState, key string) (V, []string, error) {
 	var val V
 	n := g.node
 	resp, err := n.Client().GetFrom(ctx, st.PeerAddr, st.Gone.Done(), &peerpb.GetRequest{
 		Header: n.Router().HeaderWith(fill.OuterChain(ctx)), Group: g.name, Key: []byte(key),
 	})
 	if err != nil {
-		return val, err
+		return val, nil, err
 	}
 	e := resp.GetEntry()
 	if err := version.Check(e.GetVersion()); err != nil {
-		return val, fmt.Errorf("corral: value of %s/%q from %s: %w", g.name, key, st.Name, err)
+		return val, nil, fmt.Errorf("corral: value of %s/%q from %s: %w", g.name, key, st.Name, err)
 	}
 	n.Versions().Observe(e.GetVersion())
 	val, err = g.codec.Decode(e.GetValue())
 	if err != nil {
-		return val, fmt.Errorf("corral: value of %s/%q from %s: %w", g.name, key, st.Name, err)
+		return val, nil, fmt.Errorf("corral: value of %s/%q from %s: %w", g.name, key, st.Name, err)
 	}
-	// The copy is stored only if no write newer than it is known here by then.
+	// The copy is stored only if no write newer than it is known here by then, nor a purge of
+	// one of its tags newer than its making.
 	fill.SetVersion(ctx, e.GetVersion())
 	fill.SetExpiry(ctx, g.nearLifetime(key, e), 0)
-	return val, nil
+	copyTags(ctx, e.GetTags(), e.GetBorn())
+	return val, e.GetTags(), nil
 }
 
-// remoteSet asks st, the key's owner, to apply a Set of key at version.
-func (g *Group[V]) remoteSet(ctx context.Context, st *view.MemberState, key string, value []byte, version uint64) error {
+// remoteSet asks st, the key's owner, to apply a Set of key at version, tagged with tags.
+func (g *Group[V]) remoteSet(ctx context.Context, st *view.MemberState, key string, value []byte, version uint64, tags []string) error {
 	_, err := g.node.Client().Set(ctx, st.PeerAddr, &peerpb.SetRequest{
-		Header: g.node.Router().Header(ctx), Entry: &peerpb.Entry{Group: g.name, Key: []byte(key), Value: value, Version: version},
+		Header: g.node.Router().Header(ctx), Entry: &peerpb.Entry{Group: g.name, Key: []byte(key), Value: value, Version: version, Tags: tags},
 	})
 	return err
 }

@@ -15,8 +15,10 @@ import (
 	"github.com/corralcache/corral/internal/lease"
 	"github.com/corralcache/corral/internal/node"
 	"github.com/corralcache/corral/internal/route"
+	"github.com/corralcache/corral/internal/version"
 	"github.com/corralcache/corral/internal/view"
 	"github.com/corralcache/corral/internal/write"
+	"github.com/corralcache/corral/transport/peerpb"
 )
 
 // Group is a named read-through cache spread over the cluster (corral.Group): the stores of
@@ -79,6 +81,7 @@ func New[V any](n *node.Node, name string, load func(ctx context.Context, key st
 		Refreshes: n.Refreshes(), Fills: n.Fills(), Clock: n.Clock(), Logger: n.Log(), Rand: n.RandFloat(),
 		OnFill:      func(d time.Duration, err error) { n.FillObserved(name, d) },
 		NextVersion: n.Versions().Next, Tombstones: g.tombs, Waits: n.WaitGraph().Hook(nil),
+		Tags: n.Tags(), VersionNow: n.Versions().Now,
 	})
 	if err != nil {
 		return nil, err
@@ -91,6 +94,7 @@ func New[V any](n *node.Node, name string, load func(ctx context.Context, key st
 		// waited on it ask the owner again — which fills once whoever asks.
 		InlineFill:  true,
 		NextVersion: n.Versions().Next, Tombstones: g.tombs, Waits: n.WaitGraph().Hook(n.OwnerAddr),
+		Tags: n.Tags(), VersionNow: n.Versions().Now,
 	})
 	if err == nil {
 		g.hot, err = otter.New(&otter.Options[string, *atomic.Int32]{
@@ -179,6 +183,21 @@ const (
 
 // GetWithSource is Get that also says how the value was found.
 func (g *Group[V]) GetWithSource(ctx context.Context, key string) (V, Source, error) {
+	v, info, err := g.GetWithInfo(ctx, key)
+	return v, info.Source, err
+}
+
+// Info is what GetWithInfo and Peek say of a value besides the value itself.
+type Info struct {
+	Source Source
+	Tags   []string // the value's tags (RemoveByTag)
+	// FreshFor and StaleFor are, for Peek, how long the value stays fresh (≤ 0 once stale)
+	// and may still be served, as its owner sees it.
+	FreshFor, StaleFor time.Duration
+}
+
+// GetWithInfo is Get that also says how the value was found and what tags it carries.
+func (g *Group[V]) GetWithInfo(ctx context.Context, key string) (V, Info, error) {
 	v := g.node.View()
 	if v.Stopped {
 		return g.getStopped(ctx, key)
@@ -186,11 +205,51 @@ func (g *Group[V]) GetWithSource(ctx context.Context, key string) (V, Source, er
 	if v.Owner(key) == v.Self {
 		e, src, err := g.local.GetEntry(ctx, key)
 		if err != nil {
-			return e.Value, "", g.wrapErr(key, err)
+			return e.Value, Info{}, g.wrapErr(key, err)
 		}
-		return e.Value, localSource(src), nil
+		return e.Value, Info{Source: localSource(src), Tags: e.Tags}, nil
 	}
 	return g.getRemote(ctx, key)
+}
+
+// Peek returns what key's owner holds of key — fresh, or stale within its grace — without
+// filling it or refreshing it: the value, its tags and its remaining lifetime. Errors:
+// fill.ErrNotFound when the owner holds nothing servable (or a remembered not-found), and
+// Get's others.
+func (g *Group[V]) Peek(ctx context.Context, key string) (V, Info, error) {
+	var zero V
+	if err := g.node.CheckKey(key); err != nil {
+		return zero, Info{}, err
+	}
+	var e fill.Entry[V]
+	var found bool
+	_, err := g.node.Router().OnOwner(ctx, key, false,
+		func() error { e, found = g.local.PeekAny(key); return nil },
+		func(ctx context.Context, st *view.MemberState) error {
+			resp, err := g.node.Client().Get(ctx, st.PeerAddr, &peerpb.GetRequest{
+				Header: g.node.Router().Header(ctx), Group: g.name, Key: []byte(key), Peek: true,
+			})
+			if err != nil || !resp.GetFound() {
+				return err
+			}
+			if err := version.Check(resp.GetEntry().GetVersion()); err != nil {
+				return err
+			}
+			e, err = g.decodeEntry(resp.GetEntry())
+			found = err == nil
+			return err
+		})
+	if err != nil {
+		return zero, Info{}, g.wrapErr(key, route.FromWire(err))
+	}
+	if !found || e.NotFound {
+		return zero, Info{}, fill.ErrNotFound
+	}
+	src := SourceHit
+	if e.FreshFor <= 0 {
+		src = SourceStale
+	}
+	return e.Value, Info{Source: src, Tags: e.Tags, FreshFor: e.FreshFor, StaleFor: e.StaleFor}, nil
 }
 
 func localSource(s fill.Source) Source {
@@ -205,47 +264,49 @@ func localSource(s fill.Source) Source {
 	return SourceHit
 }
 
-func (g *Group[V]) getRemote(ctx context.Context, key string) (V, Source, error) {
+func (g *Group[V]) getRemote(ctx context.Context, key string) (V, Info, error) {
 	var zero V
 	if err := g.node.CheckKey(key); err != nil {
-		return zero, "", err
+		return zero, Info{}, err
 	}
 	g.remoteGets.Add()
 	e, src, err := g.near.GetEntry(ctx, key)
 	if err != nil {
-		return zero, "", g.wrapErr(key, g.blamePeers(ctx, key, err))
+		return zero, Info{}, g.wrapErr(key, g.blamePeers(ctx, key, err))
 	}
+	info := Info{Source: SourcePeer, Tags: e.Tags}
 	switch src {
 	case fill.SourceHit:
 		g.nearHits.Add()
-		return e.Value, SourceNear, nil
+		info.Source = SourceNear
 	case fill.SourceCoalesced:
-		return e.Value, SourceCoalesced, nil
+		info.Source = SourceCoalesced
 	}
-	return e.Value, SourcePeer, nil
+	return e.Value, info, nil
 }
 
 // getStopped is Get on a node that serves nothing from its stores any more (view.View.Stopped):
 // while it drains, no write reaches its copies, so it asks the key's owner among the other
 // members, as a client would; once closed, it answers ErrClosed.
-func (g *Group[V]) getStopped(ctx context.Context, key string) (V, Source, error) {
+func (g *Group[V]) getStopped(ctx context.Context, key string) (V, Info, error) {
 	var val V
 	if g.node.Closed() {
-		return val, "", node.ErrClosed
+		return val, Info{}, node.ErrClosed
 	}
 	if err := g.node.CheckKey(key); err != nil {
-		return val, "", err
+		return val, Info{}, err
 	}
+	var tags []string
 	_, err := g.node.Router().OnOwner(ctx, key, true, func() error { return node.ErrClosed },
 		func(ctx context.Context, st *view.MemberState) error {
 			var err error
-			val, err = g.askOwner(ctx, st, key)
+			val, tags, err = g.askOwner(ctx, st, key)
 			return err
 		})
 	if err != nil {
-		return val, "", g.wrapErr(key, route.FromWire(err))
+		return val, Info{}, g.wrapErr(key, route.FromWire(err))
 	}
-	return val, SourcePeer, nil
+	return val, Info{Source: SourcePeer, Tags: tags}, nil
 }
 
 // blamePeers says where the time went when the request to key's owner — the near cache's
@@ -339,6 +400,7 @@ func (g *Group[V]) fillLocal(ctx context.Context, key string) (V, error) {
 		fresh := max(e.FreshFor, 0)
 		fill.SetExpiry(ctx, fresh, max(e.StaleFor-fresh, 0))
 		fill.SetVersion(ctx, e.Version)
+		copyTags(ctx, e.Tags, e.Born)
 		g.node.HandoffReceived()
 		if e.NotFound {
 			return e.Value, fill.ErrNotFound
@@ -352,12 +414,25 @@ func (g *Group[V]) fillLocal(ctx context.Context, key string) (V, error) {
 	return g.load(ctx, key)
 }
 
-// Set writes v through key's owner, under the owner's TTL, and drops every near copy of the
-// key in the cluster. A fill of key in flight on the owner does not store its older result.
-// If some member could not be told to drop its copy, Set returns a *write.UnreachedError
-// naming them (the write itself stands).
-func (g *Group[V]) Set(ctx context.Context, key string, v V) error {
+// copyTags gives the value a loader copies from elsewhere (under ctx) that copy's tags and
+// born version, so that a purge of one of them newer than the copy removes it here too.
+func copyTags(ctx context.Context, tags []string, born uint64) {
+	if len(tags) > 0 {
+		fill.Tag(ctx, tags...)
+		fill.SetBorn(ctx, born)
+	}
+}
+
+// Set writes v through key's owner, under the owner's TTL, tagged with tags (a purge of one
+// of them removes it), and drops every near copy of the key in the cluster. A fill of key in
+// flight on the owner does not store its older result. If some member could not be told to
+// drop its copy, Set returns a *write.UnreachedError naming them (the write itself stands).
+// Errors: a *fill.TagError for tags that break a limit.
+func (g *Group[V]) Set(ctx context.Context, key string, v V, tags ...string) error {
 	if err := g.node.CheckKey(key); err != nil {
+		return err
+	}
+	if err := fill.CheckTags(tags); err != nil {
 		return err
 	}
 	b, err := g.codec.Encode(v)
@@ -369,9 +444,12 @@ func (g *Group[V]) Set(ctx context.Context, key string, v V) error {
 	}
 	// A Set that finds a newer write at the owner still tells: the copies it makes older are
 	// older than the newer write too.
-	return g.write(ctx, key, func(version uint64) (uint64, error) { _, err := g.local.SetAt(key, v, version); return version, err },
+	return g.write(ctx, key, func(version uint64) (uint64, error) {
+		_, err := g.local.SetAt(key, v, version, tags...)
+		return version, err
+	},
 		func(ctx context.Context, st *view.MemberState, version uint64) (uint64, error) {
-			return version, g.remoteSet(ctx, st, key, b, version)
+			return version, g.remoteSet(ctx, st, key, b, version, tags)
 		})
 }
 

@@ -109,6 +109,9 @@ func (g *Group[V]) store(ctx context.Context, key string, v V, token string, e l
 	if err := e.Validate(); err != nil {
 		return false, err
 	}
+	if err := fill.CheckTags(e.Tags); err != nil {
+		return false, err
+	}
 	b, err := g.codec.Encode(v)
 	if err != nil {
 		return false, fmt.Errorf("corral: encode value of %s/%q: %w", g.name, key, err)
@@ -128,7 +131,7 @@ func (g *Group[V]) store(ctx context.Context, key string, v V, token string, e l
 			resp, err := n.Client().FillSet(ctx, st.PeerAddr, &peerpb.FillSetRequest{
 				Header: n.Router().Header(ctx), Token: token,
 				Entry: &peerpb.Entry{Group: g.name, Key: []byte(key), Value: b,
-					FreshForNanos: int64(e.TTL), StaleForNanos: int64(e.SWR), Version: drawn},
+					FreshForNanos: int64(e.TTL), StaleForNanos: int64(e.SWR), Version: drawn, Tags: e.Tags},
 			})
 			stored = resp.GetStored()
 			return resp.GetVersion(), err
@@ -174,7 +177,7 @@ func (g *Group[V]) ServeFillSet(ctx context.Context, req *peerpb.FillSetRequest)
 	if err := g.node.CheckKey(key); err != nil {
 		return nil, route.ToWire(err)
 	}
-	e := lease.Expiry{TTL: time.Duration(pe.GetFreshForNanos()), SWR: time.Duration(pe.GetStaleForNanos())}
+	e := lease.Expiry{TTL: time.Duration(pe.GetFreshForNanos()), SWR: time.Duration(pe.GetStaleForNanos()), Tags: pe.GetTags()}
 	if err := e.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %v", transport.ErrInvalidArgument, err)
 	}
@@ -246,8 +249,8 @@ type leaseStore[V any] struct{ g *Group[V] }
 func (s leaseStore[V]) Peek(key string) (fill.Entry[V], bool) { return s.g.local.Peek(key) }
 func (s leaseStore[V]) Floor(key string) uint64               { return s.g.tombs.Floor(key) }
 
-func (s leaseStore[V]) SetFor(key string, v V, fresh, swr time.Duration, floor, version uint64) (bool, error) {
-	return s.g.local.SetFor(key, v, fresh, swr, floor, version)
+func (s leaseStore[V]) SetFor(key string, v V, fresh, swr time.Duration, floor, version uint64, tags ...string) (bool, error) {
+	return s.g.local.SetFor(key, v, fresh, swr, floor, version, tags...)
 }
 
 // Take stores a copy another member still holds (a warm pull), unless a write overtook it;

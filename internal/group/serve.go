@@ -96,7 +96,7 @@ func (g *Group[V]) ServeSet(ctx context.Context, req *peerpb.SetRequest) (*peerp
 		return nil, fmt.Errorf("%w: %v", transport.ErrInvalidArgument, err)
 	}
 	version := g.node.Versions().OrNext(e.GetVersion())
-	stored, err := g.local.SetAt(key, v, version)
+	stored, err := g.local.SetAt(key, v, version, e.GetTags()...)
 	if err != nil {
 		return nil, route.ToWire(err)
 	}
@@ -189,6 +189,7 @@ func (g *Group[V]) encodeEntry(key string, e fill.Entry[V]) (*peerpb.Entry, erro
 		Group: g.name, Key: []byte(key), Value: b,
 		FreshForNanos: int64(e.FreshFor), StaleForNanos: int64(e.StaleFor),
 		Version: e.Version, FillNanos: int64(e.FillTime), NotFound: e.NotFound,
+		Tags: e.Tags, Born: e.Born,
 	}, nil
 }
 
@@ -199,6 +200,8 @@ func (g *Group[V]) decodeEntry(pe *peerpb.Entry) (fill.Entry[V], error) {
 		Version:  pe.GetVersion(),
 		FillTime: time.Duration(pe.GetFillNanos()),
 		NotFound: pe.GetNotFound(),
+		Tags:     pe.GetTags(),
+		Born:     pe.GetBorn(),
 	}
 	if e.NotFound {
 		return e, nil // no value to decode

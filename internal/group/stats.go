@@ -23,5 +23,7 @@ func (g *Group[V]) Stats() node.GroupStats {
 		LeasesGranted: granted,
 		LeasesLapsed:  lapsed,
 		LeaseRejected: rejected,
+
+		Purged: l.Purged + nr.Purged,
 	}
 }

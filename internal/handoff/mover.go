@@ -1,6 +1,7 @@
 package handoff
 
 import (
+	"github.com/corralcache/corral/fill"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -27,6 +28,9 @@ type Config struct {
 	AskedAt func() time.Time
 	// Sent counts entries a receiver accepted from a hand-off (corral_handoff_keys_total).
 	Sent func(n int)
+	// Tags is the node's registry of tags and their purges: a copy of a value made before a
+	// purge of one of its tags is not taken.
+	Tags *fill.Tags
 }
 
 // Mover moves entries between this node and the other members.

@@ -125,6 +125,11 @@ func (p *pull[V]) peek(ctx context.Context, st *view.MemberState, waitFill bool)
 		return e, false, resp.GetFilling()
 	}
 	m.cfg.Clock.Observe(resp.GetEntry().GetVersion())
+	if m.cfg.Tags.Purged(resp.GetEntry().GetTags(), resp.GetEntry().GetBorn()) {
+		// Made before a purge of one of its tags known here, by a member that was not told of
+		// it (one that has left, say): gone, as a copy older than a write is.
+		return e, false, false
+	}
 	e, err = p.decode(resp.GetEntry())
 	return e, err == nil, false
 }

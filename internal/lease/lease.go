@@ -55,8 +55,9 @@ func Validate(fillFor, wait time.Duration) error {
 
 // Expiry is the lifetime of one written value: corral.Expiry.
 type Expiry struct {
-	TTL time.Duration // how long it is fresh; 0 = it never expires
-	SWR time.Duration // then how long it is served stale while one caller refreshes it
+	TTL  time.Duration // how long it is fresh; 0 = it never expires
+	SWR  time.Duration // then how long it is served stale while one caller refreshes it
+	Tags []string      // the value's tags (RemoveByTag); nil = none
 }
 
 // Validate refuses a negative TTL or SWR.

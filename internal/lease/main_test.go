@@ -26,8 +26,8 @@ var _ Store[string] = cacheStore{}
 
 func (s cacheStore) Peek(key string) (fill.Entry[string], bool) { return s.c.Peek(key) }
 func (s cacheStore) Floor(key string) uint64                    { return s.tombs.Floor(key) }
-func (s cacheStore) SetFor(key, v string, fresh, swr time.Duration, floor, version uint64) (bool, error) {
-	return s.c.SetFor(key, v, fresh, swr, floor, version)
+func (s cacheStore) SetFor(key, v string, fresh, swr time.Duration, floor, version uint64, tags ...string) (bool, error) {
+	return s.c.SetFor(key, v, fresh, swr, floor, version, tags...)
 }
 func (s cacheStore) Take(context.Context, string) bool { return false }
 

@@ -30,9 +30,9 @@ type Store[V any] interface {
 	Peek(key string) (fill.Entry[V], bool)
 	// Floor returns the latest write of key known here (a tombstone's version).
 	Floor(key string) uint64
-	// SetFor stores v for key with the lifetime given, at version, unless a write of key at
-	// or above floor landed (fill.Cache.SetFor).
-	SetFor(key string, v V, fresh, swr time.Duration, floor, version uint64) (bool, error)
+	// SetFor stores v for key with the lifetime and tags given, at version, unless a write of
+	// key at or above floor landed (fill.Cache.SetFor).
+	SetFor(key string, v V, fresh, swr time.Duration, floor, version uint64, tags ...string) (bool, error)
 	// Take looks for a copy of key that another member still holds (a warm pull) and stores
 	// it; it reports whether it stored a value (a remembered not-found is no value).
 	Take(ctx context.Context, key string) bool
@@ -163,7 +163,7 @@ func (t *Table[V]) pullOrGrant(ctx context.Context, key string, ph *lease, fillF
 func (t *Table[V]) Store(key string, v V, token string, e Expiry, drawn uint64) (uint64, error) {
 	if token == "" {
 		version := t.cfg.Clock.OrNext(drawn)
-		_, err := t.store.SetFor(key, v, e.fresh(), e.SWR, math.MaxUint64, version)
+		_, err := t.store.SetFor(key, v, e.fresh(), e.SWR, math.MaxUint64, version, e.Tags...)
 		return version, err
 	}
 	t.mu.Lock()
@@ -175,7 +175,7 @@ func (t *Table[V]) Store(key string, v V, token string, e Expiry, drawn uint64) 
 		return 0, nil
 	}
 	version := t.cfg.Clock.Next()
-	ok, err := t.store.SetFor(key, v, e.fresh(), e.SWR, l.version, version)
+	ok, err := t.store.SetFor(key, v, e.fresh(), e.SWR, l.version, version, e.Tags...)
 	switch {
 	case err != nil:
 		return 0, err

@@ -85,6 +85,7 @@ func (n *Node) WaitGraph() *fill.WaitGraph { return n.waits }
 func (n *Node) Refreshes() *fill.Limiter   { return n.refreshes }
 func (n *Node) Fills() *fill.Limiter       { return n.fills }
 func (n *Node) Clock() fill.Clock          { return n.clock }
+func (n *Node) Tags() *fill.Tags           { return n.tags }
 func (n *Node) Leaving() bool              { return n.leaving.Load() }
 func (n *Node) Closed() bool               { return n.closed.Load() }
 
@@ -121,3 +122,12 @@ func (n *Node) FillObserved(group string, d time.Duration) {
 // HandoffSent and HandoffReceived count entries handed over (corral_handoff_keys_total).
 func (n *Node) HandoffSent(k int) { n.metrics.handoff.WithLabelValues("sent").Add(float64(k)) }
 func (n *Node) HandoffReceived()  { n.metrics.handoff.WithLabelValues("received").Inc() }
+
+// RemoveByTag purges tag on every member this node knows of (write.Writer.Purge). The tag is
+// well formed (package corral checks it first).
+func (n *Node) RemoveByTag(ctx context.Context, tag string) error {
+	if n.leaving.Load() {
+		return ErrClosed
+	}
+	return n.writer.Purge(ctx, tag)
+}

@@ -33,6 +33,9 @@ type GroupStats struct {
 	LeasesGranted uint64 // tokens handed out (FILL, and STALE with a token)
 	LeasesLapsed  uint64 // leases that lapsed without a FillSet
 	LeaseRejected uint64 // FillSets refused: the token was no longer live
+
+	// Tags (see RemoveByTag).
+	Purged uint64 // values dropped because a tag of theirs was purged after they were made
 }
 
 // Stats returns the counters of every group on this node, by group name.
@@ -55,6 +58,7 @@ type metrics struct {
 	peerRequests *prometheus.CounterVec
 	handoff      *prometheus.CounterVec
 	refused      *prometheus.CounterVec
+	purges       prometheus.Counter
 	limits       limitCounts
 }
 
@@ -102,6 +106,7 @@ var groupCounters = []struct {
 	{"corral_lease_granted_total", "Lease tokens this node handed out as a key's owner (FILL, and STALE with a token).", func(s GroupStats) float64 { return float64(s.LeasesGranted) }},
 	{"corral_lease_lapsed_total", "Leases that lapsed on this node without a FillSet.", func(s GroupStats) float64 { return float64(s.LeasesLapsed) }},
 	{"corral_lease_rejected_total", "FillSets refused on this node because their token was no longer live.", func(s GroupStats) float64 { return float64(s.LeaseRejected) }},
+	{"corral_tag_purged_total", "Values dropped on this node (store and near copies) because a tag of theirs was purged after they were made: found on a read, by the sweep, or a fill's result.", func(s GroupStats) float64 { return float64(s.Purged) }},
 }
 
 // excludedCollector emits corral_members_excluded from the view.
@@ -164,6 +169,10 @@ func newMetrics(n *Node, reg prometheus.Registerer) (*metrics, error) {
 			Name: "corral_peer_requests_refused_total",
 			Help: "Peer requests and connections this node refused, by reason (\"not a member\": from an address that is not a member's, without TLS; \"tls: …\": a peer's certificate failed the check of either side of a handshake — no certificate, expired (or not valid yet), unknown authority (does not chain to the CA), bad certificate, names no member).",
 		}, []string{"reason"}),
+		purges: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "corral_tag_purges_total",
+			Help: "Purges of a tag (RemoveByTag) applied on this node: its own and those it was told of.",
+		}),
 	}
 	// Every reason is exported from the start, at 0, so that an alert on a rise needs no
 	// first occurrence to see.
@@ -199,7 +208,7 @@ func newMetrics(n *Node, reg prometheus.Registerer) (*metrics, error) {
 	limits := &limitCollector{n: n, desc: prometheus.NewDesc("corral_limit_hits_total",
 		"Requests a limit turned away or held back, by limit: key (over 4 KiB, or empty), value (over Config.MaxValueBytes), group_name (a peer named an invalid group), peer_stream_calls (a peer's Gets in flight past the transport's bound), peer_handshake (a peer connection that did not complete its handshake in time), fills (a fill that waited for one of Config.MaxFills slots), refreshes (a background refresh skipped at Config.MaxRefreshes).",
 		[]string{"limit"}, nil)}
-	m.collectors = []prometheus.Collector{gc, m.fillDuration, m.peerRequests, m.handoff, m.refused, members, gossipKeys, excluded, limits}
+	m.collectors = []prometheus.Collector{gc, m.fillDuration, m.peerRequests, m.handoff, m.refused, m.purges, members, gossipKeys, excluded, limits}
 	if reg == nil {
 		return m, nil
 	}

@@ -49,6 +49,7 @@ type Node struct {
 	started    time.Time // when Start ran: this life of the member (its gossip meta's StartedAt)
 
 	versions *version.Clock  // orders writes (package version)
+	tags     *fill.Tags      // the tags of every group's values, and their purges (RemoveByTag)
 	router   *route.Router   // owners of keys, failover, breakers (package route)
 	waits    *fill.WaitGraph // fills waiting on fills, here and through peers
 	writer   *write.Writer   // writes and their telling (package write)
@@ -116,6 +117,7 @@ func (n *Node) Start(cfg Config) error {
 	n.rand = newLockedRand(cfg.Rand)
 	n.started = time.Now()
 	n.versions = version.New(cfg.Name, time.Now)
+	n.tags = fill.NewTags(fill.TagsConfig{})
 	n.waits = fill.NewWaitGraph(n.resolveWaits)
 	n.recCtx, n.recCancel = context.WithCancel(context.Background())
 	if cfg.MaxFills > 0 {
@@ -156,15 +158,17 @@ func (n *Node) Start(cfg Config) error {
 		n.router = route.New(route.Config{View: &n.view, Client: n.client, Clock: n.versions, Log: n.log,
 			LocalFallback: cfg.LocalFallback, PeerAddr: peerAddr, Started: n.started, Leaving: &n.leaving})
 		n.writer = write.New(write.Config{Self: cfg.Name, View: &n.view, Router: n.router, Client: n.client,
-			Clock: n.versions, Log: n.log, Live: n.liveMembers, PeerTLS: cfg.PeerTLS != nil, PeerTimeout: cfg.PeerTimeout})
+			Clock: n.versions, Log: n.log, Live: n.liveMembers, PeerTLS: cfg.PeerTLS != nil, PeerTimeout: cfg.PeerTimeout,
+			Tags: n.tags})
 		n.owner = owner.New(owner.Config{Self: cfg.Name, PeerAddr: peerAddr, View: &n.view, Clock: n.versions,
 			Writer: n.writer, Waits: n.waits, Log: n.log, PeerTLS: cfg.PeerTLS != nil, AllowNonMemberPeers: cfg.AllowNonMemberPeers,
 			PeekWindow: cfg.PeekWindow, Members: n.membersAndClaimants, Lookup: n.ownerLookup, Serve: n.ownerServe,
 			CheckKey: n.CheckKey, Reconciled: n.reconciledGroup, Leaving: &n.leaving, Draining: &n.draining, Left: &n.left,
-			Refused: func(reason string) { n.metrics.refused.WithLabelValues(reason).Inc() }, Received: n.HandoffReceived})
+			Refused: func(reason string) { n.metrics.refused.WithLabelValues(reason).Inc() }, Received: n.HandoffReceived,
+			Purged: n.metrics.purges.Inc})
 		n.mover = handoff.New(handoff.Config{View: &n.view, Router: n.router, Client: n.client, Clock: n.versions,
 			Log: n.log, PeekWindow: cfg.PeekWindow, PeekTimeout: cfg.PeekTimeout, AskedAt: n.owner.AskedAt,
-			Sent: n.HandoffSent})
+			Sent: n.HandoffSent, Tags: n.tags})
 		n.server, err = transport.NewServer(n.owner, transport.ServerConfig{TLS: serverTLS, MaxMessageSize: msgSize, Logger: n.log,
 			OnLimit: n.metrics.limits.hit})
 		if err != nil {

@@ -71,6 +71,8 @@ type Config struct {
 	// hand-off delivered.
 	Refused  func(reason string)
 	Received func()
+	// Purged counts a purge of a tag applied here.
+	Purged func()
 }
 
 // Server is the owner's side of the peer protocol: the transport.Handler, which serves a
@@ -170,6 +172,9 @@ func (s *Server) Invalidate(ctx context.Context, req *peerpb.InvalidateRequest) 
 	if err := s.admit(ctx, req.GetHeader()); err != nil {
 		return nil, err
 	}
+	if req.GetTag() != "" {
+		return s.purge(ctx, req)
+	}
 	key := string(req.GetKey())
 	if err := s.cfg.CheckKey(key); err != nil {
 		return nil, route.ToWire(err)
@@ -196,6 +201,30 @@ func (s *Server) Invalidate(ctx context.Context, req *peerpb.InvalidateRequest) 
 	}
 	told := append(req.GetTold(), s.cfg.Self)
 	unreached, further := s.cfg.Writer.Tell(ctx, req.GetGroup(), key, req.GetVersion(), told)
+	return &peerpb.InvalidateResponse{Unreached: unreached, NewerVersion: max(newer, further)}, nil
+}
+
+// purge applies a purge of a tag made through another member — every value carrying it
+// born below its version is gone from this node's groups — then tells the members this node
+// knows of that the sender did not list, before it answers. It answers this node's clock
+// reading when that is at or above the purge's version, so that the purger purges again
+// above it (see write.Writer.Purge).
+func (s *Server) purge(ctx context.Context, req *peerpb.InvalidateRequest) (*peerpb.InvalidateResponse, error) {
+	tag := req.GetTag()
+	if err := fill.CheckTag(tag); err != nil {
+		return nil, fmt.Errorf("%w: %v", transport.ErrInvalidArgument, err)
+	}
+	if err := version.Check(req.GetVersion()); err != nil {
+		return nil, fmt.Errorf("%w: %v", transport.ErrInvalidArgument, err)
+	}
+	newer := s.cfg.Writer.ApplyPurge(tag, req.GetVersion())
+	s.cfg.Purged()
+	s.cfg.Log.Debug("corral: told of a purge", "tag", tag, "version", req.GetVersion(), "by", req.GetHeader().GetSender())
+	if s.cfg.Left.Load() {
+		return &peerpb.InvalidateResponse{}, nil // its view is no longer kept up
+	}
+	told := append(req.GetTold(), s.cfg.Self)
+	unreached, further := s.cfg.Writer.TellPurge(ctx, tag, req.GetVersion(), told)
 	return &peerpb.InvalidateResponse{Unreached: unreached, NewerVersion: max(newer, further)}, nil
 }
 
@@ -287,7 +316,8 @@ func (s *Server) Reconcile(ctx context.Context, req *peerpb.ReconcileRequest) (*
 		}
 	}
 	s.cfg.Writer.Apply(g, req.GetWrites())
-	resp := &peerpb.ReconcileResponse{Writes: g.Writes()}
+	s.cfg.Writer.ApplyPurges(req.GetPurges())
+	resp := &peerpb.ReconcileResponse{Writes: g.Writes(), Purges: s.cfg.Writer.Purges()}
 	s.cfg.Reconciled(req.GetHeader().GetSender(), req.GetGroup())
 	return resp, nil
 }

@@ -40,9 +40,12 @@ func ToWire(err error) error {
 	var fe *fill.FillError
 	var le *limit.Error
 	var ke *fill.KeyError
+	var te *fill.TagError
 	switch {
 	case err == nil:
 		return nil
+	case errors.As(err, &te):
+		return fmt.Errorf("%w: %v", transport.ErrInvalidArgument, err)
 	case errors.Is(err, fill.ErrFillCycle):
 		return transport.ErrFillCycle
 	case errors.Is(err, fill.ErrNotFound):

@@ -17,14 +17,15 @@ type Group interface {
 	Invalidate(key string, version uint64)
 }
 
-// Exchange sends every group's remembered writes to the member at addr and applies the ones
-// it answers with: one call per group, each bounded by Config.PeerTimeout. A member that does
-// not have a group holds nothing of it.
+// Exchange sends every group's remembered writes, and the node's remembered tag purges, to
+// the member at addr and applies the ones it answers with: one call per group, each bounded
+// by Config.PeerTimeout. A member that does not have a group holds nothing of it.
 func (w *Writer) Exchange(ctx context.Context, addr string, groups []Group) error {
 	for _, g := range groups {
 		ctx, cancel := context.WithTimeout(ctx, w.cfg.PeerTimeout)
 		resp, err := w.cfg.Client.Reconcile(ctx, addr, &peerpb.ReconcileRequest{
 			Header: w.cfg.Router.Header(context.Background()), Group: g.Name(), Writes: g.Writes(),
+			Purges: w.purges(),
 		})
 		cancel()
 		if errors.Is(err, transport.ErrUnknownGroup) {
@@ -34,6 +35,7 @@ func (w *Writer) Exchange(ctx context.Context, addr string, groups []Group) erro
 			return err
 		}
 		w.Apply(g, resp.GetWrites())
+		w.ApplyPurges(resp.GetPurges())
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/internal/route"
 	"github.com/corralcache/corral/internal/version"
 	"github.com/corralcache/corral/internal/view"
@@ -36,6 +37,8 @@ type Config struct {
 	PeerTLS bool
 	// PeerTimeout bounds one exchange of a group's writes (Exchange).
 	PeerTimeout time.Duration
+	// Tags is the node's registry of tags and their purges, shared by every group's stores.
+	Tags *fill.Tags
 }
 
 // Writer makes the writes of this node and tells every member it knows of (see the package
@@ -170,6 +173,14 @@ func (w *Writer) known() map[string]string {
 // for a moment — a member has just joined, say — a member that one view lacks is told by
 // one that has it.
 func (w *Writer) Tell(ctx context.Context, group, key string, v uint64, told []string) (unreached []string, newer uint64) {
+	return w.tell(ctx, v, told, []any{"group", group, "key", key}, func(all []string) *peerpb.InvalidateRequest {
+		return &peerpb.InvalidateRequest{Header: w.cfg.Router.Header(ctx), Group: group, Key: []byte(key), Version: v, Told: all}
+	})
+}
+
+// tell is Tell of the request req makes for the members told (all): a write's or a purge's.
+// what names it in the log.
+func (w *Writer) tell(ctx context.Context, v uint64, told []string, what []any, req func(all []string) *peerpb.InvalidateRequest) (unreached []string, newer uint64) {
 	known := w.known()
 	all := slices.Clone(told)
 	var targets []string
@@ -202,9 +213,7 @@ func (w *Writer) Tell(ctx context.Context, group, key string, v uint64, told []s
 			// after about twice SilentPeerTimeout, not after the whole call timeout.
 			err := w.cfg.Router.UntilSilent(ctx, known[name], func(ctx context.Context) error {
 				var err error
-				resp, err = w.cfg.Client.Invalidate(ctx, known[name], &peerpb.InvalidateRequest{
-					Header: w.cfg.Router.Header(ctx), Group: group, Key: []byte(key), Version: v, Told: all,
-				})
+				resp, err = w.cfg.Client.Invalidate(ctx, known[name], req(all))
 				return err
 			})
 			if transport.IsUnreachable(err) {
@@ -213,7 +222,7 @@ func (w *Writer) Tell(ctx context.Context, group, key string, v uint64, told []s
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil && !errors.Is(err, transport.ErrUnknownGroup) {
-				w.cfg.Log.Warn("corral: member not told of a write", "member", name, "group", group, "key", key, "err", err)
+				w.cfg.Log.Warn("corral: member not told of a write", append(append([]any{"member", name}, what...), "err", err)...)
 				unreached = append(unreached, name)
 			}
 			unreached = append(unreached, resp.GetUnreached()...)

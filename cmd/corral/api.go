@@ -21,6 +21,7 @@ func (d *daemon) routes() http.Handler {
 	mux.HandleFunc("GET /v1/groups/{group}/keys/{key}", d.getKey)
 	mux.HandleFunc("PUT /v1/groups/{group}/keys/{key}", d.putKey)
 	mux.HandleFunc("DELETE /v1/groups/{group}/keys/{key}", d.deleteKey)
+	mux.HandleFunc("DELETE /v1/tags/{tag}", d.deleteTag)
 	mux.HandleFunc("GET /v1/cluster", d.cluster)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(d.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -76,12 +77,19 @@ func (d *daemon) getKey(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	v, src, err := g.GetWithSource(r.Context(), key)
+	if r.URL.Query().Has("peek") {
+		d.peekKey(w, r, g, key)
+		return
+	}
+	v, info, err := g.GetWithInfo(r.Context(), key)
 	if err != nil {
 		d.writeError(w, r, err)
 		return
 	}
-	w.Header().Set("X-Corral-Source", string(src))
+	w.Header().Set("X-Corral-Source", string(info.Source))
+	if len(info.Tags) > 0 {
+		w.Header().Set(surrogateKeyHeader, strings.Join(info.Tags, " "))
+	}
 	if v.Type != "" {
 		w.Header().Set("Content-Type", v.Type)
 	} else {
@@ -112,10 +120,11 @@ func (d *daemon) putKey(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, fmt.Sprintf("Content-Type of %d bytes exceeds the limit of %d bytes", len(v.Type), maxTypeBytes))
 		return
 	}
-	if d.putExpiry(w, r, g, key, v) {
+	tags := surrogateKeys(r.Header)
+	if d.putExpiry(w, r, g, key, v, tags) {
 		return
 	}
-	if err := g.Set(r.Context(), key, v); err != nil {
+	if err := g.SetWithTags(r.Context(), key, v, tags...); err != nil {
 		d.writeError(w, r, err)
 		return
 	}
@@ -134,6 +143,47 @@ func (d *daemon) deleteKey(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// Surrogate-Key is the CDNs' header of a response's tags (Fastly, Varnish xkey): space-separated.
+// An origin's response tags the entry it fills, a PUT's request tags the value it writes, and
+// a GET's answer carries the entry's tags; DELETE /v1/tags/{tag} purges one.
+const surrogateKeyHeader = "Surrogate-Key"
+
+// surrogateKeys returns the tags of h's Surrogate-Key headers, nil for none.
+func surrogateKeys(h http.Header) []string {
+	var tags []string
+	for _, v := range h.Values(surrogateKeyHeader) {
+		tags = append(tags, strings.Fields(v)...)
+	}
+	return tags
+}
+
+// deleteTag purges a tag cluster-wide: every entry stored with it before the call is gone from
+// every group on every member. 204, or 202 naming the members that could not be told.
+func (d *daemon) deleteTag(w http.ResponseWriter, r *http.Request) {
+	if err := d.node.RemoveByTag(r.Context(), r.PathValue("tag")); err != nil {
+		d.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// peekKey answers what the key's owner holds of key, without filling it: the value (200) with
+// its tags and remaining lifetime in headers, or 404. For corral inspect and people debugging.
+func (d *daemon) peekKey(w http.ResponseWriter, r *http.Request, g *corral.Group[object], key string) {
+	v, info, err := g.Peek(r.Context(), key)
+	if err != nil {
+		d.writeError(w, r, err)
+		return
+	}
+	w.Header().Set("X-Corral-Source", string(info.Source))
+	if len(info.Tags) > 0 {
+		w.Header().Set(surrogateKeyHeader, strings.Join(info.Tags, " "))
+	}
+	w.Header().Set("X-Corral-Fresh-For", info.FreshFor.String())
+	w.Header().Set("X-Corral-Stale-For", info.StaleFor.String())
+	writeObject(w, v)
+}
+
 // writeError maps corral's errors to HTTP statuses with a short reason.
 func (d *daemon) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	var le *corral.LimitError
@@ -148,6 +198,8 @@ func (d *daemon) writeError(w http.ResponseWriter, r *http.Request, err error) {
 			status = http.StatusRequestEntityTooLarge
 		}
 		httpError(w, status, err.Error())
+	case errors.Is(err, corral.ErrInvalidTag):
+		httpError(w, http.StatusBadRequest, err.Error())
 	case errors.Is(err, corral.ErrFillCycle):
 		httpError(w, http.StatusLoopDetected, err.Error())
 	case errors.As(err, &ue):

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"context"
 	"net/http"
 	"sort"
+
+	"github.com/corralcache/corral"
 
 	"github.com/corralcache/corral/cmd/corral/internal/debugui"
 )
@@ -32,7 +35,7 @@ func (d *daemon) debugState() debugui.State {
 		})
 	}
 	d.mu.Lock()
-	groups := make(map[string]interface{ HotKeys(int) []string }, len(d.groups))
+	groups := make(map[string]*corral.Group[object], len(d.groups))
 	for name, g := range d.groups {
 		groups[name] = g
 	}
@@ -44,6 +47,15 @@ func (d *daemon) debugState() debugui.State {
 		}
 		if h, ok := groups[name]; ok {
 			g.HotKeys = h.HotKeys(hotKeysShown)
+			for _, k := range g.HotKeys {
+				// Hot keys are this node's own: a peek is a store lookup, no request.
+				if _, info, err := h.Peek(context.Background(), k); err == nil && len(info.Tags) > 0 {
+					if g.HotTags == nil {
+						g.HotTags = make(map[string][]string)
+					}
+					g.HotTags[k] = info.Tags
+				}
+			}
 		}
 		st.Groups = append(st.Groups, g)
 	}

@@ -19,6 +19,7 @@ func inspect(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", "localhost:8080", "the node's HTTP address, host:port (e.g. after kubectl port-forward)")
 	key := fs.String("key", "", "also print the member this node routes the key to")
+	group := fs.String("group", "", "with --key: also print what the key's owner holds of it in this group (its lifetime and tags), without filling it")
 	asJSON := fs.Bool("json", false, "print the node's JSON as it is")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -70,5 +71,40 @@ func inspect(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *key != "" {
 		fmt.Fprintf(stdout, "\nkey %q → %s\n", *key, v.Owner)
 	}
+	if *key != "" && *group != "" {
+		return inspectEntry(ctx, *addr, *group, *key, stdout)
+	}
+	return nil
+}
+
+// inspectEntry prints what the key's owner holds of group/key: GET …?peek, which fills
+// nothing.
+func inspectEntry(ctx context.Context, addr, group, key string, stdout io.Writer) error {
+	u := url.URL{Scheme: "http", Host: addr, Path: "/v1/groups/" + group + "/keys/" + key, RawQuery: "peek"}
+	u.RawPath = "/v1/groups/" + url.PathEscape(group) + "/keys/" + url.PathEscape(key)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	switch resp.StatusCode {
+	case http.StatusOK:
+	case http.StatusNotFound:
+		fmt.Fprintf(stdout, "%s/%s: not held (the next Get fills it)\n", group, key)
+		return nil
+	default:
+		return fmt.Errorf("%s: %s: %s", u.String(), resp.Status, body)
+	}
+	tags := resp.Header.Get("Surrogate-Key")
+	if tags == "" {
+		tags = "(none)"
+	}
+	fmt.Fprintf(stdout, "%s/%s: %s, %d bytes, fresh for %s, served for %s; tags: %s\n", group, key,
+		resp.Header.Get("X-Corral-Source"), len(body), resp.Header.Get("X-Corral-Fresh-For"), resp.Header.Get("X-Corral-Stale-For"), tags)
 	return nil
 }

@@ -357,16 +357,16 @@ func (cl *clientLeases) held(client string) int {
 	return 0
 }
 
-// putExpiry stores a PUT's body with a lifetime of its own (?ttl=60s[&swr=30s]), under the
-// lease of its X-Corral-Lease header if it has one: 204 stored, 409 the lease is not live.
-// It reports false when the request is a plain PUT (neither a lease nor a ttl).
-func (d *daemon) putExpiry(w http.ResponseWriter, r *http.Request, g *corral.Group[object], key string, v object) bool {
+// putExpiry stores a PUT's body with a lifetime of its own (?ttl=60s[&swr=30s]) and tags,
+// under the lease of its X-Corral-Lease header if it has one: 204 stored, 409 the lease is
+// not live. It reports false when the request is a plain PUT (neither a lease nor a ttl).
+func (d *daemon) putExpiry(w http.ResponseWriter, r *http.Request, g *corral.Group[object], key string, v object, tags []string) bool {
 	q := r.URL.Query()
 	token := r.Header.Get(leaseTokenHeader)
 	if token == "" && !q.Has("ttl") && !q.Has("swr") {
 		return false
 	}
-	e := corral.Expiry{TTL: d.cfg.ttl, SWR: d.cfg.swr}
+	e := corral.Expiry{TTL: d.cfg.ttl, SWR: d.cfg.swr, Tags: tags}
 	var err error
 	if q.Has("ttl") {
 		e.TTL, err = parseWait("ttl", q.Get("ttl"))

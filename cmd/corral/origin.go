@@ -164,6 +164,9 @@ func (o *origin) load(group string) corral.LoadFunc[object] {
 			return object{}, fmt.Errorf("origin Content-Type of %d bytes exceeds the limit of %d bytes", len(ct), maxTypeBytes)
 		}
 		applyCacheControl(ctx, resp.Header.Get("Cache-Control"), o.grace)
+		// The origin's Surrogate-Key tags the entry for DELETE /v1/tags/{tag}; tags past a
+		// limit fail the fill with the limit named (502).
+		corral.Tag(ctx, surrogateKeys(resp.Header)...)
 		return object{Body: body, Type: resp.Header.Get("Content-Type")}, nil
 	}
 }

@@ -492,6 +492,8 @@ func (s *respServer) serveCommand(c *respConn, args [][]byte) (quit bool) {
 		s.fillget(c, args)
 	case "fillset":
 		s.fillset(c, args)
+	case "deltag":
+		s.deltag(c, args)
 	default:
 		var quoted []string
 		for _, a := range args {
@@ -573,7 +575,7 @@ func (s *respServer) needsAuth(name string) bool {
 	switch name {
 	case "auth", "hello", "quit":
 		return false
-	case "set", "del", "fillset", "fillget":
+	case "set", "del", "deltag", "fillset", "fillget":
 		return true // fillget grants leases: state that holds other callers up
 	}
 	return s.d.cfg.apiTokenReads
@@ -743,6 +745,11 @@ func (s *respServer) set(c *respConn, args [][]byte) {
 	if !s.valueFits(c, v.Body) {
 		return
 	}
+	args, tags, ok := splitTags(args, 2)
+	if !ok {
+		c.writeError("ERR syntax error: TAGS takes at least one tag")
+		return
+	}
 	var ttl time.Duration
 	for rest := args[2:]; len(rest) > 0; rest = rest[2:] {
 		unit := time.Duration(0)
@@ -765,9 +772,9 @@ func (s *respServer) set(c *respConn, args [][]byte) {
 	}
 	var err error
 	if ttl > 0 {
-		err = s.group.SetWithExpiry(s.ctx, key, v, corral.Expiry{TTL: ttl})
+		err = s.group.SetWithExpiry(s.ctx, key, v, corral.Expiry{TTL: ttl, Tags: tags})
 	} else {
-		err = s.group.Set(s.ctx, key, v)
+		err = s.group.SetWithTags(s.ctx, key, v, tags...)
 	}
 	if err != nil && !unreached(err) {
 		s.writeErr(c, err)
@@ -863,6 +870,11 @@ func (s *respServer) fillget(c *respConn, args [][]byte) {
 }
 
 func (s *respServer) fillset(c *respConn, args [][]byte) {
+	args, tags, ok := splitTags(args, 4)
+	if !ok {
+		c.writeError("ERR syntax error: TAGS takes at least one tag")
+		return
+	}
 	if len(args) != 4 && len(args) != 6 {
 		wrongArgs(c, "fillset")
 		return
@@ -872,7 +884,7 @@ func (s *respServer) fillset(c *respConn, args [][]byte) {
 		c.writeError("ERR invalid expire time in 'fillset' command")
 		return
 	}
-	e := corral.Expiry{TTL: ttl}
+	e := corral.Expiry{TTL: ttl, Tags: tags}
 	if len(args) == 6 {
 		if !strings.EqualFold(string(args[4]), "swr") {
 			c.writeError("ERR syntax error")
@@ -904,6 +916,41 @@ func (s *respServer) fillset(c *respConn, args [][]byte) {
 	}
 }
 
+// deltag purges each tag cluster-wide (DELETE /v1/tags/{tag}): every entry stored with it
+// before the command is gone, in every group on every member. It answers how many tags it
+// purged; a member that could not be told is not an error here, as for DEL.
+func (s *respServer) deltag(c *respConn, args [][]byte) {
+	if len(args) == 0 {
+		wrongArgs(c, "deltag")
+		return
+	}
+	for _, t := range args {
+		if err := s.d.node.RemoveByTag(s.ctx, string(t)); err != nil && !unreached(err) {
+			s.writeErr(c, err)
+			return
+		}
+	}
+	c.writeInt(int64(len(args)))
+}
+
+// splitTags splits a SET's or FILLSET's arguments at a TAGS option, which takes the rest of
+// them: SET key value [EX s|PX ms] [TAGS tag …]. Options begin at index from (a key or value
+// spelled "tags" is not one). ok is false for a TAGS with no tag.
+func splitTags(args [][]byte, from int) (rest [][]byte, tags []string, ok bool) {
+	for i, a := range args {
+		if i >= from && strings.EqualFold(string(a), "tags") {
+			if i == len(args)-1 {
+				return nil, nil, false
+			}
+			for _, t := range args[i+1:] {
+				tags = append(tags, string(t))
+			}
+			return args[:i], tags, true
+		}
+	}
+	return args, nil, true
+}
+
 // valueFits answers a value over --max-value-bytes with the library's error, and reports
 // whether it fits. (The node's own bound is the encoded object's, a little larger.)
 func (s *respServer) valueFits(c *respConn, v []byte) bool {
@@ -927,7 +974,7 @@ func (s *respServer) writeErr(c *respConn, err error) {
 	switch {
 	case errors.As(err, &full):
 		c.writeError("BUSY " + full.Error())
-	case errors.As(err, &le), errors.Is(err, corral.ErrLeaseArgument):
+	case errors.As(err, &le), errors.Is(err, corral.ErrLeaseArgument), errors.Is(err, corral.ErrInvalidTag):
 		c.writeError("ERR " + strings.TrimPrefix(err.Error(), "corral: "))
 	case errors.Is(err, corral.ErrClosed), errors.Is(err, context.Canceled) && s.ctx.Err() != nil:
 		c.writeError("ERR node is shutting down")

@@ -36,4 +36,6 @@ type Group struct {
 	Entries     int      `json:"entries"`      // entries stored on this node now
 	Bytes       uint64   `json:"bytes"`        // bytes stored on this node now
 	HotKeys     []string `json:"hot_keys"`     // hottest first; arbitrary bytes, shown as text
+	// HotTags holds the tags of the hot keys that carry any (RemoveByTag), by key.
+	HotTags map[string][]string `json:"hot_tags,omitempty"`
 }

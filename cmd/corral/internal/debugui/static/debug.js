@@ -335,10 +335,15 @@
     groups.forEach((g, i) => {
       const c = cards[i];
       const keys = g.hot_keys || [];
-      const sig = JSON.stringify(keys);
+      const tags = g.hot_tags || {};
+      const sig = JSON.stringify([keys, tags]);
       if (sig === c.sig) return; // unchanged: keep the nodes, and any selection in them
       c.sig = sig;
-      c.list.replaceChildren(...keys.map(keyNode));
+      c.list.replaceChildren(...keys.map((k) => {
+        const li = keyNode(k);
+        for (const t of tags[k] || []) li.appendChild(el('span', 'tag', t));
+        return li;
+      }));
       c.empty.hidden = keys.length > 0;
     });
   }

@@ -53,6 +53,14 @@ func (h *history) check() []violation {
 	for _, w := range h.writes {
 		writes[w.key]++
 	}
+	// A purge of a key's tag empties it, as a write does: one more fill each.
+	purged := map[string]int{}
+	for _, p := range h.purges {
+		purged[p.tag]++
+	}
+	for k := range keysPerRun {
+		writes[key(k)] += purged[tagOf(key(k))]
+	}
 	// A restart in place is an ownership change of the keys the restarted node owned: it
 	// comes back empty. It costs nothing for the others' keys.
 	restarts := h.restartsOfOwners()
@@ -61,7 +69,7 @@ func (h *history) check() []violation {
 		allowed := max(len(owners[key]), 1) + writes[key] + failed[key] + h.failovers[key] +
 			restarts[key] + h.faults["partition side"] + h.faults["pause"]
 		if fills[key] > allowed {
-			add("fills", "%s filled %d times, allowed %d (owners %d, writes %d, failed fills %d, failovers %d, restarts of its owners %d, partition sides %d, pauses %d)",
+			add("fills", "%s filled %d times, allowed %d (owners %d, writes and purges %d, failed fills %d, failovers %d, restarts of its owners %d, partition sides %d, pauses %d)",
 				key, fills[key], allowed, len(owners[key]), writes[key], failed[key], h.failovers[key],
 				restarts[key], h.faults["partition side"], h.faults["pause"])
 		}
@@ -156,6 +164,30 @@ func (h *history) check() []violation {
 		}
 		if w, ok := h.lostBy(g); ok && !h.failedOver(g.key, w.start, g.end) {
 			add("lost", "Get(%s) on %s at %v found nothing; the write of generation %d returned at %v", g.key, g.node, g.start, w.gen, w.end)
+		}
+	}
+
+	// 10. Purges: no Get that started after RemoveByTag(t) returned nil returns a value of t
+	// whose making (a fill's start, a write's) began before the purge did — unless the views
+	// were split while the purge or the Get ran (the exception writes have).
+	for _, g := range h.gets {
+		if g.err != nil || g.group != "g" {
+			continue
+		}
+		made, ok := h.madeAt[g.value]
+		if !ok {
+			continue
+		}
+		for _, p := range h.purges {
+			if p.err != nil || p.tag != tagOf(g.key) || p.end >= g.start || made >= p.start {
+				continue
+			}
+			if h.splitDuring(p.start, g.end) {
+				continue
+			}
+			add("purged", "Get(%s) on %s at %v returned %q, made at %v, tagged %s: the purge of %s at %v–%v had returned",
+				g.key, g.node, g.start, g.value, made, p.tag, p.tag, p.start, p.end)
+			break
 		}
 	}
 

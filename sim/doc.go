@@ -7,12 +7,13 @@
 // # A history
 //
 // A seed determines everything the simulator chooses: the cluster's size (3 to 9 nodes), the
-// workload (Gets of hot and cold keys, some of them cancelled early, Sets and Removes; loaders
-// with random latency that sometimes fail; in a second group, values with a short TTL and a
-// long stale-while-revalidate window, read, written and refreshed under leases), and the faults at chosen virtual instants (a crash,
-// with or without a restart under the same name; a graceful leave; a join; a partition along
-// any cut, one-way or not; a paused node; a slow, lossy link). After the workload every fault
-// heals and the cluster settles.
+// workload (Gets of hot and cold keys, some of them cancelled early, Sets, Removes and purges
+// by tag; loaders with random latency that sometimes fail; in a second group, values with a
+// short TTL and a long stale-while-revalidate window, read, written and refreshed under
+// leases), and the faults at chosen virtual instants (a crash, with or without a restart
+// under the same name; a graceful leave; a join; a partition along any cut, one-way or not; a
+// paused node; a slow, lossy link). After the workload every fault heals and the cluster
+// settles.
 //
 // # What is checked
 //
@@ -39,6 +40,10 @@
 //  8. Leases: at any instant a key of group s has at most one live refresh or fill token per
 //     owner it had (one extra filler per ownership change), plus the fill check's exceptions.
 //  9. No leak: no goroutine outlives the cluster's Close (synctest reports one as a deadlock).
+//  10. Purges: every value of group g is tagged (three tags over the keys) and clients purge
+//     tags now and then; no Get that started after RemoveByTag(t) returned nil returns a value
+//     tagged t whose making (a fill's start, a write's) began before the purge did — with the
+//     split-view exception of check 2.
 //
 // A failing history prints its seed and its trace: virtual time, node, event.
 //

@@ -72,6 +72,13 @@ type writeRec struct {
 	group      string
 }
 
+// purgeRec is one RemoveByTag.
+type purgeRec struct {
+	tag, node  string
+	start, end time.Duration
+	err        error
+}
+
 // viewRec is a view a node reported, and when.
 type viewRec struct {
 	at      time.Duration
@@ -144,6 +151,9 @@ type history struct {
 	closed     []closedGroup                    // groups of nodes that crashed or left
 	sgroups    map[string]*corral.Group[string] // group s (stale-while-revalidate, leases), by node
 	leases     []leaseRec                       // refresh and fill tokens granted in group s
+	purges     []purgeRec                       // RemoveByTag calls
+	made       int                              // values made (fills and writes of group g), for their ids
+	madeAt     map[string]time.Duration         // when each value of group g began to be made: a fill's start, a write's
 
 	locks  keyLocks // not guarded by mu: each serialises the writes of one key
 	slocks keyLocks // the same for group s
@@ -158,11 +168,16 @@ func (h *history) logf(node, format string, args ...any) {
 }
 
 // load is the loader of the simulated application: it takes 0–30 ms, fails 3% of the time,
-// and returns "key@gen" with the source's generation when it started.
+// and returns "key@gen#fN" with the source's generation when it started and the fill's own
+// number, tagged with the key's tag (tagOf).
 func (h *history) load(node string) corral.LoadFunc[string] {
 	return func(ctx context.Context, key string) (string, error) {
+		corral.Tag(ctx, tagOf(key))
 		h.mu.Lock()
 		gen := h.gen
+		h.made++
+		value := fmt.Sprintf("%s@%d#f%d", key, gen, h.made)
+		h.madeAt[value] = h.now()
 		d := time.Duration(h.loadRand.Int64N(int64(30 * time.Millisecond)))
 		fail := h.loadRand.Float64() < 0.03
 		rec := fillRec{key: key, node: node, at: h.now(), failed: fail}
@@ -177,16 +192,27 @@ func (h *history) load(node string) corral.LoadFunc[string] {
 		if fail {
 			return "", errors.New("source unavailable")
 		}
-		return fmt.Sprintf("%s@%d", key, gen), nil
+		return value, nil
 	}
 }
 
+// tagOf is the tag every value of key carries in group g: keys are spread over three tags.
+func tagOf(key string) string {
+	n := 0
+	for _, c := range key {
+		n += int(c)
+	}
+	return fmt.Sprint("t", n%3)
+}
+
+// genOf returns the generation of a value "key@gen", or "key@gen#id".
 func genOf(v string) (int64, bool) {
 	i := strings.LastIndexByte(v, '@')
 	if i < 0 {
 		return 0, false
 	}
-	g, err := strconv.ParseInt(v[i+1:], 10, 64)
+	s, _, _ := strings.Cut(v[i+1:], "#")
+	g, err := strconv.ParseInt(s, 10, 64)
 	return g, err == nil
 }
 
@@ -330,6 +356,7 @@ func (h *history) run() error {
 	h.failoverAt = map[string][]time.Duration{}
 	h.restarts = map[string]int{}
 	h.viewLog = map[string][]viewRec{}
+	h.madeAt = map[string]time.Duration{}
 	h.sgroups = map[string]*corral.Group[string]{}
 	h.settled = -1
 	h.loadRand = rand.New(rand.NewPCG(h.r.Uint64(), h.r.Uint64()))
@@ -455,12 +482,35 @@ func (h *history) client(r *rand.Rand, stop time.Time) {
 		case op < 15:
 			d := time.Duration(1+r.IntN(50)) * time.Millisecond
 			h.get(name, g, key(k), &d)
-		default:
+		case op < 19:
 			locks.lock(k)
 			h.write(name, g, key(k), op >= 18)
 			locks.unlock(k)
+		case r.IntN(3) == 0:
+			h.purge(name, tagOf(key(k)))
+		default:
+			locks.lock(k)
+			h.write(name, g, key(k), false)
+			locks.unlock(k)
 		}
 	}
+}
+
+// purge purges tag through node name, and records it.
+func (h *history) purge(name, tag string) {
+	n := h.c.Node(name)
+	if n == nil {
+		return
+	}
+	rec := purgeRec{tag: tag, node: name, start: h.now()}
+	ctx, done := context.WithTimeout(context.Background(), getDeadline)
+	defer done()
+	rec.err = n.RemoveByTag(ctx, tag)
+	rec.end = h.now()
+	h.mu.Lock()
+	h.purges = append(h.purges, rec)
+	h.trace = append(h.trace, event{at: rec.end, node: name, what: fmt.Sprintf("purge %s: %v", tag, rec.err)})
+	h.mu.Unlock()
 }
 
 // get does one Get and records it; cancel, if set, ends its ctx early.
@@ -492,7 +542,12 @@ func (h *history) write(node string, g *corral.Group[string], k string, remove b
 	if remove {
 		rec.err = g.Remove(ctx, k)
 	} else {
-		rec.err = g.Set(ctx, k, fmt.Sprintf("%s@%d", k, gen))
+		h.mu.Lock()
+		h.made++
+		value := fmt.Sprintf("%s@%d#w%d", k, gen, h.made)
+		h.madeAt[value] = rec.start
+		h.mu.Unlock()
+		rec.err = g.SetWithTags(ctx, k, value, tagOf(k))
 	}
 	rec.end = h.now()
 	h.mu.Lock()

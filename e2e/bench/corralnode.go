@@ -30,6 +30,7 @@ type corralGroupArgs struct {
 	TTL       time.Duration // WithTTL
 	ValueSize int           // bytes the loader returns
 	Delay     time.Duration // how long the loader takes
+	Tags      []string      // tags the loader gives every value (corral.Tag)
 }
 
 type corralKeysArgs struct {
@@ -104,8 +105,13 @@ func init() {
 			if err := sleep(ctx, a.Delay); err != nil {
 				return nil, err
 			}
+			corral.Tag(ctx, a.Tags...)
 			return value, nil
 		}, corral.WithTTL(a.TTL), corral.WithMaxBytes(256<<20))
+		if err == nil && len(a.Tags) > 0 {
+			// A purge of another tag is remembered: a tagged hit checks its tags' purges.
+			err = n.RemoveByTag(context.Background(), "bench:other")
+		}
 		if err != nil {
 			return nil, err
 		}

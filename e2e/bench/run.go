@@ -143,6 +143,12 @@ func measureLocal(ctx context.Context, b *bed, p plan, rep *report) error {
 	}); err != nil {
 		return err
 	}
+	if err := callEach(ctx, b.c[:], "corral.group", func(i int) any {
+		return corralGroupArgs{ID: defNode(i), Group: "local-tagged", TTL: time.Hour, ValueSize: p.ValueSize,
+			Tags: []string{"customer:7", "tenant:a"}}
+	}); err != nil {
+		return err
+	}
 	if err := callEach(ctx, b.g[:], "gc.group", func(int) any {
 		return gcGroupArgs{Group: "local", CacheBytes: 64 << 20, ValueSize: p.ValueSize}
 	}); err != nil {
@@ -164,6 +170,7 @@ func measureLocal(ctx context.Context, b *bed, p plan, rep *report) error {
 		{"otter", b.c[0], localHitArgs{System: "otter", Keys: ck}},
 		{"otter-get", b.c[0], localHitArgs{System: "otter-get", Keys: ck}},
 		{"corral", b.c[0], localHitArgs{System: "corral", Node: defNode(0), Group: "local", Keys: ck}},
+		{"corral-tagged", b.c[0], localHitArgs{System: "corral", Node: defNode(0), Group: "local-tagged", Keys: ck}},
 		{"groupcache", b.g[0], localHitArgs{System: "groupcache", Group: "local", Keys: gk}},
 	}
 	for range p.LocalRounds {

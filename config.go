@@ -62,7 +62,9 @@ type Config struct {
 	// and is bounded by the group's fill timeout plus PeerTimeout); 0 = 5 s.
 	PeerTimeout time.Duration
 	// PeekTimeout bounds the question a new owner asks the previous owner of a key on its first
-	// miss after a membership change, before it loads; 0 = 250 ms.
+	// miss after a membership change, before it loads; 0 = SilentPeerTimeout (a member that
+	// has not answered within it is taken as silent anyway), or 300 ms when that is negative.
+	// A busy previous owner that answers later costs the key a fill.
 	PeekTimeout time.Duration
 	// SilentPeerTimeout is how long a peer may leave a question unanswered while requests
 	// wait on it. Gets wait on the peer's stream, which is pinged every half of it while they

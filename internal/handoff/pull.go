@@ -37,7 +37,14 @@ func Pull[V any](ctx context.Context, m *Mover, group, key string, floor func(ke
 	if len(rest) > maxWidePeek {
 		rest = rest[:maxWidePeek]
 	}
-	return p.peekAll(ctx, rest)
+	e, ok := p.peekAll(ctx, rest)
+	if !ok {
+		// Why a move cost a fill, for whoever reads debug logs: no member answered with a
+		// copy within PeekTimeout (busy, gone, or never held it).
+		m.cfg.Log.Debug("corral: warm pull found no copy", "group", group, "key", key,
+			"likely_holders", len(cands), "others", len(rest), "peek_timeout", m.cfg.PeekTimeout)
+	}
+	return e, ok
 }
 
 // pull is one warm pull of a key.

@@ -109,7 +109,7 @@ func DefaultConfig() Config {
 		RejoinInterval:      p.RejoinInterval,
 		ReconnectInterval:   p.ReconnectInterval,
 		PeerTimeout:         t.CallTimeout,
-		PeekTimeout:         250 * time.Millisecond,
+		PeekTimeout:         t.SilentPeerTimeout, // a member that has not answered within it is silent
 		SilentPeerTimeout:   t.SilentPeerTimeout,
 		PeekWindow:          time.Minute,
 		DrainTimeout:        2 * time.Second,
@@ -181,9 +181,12 @@ func (c *Config) validate() error {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	c.PeerTimeout = cmp.Or(c.PeerTimeout, d.PeerTimeout)
-	c.PeekTimeout = cmp.Or(c.PeekTimeout, d.PeekTimeout)
 	c.PeekWindow = cmp.Or(c.PeekWindow, d.PeekWindow)
 	c.SilentPeerTimeout = cmp.Or(c.SilentPeerTimeout, d.SilentPeerTimeout)
+	if c.PeekTimeout == 0 && c.SilentPeerTimeout > 0 {
+		c.PeekTimeout = c.SilentPeerTimeout
+	}
+	c.PeekTimeout = cmp.Or(c.PeekTimeout, d.PeekTimeout)
 	c.DrainTimeout = cmp.Or(c.DrainTimeout, d.DrainTimeout)
 	c.NearTTL = cmp.Or(c.NearTTL, d.NearTTL)
 	c.MaxValueBytes = cmp.Or(c.MaxValueBytes, d.MaxValueBytes)

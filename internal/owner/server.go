@@ -111,6 +111,11 @@ func (s *Server) Get(ctx context.Context, req *peerpb.GetRequest) (*peerpb.GetRe
 	if s.cfg.Draining.Load() && !req.GetPeek() {
 		return nil, fmt.Errorf("%w: %s has left", transport.ErrLeaving, s.cfg.Self)
 	}
+	if req.GetPeek() && req.GetGroup() == "" {
+		// A probe (route.Router's): the answer is all it asks for. It names no group, and is
+		// neither a bad group name nor an unknown group.
+		return &peerpb.GetResponse{}, nil
+	}
 	g, err := s.cfg.Serve(req.GetGroup())
 	if err != nil {
 		return nil, err

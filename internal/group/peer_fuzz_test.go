@@ -271,6 +271,10 @@ func (fz *fuzzNode) judge(req proto.Message) (bad string, named, writes []groupK
 	switch r := req.(type) {
 	case *peerpb.GetRequest:
 		header(r.GetHeader())
+		if r.GetPeek() && r.GetGroup() == "" {
+			// A probe of a silent peer: it names no group, and its answer is all it asks for.
+			break
+		}
 		group(r.GetGroup())
 		key(r.GetKey())
 		named = []groupKey{{r.GetGroup(), string(r.GetKey())}}

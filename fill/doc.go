@@ -1,8 +1,8 @@
-// Package fill is corral's in-process read-through engine: a bounded, expiring store in
-// which a missing or expired key is loaded once, however many goroutines ask for it at once.
-// It does no networking and is usable on its own: an application with one replica gets
-// stampede protection from it alone. The root package corral runs one Cache per group on
-// every node, and only the key's owner fills.
+// Package fill is a read-through cache for one process: a bounded, expiring store in which a
+// missing or expired key is loaded once, however many goroutines ask for it at once. It does
+// no networking: an application with one replica gets stampede protection from it alone. It
+// is the engine every corral node runs for each group (corral adds the cluster: one owner per
+// key, peers, writes told to every member); this package is its API for use on its own.
 //
 // # Usage
 //
@@ -28,8 +28,7 @@
 //
 // A fill is one run of the loader for a key, shared by every Get of the key that arrives
 // while it runs (single-flight): the Get that started it sees SourceFill, the others
-// SourceCoalesced. The fill runs on a goroutine and context of its own — a worker that
-// outlives it and takes the next fill, so its stack has already grown; the caller's values,
+// SourceCoalesced. The fill runs on a goroutine and context of its own — the caller's values,
 // not its cancellation — bounded by the fill timeout, so a caller that gives up leaves alone
 // and the fill still feeds the other callers and the store.
 //
@@ -42,6 +41,11 @@
 // the fill's right to store (its waiters still get its value), so an older load never
 // overwrites a newer write.
 //
+// Values may carry tags — from Tag in the loader, or Set's — and RemoveByTag removes every
+// value stored with a tag before the call at once, whatever their number: reads check a
+// tagged value's tags, and the sweep reclaims their memory. A fill in flight when the tag is
+// purged stores nothing; its callers fill again.
+//
 // Times are read from Config.Clock; tests inject a FakeClock and advance it instead of
-// sleeping. Entries cross processes with remaining durations (Entry), never instants.
+// sleeping.
 package fill

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/corralcache/corral/fill"
+	"github.com/corralcache/corral/internal/fill"
 	"github.com/corralcache/corral/internal/route"
 	"github.com/corralcache/corral/internal/version"
 	"github.com/corralcache/corral/internal/view"

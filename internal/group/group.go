@@ -10,7 +10,7 @@ import (
 
 	"github.com/maypok86/otter/v2"
 
-	"github.com/corralcache/corral/fill"
+	"github.com/corralcache/corral/internal/fill"
 	"github.com/corralcache/corral/internal/handoff"
 	"github.com/corralcache/corral/internal/lease"
 	"github.com/corralcache/corral/internal/node"

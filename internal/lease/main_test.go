@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/corralcache/corral/fill"
+	"github.com/corralcache/corral/internal/fill"
 	"github.com/corralcache/corral/internal/leakcheck"
 	"github.com/corralcache/corral/internal/version"
 	"github.com/corralcache/corral/internal/view"

@@ -181,6 +181,9 @@ func (g *Group[V]) ServeFillSet(ctx context.Context, req *peerpb.FillSetRequest)
 	if err := e.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %v", transport.ErrInvalidArgument, err)
 	}
+	if err := fill.CheckTags(e.Tags); err != nil {
+		return nil, route.ToWire(err)
+	}
 	if err := version.Check(pe.GetVersion()); err != nil {
 		return nil, fmt.Errorf("%w: %v", transport.ErrInvalidArgument, err)
 	}

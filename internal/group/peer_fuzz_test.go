@@ -264,6 +264,9 @@ func (fz *fuzzNode) judge(req proto.Message) (bad string, named, writes []groupK
 		group(e.GetGroup())
 		key(e.GetKey())
 		value(e.GetGroup(), e.GetValue())
+		if err := fill.CheckTags(e.GetTags()); err != nil {
+			reasons = append(reasons, fmt.Sprintf("bad tags: %v", err))
+		}
 		version("version", e.GetVersion())
 		named = append(named, groupKey{e.GetGroup(), string(e.GetKey())})
 		writes = named
@@ -289,8 +292,16 @@ func (fz *fuzzNode) judge(req proto.Message) (bad string, named, writes []groupK
 		named = []groupKey{{r.GetGroup(), string(r.GetKey())}}
 		writes = named
 	case *peerpb.InvalidateRequest:
-		// A node without the group holds no copy: an unknown group is no error here.
 		header(r.GetHeader())
+		if r.GetTag() != "" {
+			// A purge of a tag: it names no group or key, and the sentinels carry no tag.
+			if err := fill.CheckTag(r.GetTag()); err != nil {
+				reasons = append(reasons, fmt.Sprintf("a bad tag: %v", err))
+			}
+			version("version", r.GetVersion())
+			break
+		}
+		// A node without the group holds no copy: an unknown group is no error here.
 		key(r.GetKey())
 		version("version", r.GetVersion())
 		named = []groupKey{{r.GetGroup(), string(r.GetKey())}}

@@ -194,6 +194,11 @@ func (g *Group[V]) encodeEntry(key string, e fill.Entry[V]) (*peerpb.Entry, erro
 }
 
 func (g *Group[V]) decodeEntry(pe *peerpb.Entry) (fill.Entry[V], error) {
+	// Tags are checked on arrival, whatever the entry's lifetime: a peer's entry that breaks a
+	// limit is refused, never stored or passed on.
+	if err := fill.CheckTags(pe.GetTags()); err != nil {
+		return fill.Entry[V]{}, err
+	}
 	e := fill.Entry[V]{
 		FreshFor: time.Duration(pe.GetFreshForNanos()),
 		StaleFor: time.Duration(pe.GetStaleForNanos()),

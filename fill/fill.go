@@ -2,6 +2,7 @@ package fill
 
 import (
 	"context"
+	"iter"
 	"log/slog"
 	"time"
 
@@ -108,27 +109,37 @@ func (c *Cache[V]) GetEntry(ctx context.Context, key string) (Entry[V], Source, 
 // without filling, counting or refreshing.
 func (c *Cache[V]) Peek(key string) (Entry[V], bool) { return c.c.Peek(key) }
 
-// Set stores v for key with the cache's TTL, jitter and grace, tagged with tags. A fill of
-// key in flight when Set lands does not store its (older) result. Errors: a *KeyError, a
-// *TagError, ErrClosed.
-func (c *Cache[V]) Set(key string, v V, tags ...string) error {
-	_, err := c.c.Set(key, v, tags...)
-	return err
+// Set stores v for key with the cache's TTL, jitter and grace, tagged with tags, and returns
+// the write's version (versions order the cache's writes and rise with each). A fill of key in
+// flight when Set lands does not store its (older) result. Errors: a *KeyError, a *TagError,
+// ErrClosed.
+func (c *Cache[V]) Set(key string, v V, tags ...string) (uint64, error) {
+	return c.c.Set(key, v, tags...)
 }
 
-// Remove deletes key. A fill of key in flight when Remove lands does not store its result,
-// though its waiters still get it; Gets after Remove start a new fill.
-func (c *Cache[V]) Remove(key string) error {
-	_, err := c.c.Remove(key)
-	return err
-}
+// Remove deletes key and returns the removal's version. A fill of key in flight when Remove
+// lands does not store its result, though its waiters still get it; Gets after Remove start a
+// new fill. Errors: a *KeyError, ErrClosed.
+func (c *Cache[V]) Remove(key string) (uint64, error) { return c.c.Remove(key) }
 
 // RemoveByTag removes every entry stored with tag before the call, and every fill of such a
-// value in flight, at once (see the package documentation). Errors: a *TagError.
-func (c *Cache[V]) RemoveByTag(tag string) error {
-	_, err := c.c.RemoveByTag(tag)
-	return err
-}
+// value in flight, at once (see the package documentation), and returns the purge's version.
+// Errors: a *TagError.
+func (c *Cache[V]) RemoveByTag(tag string) (uint64, error) { return c.c.RemoveByTag(tag) }
+
+// All yields every stored entry that can still be served — fresh, stale within grace, or a
+// remembered not-found within its TTL (with NotFound set) — in no particular order. Entries
+// written while it runs may or may not be seen.
+func (c *Cache[V]) All() iter.Seq2[string, Entry[V]] { return c.c.All() }
+
+// Hottest returns the keys the store's policy considers hottest, hottest first, at most n.
+func (c *Cache[V]) Hottest(n int) []string { return c.c.Hottest(n) }
+
+// FillTimeout returns the bound on one fill (Config.FillTimeout, default applied).
+func (c *Cache[V]) FillTimeout() time.Duration { return c.c.FillTimeout() }
+
+// Clock returns the cache's time source.
+func (c *Cache[V]) Clock() Clock { return c.c.Clock() }
 
 // Stats returns the cache's counters now.
 func (c *Cache[V]) Stats() Stats { return c.c.Stats() }

@@ -1,19 +1,12 @@
 package k8s
 
 import (
-	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,6 +18,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/corralcache/corral/e2e/k8s/internal/kubetest"
 )
 
 // controlPlane is etcd, kube-apiserver and kube-controller-manager (the endpointslice and
@@ -76,12 +71,14 @@ func startControlPlane(ctx context.Context, bin, host string) (cp *controlPlane,
 
 	// A CA, and a serving certificate for the addresses clients use: host (the containers reach
 	// the API server at their network's gateway), loopback and the kubernetes Service's IP.
-	caKey, caCert, caPEM, err := newCA()
+	caKey, caCert, caPEM, err := kubetest.NewCA("corral-e2e-ca")
 	if err != nil {
 		return nil, err
 	}
 	cp.caPEM = caPEM
-	if err := writeServingCert(dir, caKey, caCert, host); err != nil {
+	if err := kubetest.WriteCert(filepath.Join(dir, "serving"), caKey, caCert, "kube-apiserver", x509.ExtKeyUsageServerAuth,
+		[]net.IP{net.ParseIP(host), net.ParseIP("127.0.0.1"), net.ParseIP("10.0.0.1")},
+		[]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"}); err != nil {
 		return nil, err
 	}
 	// The service account token signing key (TokenRequest).
@@ -90,19 +87,19 @@ func startControlPlane(ctx context.Context, bin, host string) (cp *controlPlane,
 		return nil, err
 	}
 	saPub, _ := x509.MarshalPKIXPublicKey(&saKey.PublicKey)
-	if err := writePEM(filepath.Join(dir, "sa.key"), "RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(saKey)); err != nil {
+	if err := kubetest.WritePEM(filepath.Join(dir, "sa.key"), "RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(saKey)); err != nil {
 		return nil, err
 	}
-	if err := writePEM(filepath.Join(dir, "sa.pub"), "PUBLIC KEY", saPub); err != nil {
+	if err := kubetest.WritePEM(filepath.Join(dir, "sa.pub"), "PUBLIC KEY", saPub); err != nil {
 		return nil, err
 	}
-	cp.adminTok = randomToken()
+	cp.adminTok = kubetest.RandomToken()
 	if err := os.WriteFile(filepath.Join(dir, "tokens.csv"),
 		[]byte(cp.adminTok+",admin,admin-uid,system:masters\n"), 0o600); err != nil {
 		return nil, err
 	}
 
-	ports, err := freePorts(3)
+	ports, err := kubetest.FreePorts("127.0.0.1", 3)
 	if err != nil {
 		return nil, err
 	}
@@ -138,10 +135,10 @@ func startControlPlane(ctx context.Context, bin, host string) (cp *controlPlane,
 	}
 	cp.rest = &rest.Config{Host: cp.server(), BearerToken: cp.adminTok,
 		TLSClientConfig: rest.TLSClientConfig{CAData: caPEM}, QPS: 100, Burst: 200}
-	if err := waitHTTP(ctx, cp.rest, "/readyz", 60*time.Second); err != nil {
+	if err := kubetest.WaitHTTP(ctx, cp.rest, "/readyz", 60*time.Second); err != nil {
 		return nil, fmt.Errorf("kube-apiserver: %w\n%s", err, cp.logTail("kube-apiserver"))
 	}
-	if err := os.WriteFile(cp.kubeconfigPath(), kubeconfig(cp.server(), caPEM, cp.adminTok, "default"), 0o600); err != nil {
+	if err := os.WriteFile(cp.kubeconfigPath(), kubetest.Kubeconfig(cp.server(), caPEM, cp.adminTok, "default"), 0o600); err != nil {
 		return nil, err
 	}
 	if err := cp.spawn(filepath.Join(bin, "kube-controller-manager"), "kube-controller-manager",
@@ -222,127 +219,4 @@ func (cp *controlPlane) stop() {
 		}
 	}
 	os.RemoveAll(cp.dir)
-}
-
-// kubeconfig is a kubeconfig file for server with token, namespace as its default.
-func kubeconfig(server string, caPEM []byte, token, namespace string) []byte {
-	var b bytes.Buffer
-	fmt.Fprintf(&b, `apiVersion: v1
-kind: Config
-clusters:
-- name: e2e
-  cluster:
-    server: %s
-    certificate-authority-data: %s
-users:
-- name: e2e
-  user:
-    token: %s
-contexts:
-- name: e2e
-  context: {cluster: e2e, user: e2e, namespace: %s}
-current-context: e2e
-`, server, b64(caPEM), token, namespace)
-	return b.Bytes()
-}
-
-// waitHTTP polls path on the API server until it answers 200 or timeout passes.
-func waitHTTP(ctx context.Context, rc *rest.Config, path string, timeout time.Duration) error {
-	tr, err := rest.TransportFor(rc)
-	if err != nil {
-		return err
-	}
-	c := &http.Client{Transport: tr, Timeout: 2 * time.Second}
-	defer c.CloseIdleConnections()
-	deadline := time.Now().Add(timeout)
-	var last error
-	for time.Now().Before(deadline) {
-		req, _ := http.NewRequestWithContext(ctx, "GET", rc.Host+path, nil)
-		resp, err := c.Do(req)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return nil
-			}
-			err = fmt.Errorf("%s: %s", path, resp.Status)
-		}
-		last = err
-		time.Sleep(100 * time.Millisecond)
-	}
-	return fmt.Errorf("not ready in %v: %v", timeout, last)
-}
-
-func newCA() (*ecdsa.PrivateKey, *x509.Certificate, []byte, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "corral-e2e-ca"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	cert, _ := x509.ParseCertificate(der)
-	return key, cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), nil
-}
-
-func writeServingCert(dir string, caKey *ecdsa.PrivateKey, ca *x509.Certificate, host string) error {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "kube-apiserver"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses: []net.IP{net.ParseIP(host), net.ParseIP("127.0.0.1"), net.ParseIP("10.0.0.1")},
-		DNSNames:    []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		return err
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return err
-	}
-	if err := writePEM(filepath.Join(dir, "serving.crt"), "CERTIFICATE", der); err != nil {
-		return err
-	}
-	return writePEM(filepath.Join(dir, "serving.key"), "EC PRIVATE KEY", kder)
-}
-
-func writePEM(path, typ string, der []byte) error {
-	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600)
-}
-
-func randomToken() string {
-	b := make([]byte, 24)
-	rand.Read(b)
-	return fmt.Sprintf("%x", b)
-}
-
-// freePorts returns n distinct free TCP ports of 127.0.0.1 (and, for the API server, of its
-// host: a port free on one is free on both here, nothing else binds the gateway).
-func freePorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }

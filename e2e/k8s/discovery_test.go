@@ -21,6 +21,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/corralcache/corral/e2e/k8s/internal/kubetest"
 )
 
 // k8s:// for real: the chart's headless Service, service account and Role; Pod objects that
@@ -327,7 +329,7 @@ func (k *kubelet) run(name, image, serviceAccount string, key []byte, args ...st
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "config"), kubeconfig(cp.server(), cp.caPEM, tr.Status.Token, k.ns), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "config"), kubetest.Kubeconfig(cp.server(), cp.caPEM, tr.Status.Token, k.ns), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "key"), key, 0o644); err != nil {

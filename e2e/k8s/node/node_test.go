@@ -3,16 +3,10 @@ package node
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/base64"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -27,6 +21,8 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/corralcache/corral/e2e/k8s/internal/kubetest"
 )
 
 // node is one real Kubernetes node and its control plane, all processes of this test binary:
@@ -87,7 +83,7 @@ func startNode(ctx context.Context, tools string) (n *node, err error) {
 		return nil, err
 	}
 
-	ports, err := freePorts(8)
+	ports, err := kubetest.FreePorts("", 8)
 	if err != nil {
 		return nil, err
 	}
@@ -129,10 +125,10 @@ func startNode(ctx context.Context, tools string) (n *node, err error) {
 	}
 	n.rest = &rest.Config{Host: n.server(), BearerToken: n.adminTok,
 		TLSClientConfig: rest.TLSClientConfig{CAData: n.caPEM}, QPS: 100, Burst: 200}
-	if err := waitHTTP(ctx, n.rest, "/readyz", 90*time.Second); err != nil {
+	if err := kubetest.WaitHTTP(ctx, n.rest, "/readyz", 90*time.Second); err != nil {
 		return nil, fmt.Errorf("kube-apiserver: %w\n%s", err, n.logTail("kube-apiserver", 30))
 	}
-	if err := os.WriteFile(n.kubeconfig(), kubeconfigFor(n.server(), n.caPEM, n.adminTok, "default"), 0o600); err != nil {
+	if err := os.WriteFile(n.kubeconfig(), kubetest.Kubeconfig(n.server(), n.caPEM, n.adminTok, "default"), 0o600); err != nil {
 		return nil, err
 	}
 	if n.client, err = kubernetes.NewForConfig(n.rest); err != nil {
@@ -181,7 +177,7 @@ func startNode(ctx context.Context, tools string) (n *node, err error) {
 // tests, helm, kubectl and the controllers) and the kubelet's node identity (so the Node
 // authorizer applies to it as on a real cluster).
 func (n *node) writeCredentials() error {
-	caKey, ca, caPEM, err := newCA()
+	caKey, ca, caPEM, err := kubetest.NewCA("corral-e2e-node-ca")
 	if err != nil {
 		return err
 	}
@@ -189,12 +185,12 @@ func (n *node) writeCredentials() error {
 	if err := os.WriteFile(n.path("ca.crt"), caPEM, 0o644); err != nil {
 		return err
 	}
-	if err := writeCert(n.path("serving"), caKey, ca, "kube-apiserver", x509.ExtKeyUsageServerAuth,
+	if err := kubetest.WriteCert(n.path("serving"), caKey, ca, "kube-apiserver", x509.ExtKeyUsageServerAuth,
 		[]net.IP{net.ParseIP(bridgeIP), net.ParseIP("127.0.0.1"), net.ParseIP(kubeSvcIP)},
 		[]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"}); err != nil {
 		return err
 	}
-	if err := writeCert(n.path("kubelet-client"), caKey, ca, "kube-apiserver-kubelet-client", x509.ExtKeyUsageClientAuth, nil, nil); err != nil {
+	if err := kubetest.WriteCert(n.path("kubelet-client"), caKey, ca, "kube-apiserver-kubelet-client", x509.ExtKeyUsageClientAuth, nil, nil); err != nil {
 		return err
 	}
 	saKey, err := rsa.GenerateKey(rand.Reader, 2048)
@@ -202,19 +198,19 @@ func (n *node) writeCredentials() error {
 		return err
 	}
 	saPub, _ := x509.MarshalPKIXPublicKey(&saKey.PublicKey)
-	if err := writePEM(n.path("sa.key"), "RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(saKey)); err != nil {
+	if err := kubetest.WritePEM(n.path("sa.key"), "RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(saKey)); err != nil {
 		return err
 	}
-	if err := writePEM(n.path("sa.pub"), "PUBLIC KEY", saPub); err != nil {
+	if err := kubetest.WritePEM(n.path("sa.pub"), "PUBLIC KEY", saPub); err != nil {
 		return err
 	}
-	n.adminTok = randomToken()
-	kubeletTok := randomToken()
+	n.adminTok = kubetest.RandomToken()
+	kubeletTok := kubetest.RandomToken()
 	tokens := fmt.Sprintf("%s,admin,admin-uid,system:masters\n%s,system:node:%s,node-uid,system:nodes\n", n.adminTok, kubeletTok, nodeName)
 	if err := os.WriteFile(n.path("tokens.csv"), []byte(tokens), 0o600); err != nil {
 		return err
 	}
-	return os.WriteFile(n.path("kubelet.kubeconfig"), kubeconfigFor("https://"+net.JoinHostPort(bridgeIP, "PORT"), caPEM, kubeletTok, "default"), 0o600)
+	return os.WriteFile(n.path("kubelet.kubeconfig"), kubetest.Kubeconfig("https://"+net.JoinHostPort(bridgeIP, "PORT"), caPEM, kubeletTok, "default"), 0o600)
 }
 
 // setUpNetwork makes the bridge the pods' veths join (the CNI bridge plugin would make it too,
@@ -562,131 +558,8 @@ func (n *node) stop() {
 	undo()
 }
 
-func kubeconfigFor(server string, caPEM []byte, token, namespace string) []byte {
-	b64 := base64.StdEncoding.EncodeToString
-	return fmt.Appendf(nil, `apiVersion: v1
-kind: Config
-clusters:
-- name: e2e
-  cluster:
-    server: %s
-    certificate-authority-data: %s
-users:
-- name: e2e
-  user:
-    token: %s
-contexts:
-- name: e2e
-  context: {cluster: e2e, user: e2e, namespace: %s}
-current-context: e2e
-`, server, b64(caPEM), token, namespace)
-}
-
-// waitHTTP polls path on the API server until it answers 200 or timeout passes.
-func waitHTTP(ctx context.Context, rc *rest.Config, path string, timeout time.Duration) error {
-	tr, err := rest.TransportFor(rc)
-	if err != nil {
-		return err
-	}
-	c := &http.Client{Transport: tr, Timeout: 2 * time.Second}
-	defer c.CloseIdleConnections()
-	deadline := time.Now().Add(timeout)
-	var last error
-	for time.Now().Before(deadline) {
-		req, _ := http.NewRequestWithContext(ctx, "GET", rc.Host+path, nil)
-		resp, err := c.Do(req)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return nil
-			}
-			err = fmt.Errorf("%s: %s", path, resp.Status)
-		}
-		last = err
-		time.Sleep(100 * time.Millisecond)
-	}
-	return fmt.Errorf("not ready in %v: %v", timeout, last)
-}
-
-func newCA() (*ecdsa.PrivateKey, *x509.Certificate, []byte, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "corral-e2e-node-ca"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	cert, _ := x509.ParseCertificate(der)
-	return key, cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), nil
-}
-
-var serial int64 = 1
-
-// writeCert writes base.crt and base.key: a certificate signed by ca for cn.
-func writeCert(base string, caKey *ecdsa.PrivateKey, ca *x509.Certificate, cn string, usage x509.ExtKeyUsage, ips []net.IP, dns []string) error {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return err
-	}
-	serial++
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
-		IPAddresses: ips, DNSNames: dns,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		return err
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return err
-	}
-	if err := writePEM(base+".crt", "CERTIFICATE", der); err != nil {
-		return err
-	}
-	return writePEM(base+".key", "EC PRIVATE KEY", kder)
-}
-
-func writePEM(path, typ string, der []byte) error {
-	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600)
-}
-
-func randomToken() string {
-	b := make([]byte, 24)
-	rand.Read(b)
-	return fmt.Sprintf("%x", b)
-}
-
-// freePorts returns n distinct TCP ports free on every address of this host.
-func freePorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", ":0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
-
 func mustFreePort() int {
-	p, err := freePorts(1)
+	p, err := kubetest.FreePorts("", 1)
 	if err != nil {
 		panic(err)
 	}

@@ -19,7 +19,8 @@ import (
 // exception writes have: a member that could not be told (the call returns an
 // *UnreachedError naming it) may serve its copies until the two sides meet again and
 // reconcile. A fill in flight when the purge arrives, whose value carries t, is not stored
-// and not served; its callers fill again. A value tagged t after the purge is served as usual.
+// and not served; its callers fill again. A value tagged t after the purge returned is served
+// as usual; one made while it runs may be removed too.
 //
 // A purge costs one registry update on each member, whatever the number of values it
 // removes: a read checks a tagged value's tags (a few ns a tag; an untagged value checks

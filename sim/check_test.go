@@ -53,13 +53,24 @@ func (h *history) check() []violation {
 	for _, w := range h.writes {
 		writes[w.key]++
 	}
-	// A purge of a key's tag empties it, as a write does: one more fill each.
+	// A purge of a key's tag empties it, as a write does: one more fill each. A value filled
+	// while the purge ran may go too (the purge's second round covers every member's clock
+	// when the first reached it, and a slow member's may be ahead of the fill): one more.
 	purged := map[string]int{}
 	for _, p := range h.purges {
 		purged[p.tag]++
 	}
 	for k := range keysPerRun {
 		writes[key(k)] += purged[tagOf(key(k))]
+	}
+	for _, p := range h.purges {
+		during := map[string]bool{}
+		for _, f := range h.fills {
+			if tagOf(f.key) == p.tag && f.at >= p.start && f.at <= p.end && !during[f.key] {
+				during[f.key] = true
+				writes[f.key]++
+			}
+		}
 	}
 	// A restart in place is an ownership change of the keys the restarted node owned: it
 	// comes back empty. It costs nothing for the others' keys.

@@ -19,8 +19,9 @@
 //
 //  1. Fills: per key, the loader runs at most once per ownership change (counted from the
 //     views every node reported), plus the exceptions corral allows, each named and counted:
-//     a write (a Remove empties the key; a write revokes a fill in flight), a failed fill (it
-//     stores nothing), a restart in place of a node that owned the key (it comes back empty:
+//     a write (a Remove empties the key; a write revokes a fill in flight), a purge of the
+//     key's tag (and one more when the key was filled while the purge ran: the purge may
+//     remove a value made during it), a failed fill (it stores nothing), a restart in place of a node that owned the key (it comes back empty:
 //     an ownership change the views need not show), and each side of a partition or pause
 //     (an owner that cannot be reached is filled around).
 //  2. Writes: no Get that started after a Set, Remove, SetWithExpiry or FillSet returned nil

@@ -14,30 +14,35 @@ import (
 //
 // The purge's version must be above the born version of every value made before the purge —
 // on every member, and the members' version clocks differ: one that drew versions faster
-// than the purger (writes, fills) may have made values born above the drawn version. So a
-// member told answers with its clock's reading when that is at or above the purge's
-// version, and the purger purges again above the largest answer (at most maxRedraws times),
-// as a write is written again above a newer version. After the last round every member's
-// clock has passed the purge's version: a value made after the purge returned is born above
-// it, and served.
+// than the purger (writes, fills) may have made values born at or above the drawn version. So
+// a member told answers with its clock's reading when that is at or above the purge's
+// version, and the purger purges once more, just above the largest answer. A value made
+// before the purge began was born at or below its member's reading when the purge reached it,
+// so the second round removes it; a value made after the first round reached its member may
+// be born above the answer and is left alone — a second round drawn from the wall clock would
+// remove the values filled again between the rounds, each costing one more fill. After the
+// last round every member's clock has passed the purge's version: a value made after the
+// purge returned is born above it, and served.
 
 // Purge removes every value carrying tag, made before the call, on every member known; it
 // returns an *UnreachedError naming the members that could not be told (the purge stands
 // everywhere else, and on them once they hear of it: a reconciliation exchanges purges).
 func (w *Writer) Purge(ctx context.Context, tag string) error {
-	for redraw := 0; ; redraw++ {
-		drawn := w.cfg.Clock.Next()
-		w.cfg.Tags.Purge(tag, drawn)
-		w.cfg.Log.Debug("corral: purged a tag", "tag", tag, "version", drawn)
-		unreached, newer := w.TellPurge(ctx, tag, drawn, []string{w.cfg.Self})
+	v := w.cfg.Clock.Next()
+	for round := 1; ; round++ {
+		w.cfg.Tags.Purge(tag, v)
+		w.cfg.Log.Debug("corral: purged a tag", "tag", tag, "version", v, "round", round)
+		unreached, newer := w.TellPurge(ctx, tag, v, []string{w.cfg.Self})
 		if len(unreached) > 0 {
 			return &UnreachedError{Members: unreached, Err: ErrNotTold}
 		}
-		if newer < drawn || redraw == maxRedraws {
+		if newer < v || round == 2 || newer >= version.Max {
 			return nil
 		}
-		w.cfg.Clock.Observe(newer)
-		w.cfg.Log.Debug("corral: purging again above a member's clock", "tag", tag, "version", drawn, "clock", newer)
+		// Every value made before the purge began is born at or below newer.
+		v = newer + 1
+		w.cfg.Clock.Observe(v)
+		w.cfg.Log.Debug("corral: purging again above a member's clock", "tag", tag, "clock", newer)
 	}
 }
 

@@ -9,8 +9,9 @@
 #
 # Idempotent: a binary already in the cache is not rebuilt, and a build interrupted half-way
 # leaves nothing behind (each binary is written under a temporary name and renamed). Cold, on 2
-# busy cores, measured once: see the table in doc.go (kubelet and kube-apiserver are most of
-# it, about 25 minutes in all); warm: well under a second. CoreDNS has a directory of its own
+# busy cores: about 50 minutes, kube-controller-manager (built first of the Kubernetes binaries,
+# whose packages the others reuse) half of it — see e2e/k8s/node/doc.go; warm: well under a
+# second. CoreDNS has a directory of its own
 # (its module moves apart from Kubernetes'), linked into the printed one.
 #
 #   dir=$(e2e/k8s/build.sh)        # CORRAL_E2E_CACHE overrides $HOME/.cache/corral-e2e

@@ -413,7 +413,7 @@ func (s *serverRelease) crash(name string, forceDelete bool) {
 		if strict || beyond > graceTolerance {
 			t.Errorf("%s; want none (at most %d without CORRAL_E2E_STRICT)\n%s", msg, graceTolerance, s.w.callTimes(sortedKeys(extra)))
 		} else {
-			t.Logf("NOTE %s; corral's contract says none, within the tolerance of a CPU-starved node (CORRAL_E2E_STRICT=1 fails on them)", msg)
+			t.Logf("NOTE %s; corral's contract says none, within the tolerance of a CPU-starved node (CORRAL_E2E_STRICT=1 fails on them); the origin's calls:\n%s", msg, s.w.callTimes(sortedKeys(extra)))
 		}
 	}
 	b, _ := json.Marshal(extra)

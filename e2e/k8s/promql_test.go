@@ -11,7 +11,8 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 )
 
-// designMetrics are the metrics DESIGN.md's table fixes, and corral_near_hits_total.
+// designMetrics are the metrics whose names corral fixes (docs/operations.md), and
+// corral_near_hits_total.
 var designMetrics = []string{
 	"corral_gets_total", "corral_fills_total", "corral_fill_coalesced_total", "corral_fill_errors_total",
 	"corral_fill_duration_seconds", "corral_stale_served_total", "corral_refreshes_total",

@@ -124,8 +124,8 @@ func chartMetricNames(t testing.TB) []string {
 	return slices.Compact(all)
 }
 
-// Every PromQL expression in the chart parses and names only metrics corral exports (DESIGN's
-// table); TestK8sDiscovery checks the same names against real members' /metrics.
+// Every PromQL expression in the chart parses and names only metrics corral exports (the table of
+// docs/operations.md); TestK8sDiscovery checks the same names against real members' /metrics.
 func TestChartPromQL(t *testing.T) {
 	names := chartMetricNames(t)
 	for _, n := range names {

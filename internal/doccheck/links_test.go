@@ -160,10 +160,7 @@ var citationHints = []string{"DES" + "IGN", "shared", "/work/", "/root/", "/home
 // pending are citations in files that are being rewritten elsewhere, each to be dropped from
 // this list by the change that fixes it (the test fails on an entry that no longer matches,
 // so the list cannot outlive its reason).
-var pending = []struct{ file, text string }{
-	{"e2e/k8s/promql_test.go", "DES" + "IGN.md's table"},
-	{"e2e/k8s/promql_test.go", "(" + "DES" + "IGN's"},
-}
+var pending = []struct{ file, text string }{}
 
 // TestCitations checks every Markdown file, and every comment of every Go file, for
 // citations.

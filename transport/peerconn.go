@@ -113,30 +113,10 @@ func (p *peerConn) stream(ctx context.Context) (*muxStream, error) {
 	if s := p.mux.Load(); s != nil && !s.broken() {
 		return s, nil
 	}
-	p.mu.Lock()
-	if s := p.mux.Load(); s != nil && !s.broken() {
-		p.mu.Unlock()
-		return s, nil
+	s, opening, err := p.startOpening()
+	if s != nil || err != nil {
+		return s, err
 	}
-	if p.opening == nil {
-		if p.closed != nil {
-			p.mu.Unlock()
-			return nil, unavailable("transport: get stream closed: %v", p.closed)
-		}
-		if time.Now().Before(p.retryAt) {
-			err := p.openErr
-			p.mu.Unlock()
-			return nil, err
-		}
-		if !p.client.startWork() {
-			p.mu.Unlock()
-			return nil, unavailable("transport: client closed") // callError: ErrClosed
-		}
-		p.opening = make(chan struct{})
-		go func() { defer p.client.wg.Done(); p.open() }()
-	}
-	opening := p.opening
-	p.mu.Unlock()
 	// A peer that does not complete a connection within twice SilentPeerTimeout is as
 	// silent as one that stops answering on it: the caller gives up, and the opening goes
 	// on, up to ConnectTimeout, for the calls after.
@@ -159,13 +139,37 @@ func (p *peerConn) stream(ctx context.Context) (*muxStream, error) {
 	if openErr != nil {
 		return nil, openErr
 	}
-	s := p.mux.Load()
+	s = p.mux.Load()
 	if s.broken() {
 		// It opened and broke already (a peer without GetStream ends it at once): its
 		// failure says why.
 		return nil, s.failure()
 	}
 	return s, nil
+}
+
+// startOpening returns the open stream, or else the channel closed when the opening in
+// progress ends, starting one unless an opening failed less than a backoff ago (its error).
+func (p *peerConn) startOpening() (*muxStream, chan struct{}, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if s := p.mux.Load(); s != nil && !s.broken() {
+		return s, nil, nil
+	}
+	if p.opening == nil {
+		if p.closed != nil {
+			return nil, nil, unavailable("transport: get stream closed: %v", p.closed)
+		}
+		if time.Now().Before(p.retryAt) {
+			return nil, nil, p.openErr
+		}
+		if !p.client.startWork() {
+			return nil, nil, unavailable("transport: client closed") // callError: ErrClosed
+		}
+		p.opening = make(chan struct{})
+		go func() { defer p.client.wg.Done(); p.open() }()
+	}
+	return nil, p.opening, nil
 }
 
 // startWork counts a goroutine of a stream in wg unless the Client is closed: Close waits

@@ -45,6 +45,23 @@ func (c *Client) dial(addr string) (*peerConn, error) {
 	return p, nil
 }
 
+// Prepare starts connecting to addr in the background, unless a connection is open or
+// being made, and returns at once: for a member that has just entered the view, so that the
+// first question to it — often a new owner's warm pull, bounded by a peek's short timeout —
+// does not wait for a connection (on a lossy network a lost SYN alone costs a second). A
+// peer that refused a connection a moment ago is not dialled again before its backoff ends.
+func (c *Client) Prepare(addr string) {
+	p, err := c.conn(addr)
+	if err != nil {
+		return
+	}
+	if p.unaryGets.Load() { // an older corral, asked with unary calls: connect only
+		p.cc.Connect()
+		return
+	}
+	_, _, _ = p.startOpening() // an error is the next call's to report
+}
+
 // Forget closes the connection to addr and drops it, for a member that left
 // or died. Calls in flight on it fail as unreachable; the next call to addr
 // makes a new connection. Forgetting an unknown address does nothing.

@@ -144,3 +144,37 @@ func connCount(c *Client) int {
 	c.conns.Range(func(any, any) bool { n++; return true })
 	return n
 }
+
+// Prepare connects in the background, once however often it is called, and the calls after
+// it use that connection; after Close it does nothing.
+func TestPrepare(t *testing.T) {
+	lis := newCountingListener(t)
+	addr := lis.Addr().String()
+	serveOn(t, newFakeHandler(), ServerConfig{}, lis)
+	c := newClient(t, ClientConfig{})
+
+	c.Prepare(addr)
+	c.Prepare(addr)
+	for deadline := time.Now().Add(5 * time.Second); lis.count() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("Prepare made no connection within 5s")
+		}
+	}
+	if _, err := c.Get(context.Background(), addr, &peerpb.GetRequest{Group: "g", Key: []byte("k")}); err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	if got := lis.count(); got != 1 {
+		t.Fatalf("server accepted %d connections, want the prepared one", got)
+	}
+
+	other := newCountingListener(t)
+	serveOn(t, newFakeHandler(), ServerConfig{}, other)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c.Prepare(other.Addr().String())
+	c.Prepare("") // refused as a call would be: nothing happens
+	if got := connCount(c); got != 0 {
+		t.Fatalf("a closed client holds %d connections after Prepare", got)
+	}
+}

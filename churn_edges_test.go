@@ -11,6 +11,7 @@ import (
 
 	"github.com/corralcache/corral"
 	"github.com/corralcache/corral/corraltest"
+	"github.com/corralcache/corral/memnet"
 )
 
 // The edges of the churn guarantees, each in virtual time: writes after a graceful leave, a
@@ -38,6 +39,7 @@ type eclusterConfig struct {
 	notFound bool
 	delay    time.Duration
 	node     func(name string) corral.Config
+	link     memnet.Link // every link's delay and loss
 	// load, if set, is the loader; self returns the group of the node it runs on.
 	load func(ctx context.Context, self func() *corral.Group[string], key string) (string, error)
 }
@@ -46,7 +48,7 @@ func newECluster(t *testing.T, cfg eclusterConfig) *ecluster {
 	t.Helper()
 	ec := &ecluster{opts: cfg.opts, notFound: cfg.notFound, delay: cfg.delay, load: cfg.load,
 		groups: map[string]*corral.Group[string]{}, loads: map[string]int{}}
-	c, err := corraltest.New(corraltest.Config{Nodes: cfg.nodes, Setup: ec.setup, Node: cfg.node})
+	c, err := corraltest.New(corraltest.Config{Nodes: cfg.nodes, Setup: ec.setup, Node: cfg.node, Link: cfg.link})
 	if err != nil {
 		t.Fatal(err)
 	}

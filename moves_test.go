@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/corralcache/corral"
+	"github.com/corralcache/corral/memnet"
 )
 
 // moveKeys joins a node to ec or has n2 leave it, and returns, for each of keys that changed
@@ -109,4 +110,43 @@ func TestMovesCarryNotFounds(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A new member connects to the others as they enter its view, not on its first question to
+// them: a new owner's first miss asks the keys' former owners for a copy, each question
+// bounded by a peek's short timeout (300 ms here), and a connection made by that question
+// would spend most of it — on a link of 70 ms each way, 140 ms for the SYN and its answer
+// and as much for the stream's preface, before the question's own round trip (on a lossy
+// one, a lost SYN alone costs a second). Without a loader, a value a move does not carry
+// is lost. (A first miss within a connection's making still finds no copy in time.)
+func TestJoinerConnectsBeforeItsWarmPull(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ec := newECluster(t, eclusterConfig{nodes: 3, notFound: true, link: memnet.Link{Delay: 70 * time.Millisecond},
+			opts: []corral.GroupOption{corral.WithTTL(time.Hour)}})
+		keys := keyList(300, "j")
+		for _, k := range keys {
+			if err := ec.g("n0").Set(context.Background(), k, "v:"+k); err != nil {
+				t.Fatal(err)
+			}
+		}
+		moved := moveKeys(t, ec, "join", keys)
+		// The application's first Gets come a moment after the join: long enough for the
+		// connections to be made (two round trips), not for a question to make one itself.
+		time.Sleep(time.Second)
+		joiner := ec.Node("n3")
+		asked := 0
+		for k := range moved {
+			if joiner.Owner(k).Name != "n3" {
+				continue // moved between the others (bounded loads)
+			}
+			asked++
+			v, err := ec.g("n3").Get(context.Background(), k)
+			if err != nil || v != "v:"+k {
+				t.Fatalf("after the join, Get(%s) on its new owner = %q, %v; want the value written before it (from %s)", k, v, err, moved[k])
+			}
+		}
+		if asked == 0 {
+			t.Fatal("no key moved to the new member: nothing checked")
+		}
+	})
 }

@@ -335,6 +335,18 @@ func (n *Node) rebuildLocked() {
 		n.router.Breakers().Reset(st.PeerAddr)
 		n.client.Forget(st.PeerAddr)
 	}
+	for name, st := range nv.Members {
+		if name == nv.Self || cur.Members[name] == st {
+			continue
+		}
+		switch nv.Excluded[name] {
+		case view.ExcludedPeerTLS, view.ExcludedTLSFailed: // it cannot be asked
+			continue
+		}
+		// New in the view, or in a new life: connect now, not on the first question, which
+		// is often its warm pull's or ours, with only a peek's short time to wait.
+		n.client.Prepare(st.PeerAddr)
+	}
 	if nv.Ring.Epoch() != cur.Ring.Epoch() {
 		n.log.Info("corral: members changed", "members", len(nv.List), "epoch", nv.Ring.Epoch())
 		if n.cfg.OnChange != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -101,6 +102,57 @@ func (ec *ecluster) count(key string) int {
 	ec.mu.Lock()
 	defer ec.mu.Unlock()
 	return ec.loads[key]
+}
+
+// A member that leaves while a write is being told to it is not named unreached: its
+// connection closes as it leaves the writer's view, and the tell fails — but a member that
+// has left serves none of its copies. One that crashes meanwhile is named: the writer cannot
+// tell a crash from a split, behind which the member may serve its copy. Here the tell is
+// slow to arrive (500 ms from n0 to n2, and peers are waited on for 10 s before they count as
+// silent), and n2 leaves or crashes meanwhile.
+func TestWriteToAMemberThatLeavesMeanwhile(t *testing.T) {
+	for _, change := range []string{"leave", "crash"} {
+		t.Run(change, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ec := newECluster(t, eclusterConfig{nodes: 3, opts: []corral.GroupOption{corral.WithTTL(time.Hour)},
+					node: func(string) corral.Config { return corral.Config{SilentPeerTimeout: 10 * time.Second} }})
+				var key string
+				for _, k := range keyList(100, "m") {
+					if ec.Node("n0").Owner(k).Name == "n0" {
+						key = k
+						break
+					}
+				}
+				if _, err := ec.g("n2").Get(context.Background(), key); err != nil { // n2 holds a copy
+					t.Fatal(err)
+				}
+				ec.Network.SetLink(ec.Host("n0"), ec.Host("n2"), memnet.Link{Delay: 500 * time.Millisecond})
+				written := make(chan error, 1)
+				go func() { written <- ec.g("n0").Set(context.Background(), key, "new") }()
+				time.Sleep(10 * time.Millisecond) // the tell to n2 is on its way
+				if change == "leave" {
+					if err := ec.Leave(context.Background(), "n2"); err != nil {
+						t.Fatal(err)
+					}
+				} else if err := ec.Crash("n2"); err != nil {
+					t.Fatal(err)
+				}
+				err := <-written
+				var ue *corral.UnreachedError
+				switch {
+				case change == "leave" && err != nil:
+					t.Fatalf("Set(%s) while n2, told of it, left: %v; want nil (n2 serves nothing once it has left)", key, err)
+				case change == "crash" && (!errors.As(err, &ue) || !slices.Equal(ue.Members, []string{"n2"})):
+					t.Fatalf("Set(%s) while n2, told of it, crashed: %v; want an UnreachedError naming n2", key, err)
+				}
+				for _, name := range []string{"n0", "n1"} {
+					if v, err := ec.g(name).Get(context.Background(), key); err != nil || v != "new" {
+						t.Fatalf("Get(%s) on %s = %q, %v; want the write", key, name, v, err)
+					}
+				}
+			})
+		})
+	}
 }
 
 // A graceful leave under writes: once every view agrees the member is gone, a write on any

@@ -357,8 +357,13 @@ func (n *Node) rebuildLocked() {
 
 func (n *Node) memberEvent(e peer.Event) {
 	n.log.Info("corral: member "+e.Kind.String(), "member", e.Member.Name, "addr", e.Member.GossipAddr)
-	if e.Kind == peer.EventFail {
+	switch e.Kind {
+	case peer.EventFail:
 		n.memberFailed(e.Member.Name)
+	case peer.EventLeave:
+		n.writer.Departures().Left(e.Member.Name, time.Now())
+	case peer.EventJoin:
+		n.writer.Departures().Back(e.Member.Name)
 	}
 }
 

@@ -44,8 +44,9 @@ type Config struct {
 // Writer makes the writes of this node and tells every member it knows of (see the package
 // documentation). Its methods are safe for concurrent use.
 type Writer struct {
-	cfg       Config
-	strangers Strangers
+	cfg        Config
+	strangers  Strangers
+	departures Departures
 }
 
 // New returns a Writer over cfg.
@@ -54,6 +55,9 @@ func New(cfg Config) *Writer { return &Writer{cfg: cfg} }
 // Strangers returns the peers that asked this node for something before they were in its
 // view, which it passes writes on to.
 func (w *Writer) Strangers() *Strangers { return &w.strangers }
+
+// Departures returns the members this node heard leave the cluster gracefully.
+func (w *Writer) Departures() *Departures { return &w.departures }
 
 // UnreachedError reports members that could not be told of a write that the owner applied.
 type UnreachedError struct {
@@ -218,6 +222,15 @@ func (w *Writer) tell(ctx context.Context, v uint64, told []string, what []any, 
 			})
 			if transport.IsUnreachable(err) {
 				w.cfg.Router.Breakers().Trip(known[name], time.Now())
+			}
+			if err != nil && !errors.Is(err, transport.ErrUnknownGroup) && w.departures.has(name) {
+				// It left the cluster while it was being told (its connection closes as
+				// it leaves the view): a member that has left serves none of its copies,
+				// so this write did not fail to reach a member that could serve an older
+				// value. (One found dead is named: it may be alive on the other side of a
+				// split.)
+				w.cfg.Log.Debug("corral: member left while told of a write", append(append([]any{"member", name}, what...), "err", err)...)
+				err = nil
 			}
 			mu.Lock()
 			defer mu.Unlock()

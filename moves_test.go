@@ -150,3 +150,50 @@ func TestJoinerConnectsBeforeItsWarmPull(t *testing.T) {
 		}
 	})
 }
+
+// A write applied on a leaving owner while its hand-off is on its way moves with the key
+// too: the leaving node stops applying writes (writers go to the next owner), then sends what
+// changed since its first round. Here the hand-off to n1 is slow (2 s from n2 to n1), and a
+// Set of a key n2 owns reaches n2 meanwhile; without a loader, a value left behind would be
+// lost with n2.
+func TestWriteDuringHandoffMoves(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ec := newECluster(t, eclusterConfig{nodes: 3, notFound: true, opts: []corral.GroupOption{corral.WithTTL(time.Hour)}})
+		var owned []string // keys n2 owns
+		for _, k := range keyList(300, "h") {
+			if ec.Node("n0").Owner(k).Name == "n2" {
+				owned = append(owned, k)
+			}
+		}
+		if len(owned) < 20 {
+			t.Fatalf("n2 owns %d of 300 keys", len(owned))
+		}
+		late, early := owned[0], owned[1:]
+		for _, k := range early { // something to hand off, to n1 among others
+			if err := ec.g("n0").Set(context.Background(), k, "v:"+k); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ec.Network.SetLink(ec.Host("n2"), ec.Host("n1"), memnet.Link{Delay: 2 * time.Second})
+		left := make(chan error, 1)
+		go func() { left <- ec.Leave(context.Background(), "n2") }()
+		time.Sleep(time.Second) // n2 hands off, and its entries for n1 are on their way
+		if got := ec.Node("n0").Owner(late).Name; got != "n2" {
+			t.Fatalf("%s is owned by %s while n2 hands off; want n2, for the write to reach it", late, got)
+		}
+		if err := ec.g("n0").Set(context.Background(), late, "v:"+late); err != nil {
+			t.Fatalf("Set(%s) during n2's hand-off: %v", late, err)
+		}
+		if err := <-left; err != nil {
+			t.Fatal(err)
+		}
+		ec.converge(t)
+		for _, k := range owned {
+			for _, name := range []string{"n0", "n1"} {
+				if v, err := ec.g(name).Get(context.Background(), k); err != nil || v != "v:"+k {
+					t.Fatalf("after n2 left, Get(%s) on %s = %q, %v; want its value", k, name, v, err)
+				}
+			}
+		}
+	})
+}

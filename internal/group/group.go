@@ -474,7 +474,16 @@ func (g *Group[V]) write(ctx context.Context, key string, local func(version uin
 	if g.node.Leaving() {
 		return node.ErrClosed
 	}
-	err := g.node.Writer().Write(ctx, g.name, key, write.Apply{Local: local, Remote: remote}, g.Invalidate)
+	gated := func(version uint64) (uint64, error) {
+		// Applied here as the key's owner: not once this node has stopped serving (its
+		// hand-off's last round must see every write applied here).
+		if !g.node.EnterWrite() {
+			return 0, node.ErrClosed
+		}
+		defer g.node.ExitWrite()
+		return local(version)
+	}
+	err := g.node.Writer().Write(ctx, g.name, key, write.Apply{Local: gated, Remote: remote}, g.Invalidate)
 	var ue *write.UnreachedError
 	if errors.As(err, &ue) {
 		return ue

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"sync"
 
 	"github.com/corralcache/corral/ring"
@@ -25,6 +26,29 @@ type Group interface {
 // cannot be reached) are given to the next owner instead.
 const maxHandoffRounds = 4
 
+// Sent records the entries a hand-off delivered — each one's version and a checksum of its
+// value — so that a later round sends only what changed since.
+type Sent map[sentKey]sentAs
+
+type sentKey struct{ group, key string }
+
+type sentAs struct {
+	version, sum uint64
+	notFound     bool
+}
+
+func sentAsOf(e *peerpb.Entry) sentAs {
+	h := fnv.New64a()
+	h.Write(e.GetValue())
+	return sentAs{version: e.GetVersion(), sum: h.Sum64(), notFound: e.GetNotFound()}
+}
+
+// delivered reports whether e, as it is, was delivered in the round that made s.
+func (s Sent) delivered(e *peerpb.Entry) bool {
+	as, ok := s[sentKey{e.GetGroup(), string(e.GetKey())}]
+	return ok && as == sentAsOf(e)
+}
+
 // Send pushes every entry this node holds that may still be served (fresh, stale within
 // grace, or a remembered not-found) to the key's owner on the ring without
 // this node and without the members that are leaving — the owner once they are all gone —
@@ -32,7 +56,11 @@ const maxHandoffRounds = 4
 // receiver keeps a newer version it already holds and refuses one older than a write it
 // knows of. A receiver that turns out to be leaving too, or cannot be reached, is left out
 // and its entries go to their next owner, for a few rounds.
-func (m *Mover) Send(ctx context.Context, groups []Group) error {
+//
+// Entries that before records as delivered, unchanged, are not sent again: a leaving node
+// hands off while it still serves, then stops applying writes and sends what changed
+// meanwhile (node.Node.Close). Send returns the entries it delivered.
+func (m *Mover) Send(ctx context.Context, groups []Group, before Sent) (Sent, error) {
 	v := m.cfg.View.Load()
 	excluded := map[string]bool{}
 	r := v.HandoffRing(excluded)
@@ -40,10 +68,14 @@ func (m *Mover) Send(ctx context.Context, groups []Group) error {
 	pending := make(map[string][]*peerpb.Entry) // by owner
 	for _, g := range groups {
 		g.HandoffEntries(r, v.Self, func(owner string, e *peerpb.Entry) {
+			if before.delivered(e) {
+				return
+			}
 			byName[e.GetGroup()] = g
 			pending[owner] = append(pending[owner], e)
 		})
 	}
+	sent := make(Sent)
 	var errs []error
 	for round := 0; round < maxHandoffRounds && len(pending) > 0; round++ {
 		var (
@@ -71,6 +103,9 @@ func (m *Mover) Send(ctx context.Context, groups []Group) error {
 				defer mu.Unlock()
 				switch {
 				case err == nil:
+					for _, e := range fresh {
+						sent[sentKey{e.GetGroup(), string(e.GetKey())}] = sentAsOf(e)
+					}
 					m.cfg.Sent(int(resp.GetAccepted()))
 					m.cfg.Log.Info("corral: handed off", "to", owner, "entries", len(fresh),
 						"accepted", resp.GetAccepted(), "kept", resp.GetKept())
@@ -92,5 +127,5 @@ func (m *Mover) Send(ctx context.Context, groups []Group) error {
 			}
 		}
 	}
-	return errors.Join(errs...)
+	return sent, errors.Join(errs...)
 }

@@ -89,6 +89,13 @@ func (n *Node) Tags() *fill.Tags           { return n.tags }
 func (n *Node) Leaving() bool              { return n.leaving.Load() }
 func (n *Node) Closed() bool               { return n.closed.Load() }
 
+// EnterWrite reports whether a write may be applied on this node as the key's owner: not
+// once it has stopped serving. If so, the caller applies it and then calls ExitWrite.
+func (n *Node) EnterWrite() bool { return n.writes.Enter() }
+
+// ExitWrite ends a write that EnterWrite let in.
+func (n *Node) ExitWrite() { n.writes.Exit() }
+
 // RandFloat returns fill.Config.Rand for this node's groups: Config.Rand's, or nil for the
 // fill package's default.
 func (n *Node) RandFloat() func() float64 {

@@ -80,6 +80,7 @@ type Node struct {
 	groups map[string]Group
 
 	leaving   atomic.Bool // Close began: not ready, new writes fail, no hand-off is taken
+	writes    owner.WriteGate // shut by stopServing: no write is applied here as owner after it
 	draining  atomic.Bool // handed off: peers get warm pulls only, and this node's own Gets go to other members (view.Stopped)
 	left      atomic.Bool // left the gossip cluster: its view is no longer kept up
 	closed    atomic.Bool // Close returned, or the node was killed: every call returns ErrClosed
@@ -163,7 +164,7 @@ func (n *Node) Start(cfg Config) error {
 		n.owner = owner.New(owner.Config{Self: cfg.Name, PeerAddr: peerAddr, View: &n.view, Clock: n.versions,
 			Writer: n.writer, Waits: n.waits, Log: n.log, PeerTLS: cfg.PeerTLS != nil, AllowNonMemberPeers: cfg.AllowNonMemberPeers,
 			PeekWindow: cfg.PeekWindow, Members: n.membersAndClaimants, Lookup: n.ownerLookup, Serve: n.ownerServe,
-			CheckKey: n.CheckKey, Reconciled: n.reconciledGroup, Leaving: &n.leaving, Draining: &n.draining, Left: &n.left,
+			CheckKey: n.CheckKey, Reconciled: n.reconciledGroup, Leaving: &n.leaving, Draining: &n.draining, Left: &n.left, Writes: &n.writes,
 			Refused: func(reason string) { n.metrics.refused.WithLabelValues(reason).Inc() }, Received: n.HandoffReceived,
 			Purged: n.metrics.purges.Inc})
 		n.mover = handoff.New(handoff.Config{View: &n.view, Router: n.router, Client: n.client, Clock: n.versions,
@@ -496,6 +497,7 @@ func (n *Node) close(ctx context.Context, graceful bool) error {
 	}
 	if graceful {
 		alone := len(n.view.Load().List) <= 1
+		var sent handoff.Sent
 		if !alone {
 			// Hand off before leaving, while peers still route here: the entries are with
 			// their new owners before any Get reaches them there. Members handing off at the
@@ -503,13 +505,22 @@ func (n *Node) close(ctx context.Context, graceful bool) error {
 			if err := n.members.StartLeaving(ctx); err != nil && !errors.Is(err, peer.ErrClosed) {
 				errs = append(errs, fmt.Errorf("announce leaving: %w", err))
 			}
-			if err := n.handoff(ctx); err != nil {
+			var err error
+			if sent, err = n.handoff(ctx, nil); err != nil {
 				errs = append(errs, fmt.Errorf("hand-off: %w", err))
 			}
 		}
 		// Stop serving from the stores before leaving, while every writer still tells this
-		// node: once a writer's view has dropped it, no write reaches its copies.
+		// node: once a writer's view has dropped it, no write reaches its copies. From here
+		// no write is applied here: writers go to the keys' next owners.
 		n.stopServing()
+		if !alone {
+			// The writes applied here while the entries were on their way (a value a Set
+			// or FillSet made, in a group with no loader, would be lost with this node).
+			if _, err := n.handoff(ctx, sent); err != nil {
+				errs = append(errs, fmt.Errorf("hand-off, last round: %w", err))
+			}
+		}
 		if err := n.members.Leave(ctx); err != nil && !errors.Is(err, peer.ErrClosed) {
 			errs = append(errs, fmt.Errorf("leave: %w", err))
 		}
@@ -551,6 +562,7 @@ func (n *Node) close(ctx context.Context, graceful bool) error {
 // copies are checked by whoever takes them. A new view, stamped anew, makes the hit path
 // see it at once (group.Group.Get).
 func (n *Node) stopServing() {
+	n.writes.Shut() // waits for the writes being applied here
 	n.viewMu.Lock()
 	defer n.viewMu.Unlock()
 	n.draining.Store(true)

@@ -67,6 +67,9 @@ type Config struct {
 	// Leaving (Close began), Draining (handed off: warm pulls only) and Left (out of the
 	// gossip cluster) are the node's.
 	Leaving, Draining, Left *atomic.Bool
+	// Writes lets a peer's Set, Remove and FillSet be applied here until the node stops
+	// serving (it is shut just before Draining is set).
+	Writes *WriteGate
 	// Refused counts a request refused for the address it came from; Received an entry a
 	// hand-off delivered.
 	Refused  func(reason string)
@@ -145,9 +148,10 @@ func (s *Server) Set(ctx context.Context, req *peerpb.SetRequest) (*peerpb.SetRe
 	if err := s.admit(ctx, req.GetHeader()); err != nil {
 		return nil, err
 	}
-	if s.cfg.Draining.Load() {
+	if !s.cfg.Writes.Enter() {
 		return nil, fmt.Errorf("%w: %s has left", transport.ErrLeaving, s.cfg.Self)
 	}
+	defer s.cfg.Writes.Exit()
 	g, err := s.cfg.Serve(req.GetEntry().GetGroup())
 	if err != nil {
 		return nil, err
@@ -160,9 +164,10 @@ func (s *Server) Remove(ctx context.Context, req *peerpb.RemoveRequest) (*peerpb
 	if err := s.admit(ctx, req.GetHeader()); err != nil {
 		return nil, err
 	}
-	if s.cfg.Draining.Load() {
+	if !s.cfg.Writes.Enter() {
 		return nil, fmt.Errorf("%w: %s has left", transport.ErrLeaving, s.cfg.Self)
 	}
+	defer s.cfg.Writes.Exit()
 	g, err := s.cfg.Serve(req.GetGroup())
 	if err != nil {
 		return nil, err
@@ -291,6 +296,10 @@ func (s *Server) FillSet(ctx context.Context, req *peerpb.FillSetRequest) (*peer
 	if err != nil {
 		return nil, err
 	}
+	if !s.cfg.Writes.Enter() {
+		return nil, fmt.Errorf("%w: %s has left", transport.ErrLeaving, s.cfg.Self)
+	}
+	defer s.cfg.Writes.Exit()
 	return g.ServeFillSet(ctx, req)
 }
 

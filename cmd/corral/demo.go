@@ -304,8 +304,16 @@ func burst(n, callers int, get func(replica int) error) error {
 // origin and write the result back. At expiry every request misses.
 func naiveCacheAside(replicas, callers int, originGet func() error) error {
 	caches := make([]sync.Map, replicas)
+	// A stampede's requests arrive within the origin's latency: each has looked in its
+	// replica's cache before the first origin call returns — here by construction, not by
+	// the luck of a scheduler that starts every goroutine within 20 ms on a busy machine.
+	var looked sync.WaitGroup
+	looked.Add(replicas * callers)
 	return burst(replicas, callers, func(i int) error {
-		if _, ok := caches[i].Load("k"); ok {
+		_, ok := caches[i].Load("k")
+		looked.Done()
+		looked.Wait()
+		if ok {
 			return nil
 		}
 		err := originGet()

@@ -236,16 +236,20 @@ func (c *Cache[V]) run(parent context.Context, key string, cl *call[V], slot *Li
 	}
 
 	var r result[V]
+	releaseFill := func() {}
 	if c.cfg.Fills != nil {
 		if release, err := c.cfg.Fills.AcquireFill(fc, c.cfg.Name, key); err != nil {
 			r.err = fmt.Errorf("waiting for a fill slot: %w", err)
 		} else {
-			defer release()
+			releaseFill = release
 		}
 	}
 	if r.err == nil {
-		r = c.loadSafe(fc, key)
+		r = c.loadSafe(fc, key) // a loader's panic is its error: the slot is released below
 	}
+	// The slot is free before the fill's callers are woken: one that fills again at once
+	// finds it (a Limiter of one, or a caller counting InUse, sees the fill ended).
+	releaseFill()
 	if c.cfg.OnFill != nil {
 		c.cfg.OnFill(time.Since(start), r.err)
 	}

@@ -79,11 +79,11 @@ type Node struct {
 	mu     sync.RWMutex
 	groups map[string]Group
 
-	leaving   atomic.Bool // Close began: not ready, new writes fail, no hand-off is taken
+	leaving   atomic.Bool     // Close began: not ready, new writes fail, no hand-off is taken
 	writes    owner.WriteGate // shut by stopServing: no write is applied here as owner after it
-	draining  atomic.Bool // handed off: peers get warm pulls only, and this node's own Gets go to other members (view.Stopped)
-	left      atomic.Bool // left the gossip cluster: its view is no longer kept up
-	closed    atomic.Bool // Close returned, or the node was killed: every call returns ErrClosed
+	draining  atomic.Bool     // handed off: peers get warm pulls only, and this node's own Gets go to other members (view.Stopped)
+	left      atomic.Bool     // left the gossip cluster: its view is no longer kept up
+	closed    atomic.Bool     // Close returned, or the node was killed: every call returns ErrClosed
 	closeOnce sync.Once
 	closeErr  error
 }

@@ -29,6 +29,10 @@ type Config struct {
 	// register the application's groups, as the application's main would. An error stops
 	// the node.
 	Setup func(n *corral.Node) error
+	// Join returns the names of the members the node called name joins through, from the
+	// others running when it starts (sorted); the rest learn of it by gossip a moment
+	// later, as the members a real seed list leaves out do. nil = all of them.
+	Join func(name string, others []string) []string
 	// Link is every link's delay, jitter and loss (see memnet.Link).
 	Link memnet.Link
 	// Seed seeds the network's random choices and every node's Config.Rand, so that a test
@@ -115,8 +119,17 @@ func (c *Cluster) start(m *member) (*corral.Node, error) {
 	cfg.GossipPort, cfg.PeerPort = c.cfg.GossipPort, c.cfg.PeerPort
 	cfg.Rand = rand.New(rand.NewPCG(c.rand.Uint64(), c.rand.Uint64()))
 	cfg.Join = nil
+	var others []string
 	for _, name := range c.namesLocked() {
 		if o := c.byName[name]; o != m && o.node != nil {
+			others = append(others, name)
+		}
+	}
+	if c.cfg.Join != nil {
+		others = c.cfg.Join(m.name, slices.Clone(others))
+	}
+	for _, name := range others {
+		if o := c.byName[name]; o != nil && o != m && o.node != nil {
 			cfg.Join = append(cfg.Join, o.node.GossipAddr())
 		}
 	}

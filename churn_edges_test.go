@@ -41,6 +41,7 @@ type eclusterConfig struct {
 	delay    time.Duration
 	node     func(name string) corral.Config
 	link     memnet.Link // every link's delay and loss
+	join     func(name string, others []string) []string
 	// load, if set, is the loader; self returns the group of the node it runs on.
 	load func(ctx context.Context, self func() *corral.Group[string], key string) (string, error)
 }
@@ -49,7 +50,7 @@ func newECluster(t *testing.T, cfg eclusterConfig) *ecluster {
 	t.Helper()
 	ec := &ecluster{opts: cfg.opts, notFound: cfg.notFound, delay: cfg.delay, load: cfg.load,
 		groups: map[string]*corral.Group[string]{}, loads: map[string]int{}}
-	c, err := corraltest.New(corraltest.Config{Nodes: cfg.nodes, Setup: ec.setup, Node: cfg.node, Link: cfg.link})
+	c, err := corraltest.New(corraltest.Config{Nodes: cfg.nodes, Setup: ec.setup, Node: cfg.node, Link: cfg.link, Join: cfg.join})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -197,3 +197,59 @@ func TestWriteDuringHandoffMoves(t *testing.T) {
 		}
 	})
 }
+
+// A joiner's first misses ask former owners that may not have heard of it yet: it joined
+// through other members, and gossip reaches them a moment later. Until then they refuse it as
+// a stranger; the warm pull asks again within its peek's time. Here n3 joins through n0 only,
+// and at once asks n1 or n2 for a key it took from them; without a loader, a refusal taken
+// as "no copy" would lose the value.
+func TestJoinerAsksHoldersThatHaveNotHeardOfIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ec := newECluster(t, eclusterConfig{nodes: 3, notFound: true, opts: []corral.GroupOption{corral.WithTTL(time.Hour)},
+			join: func(name string, others []string) []string {
+				if name == "n3" {
+					return []string{"n0"}
+				}
+				return others
+			}})
+		keys := keyList(300, "g")
+		before := map[string]string{}
+		for _, k := range keys {
+			if err := ec.g("n0").Set(context.Background(), k, "v:"+k); err != nil {
+				t.Fatal(err)
+			}
+			before[k] = ec.Node("n0").Owner(k).Name
+		}
+		joiner, err := ec.Add()
+		if err != nil {
+			t.Fatal(err)
+		}
+		asked := 0
+		for _, k := range keys {
+			from := before[k]
+			if joiner.Owner(k).Name != "n3" || from == "n0" {
+				continue // a key n3 did not take from a member that has not heard of it
+			}
+			if knows(ec.Node(from), "n3") {
+				break // gossip has reached the others: nothing left to check
+			}
+			asked++
+			if v, err := ec.g("n3").Get(context.Background(), k); err != nil || v != "v:"+k {
+				t.Fatalf("Get(%s) on n3, just joined, = %q, %v; want the value %s holds", k, v, err, from)
+			}
+		}
+		if asked == 0 {
+			t.Fatal("no key n3 took from a member that had not heard of it: nothing checked")
+		}
+	})
+}
+
+// knows reports whether n's view holds the member called name.
+func knows(n *corral.Node, name string) bool {
+	for _, m := range n.Members() {
+		if m.Name == name {
+			return true
+		}
+	}
+	return false
+}

@@ -2,6 +2,7 @@ package handoff
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"time"
@@ -9,7 +10,15 @@ import (
 	"github.com/corralcache/corral/internal/fill"
 	"github.com/corralcache/corral/internal/version"
 	"github.com/corralcache/corral/internal/view"
+	"github.com/corralcache/corral/transport"
 	"github.com/corralcache/corral/transport/peerpb"
+)
+
+// A peek refused because its receiver does not know this node yet is asked again after
+// notMemberRetry, doubling up to maxNotMemberRetry, within the peek's timeout.
+const (
+	notMemberRetry    = 10 * time.Millisecond
+	maxNotMemberRetry = 80 * time.Millisecond
 )
 
 // maxWidePeek bounds the members a warm pull asks at once when the key may be anywhere.
@@ -122,9 +131,23 @@ func (p *pull[V]) peekEach(ctx context.Context, sts []*view.MemberState, waitFil
 // first waits for a fill of key it runs. filling reports that st found none but runs a fill.
 func (p *pull[V]) peek(ctx context.Context, st *view.MemberState, waitFill bool) (e fill.Entry[V], ok, filling bool) {
 	m := p.m
-	resp, err := m.cfg.Client.Get(ctx, st.PeerAddr, &peerpb.GetRequest{
+	req := &peerpb.GetRequest{
 		Header: m.cfg.Router.HeaderWith(fill.OuterChain(ctx)), Group: p.group, Key: []byte(p.key), Peek: true, WaitFill: waitFill,
-	})
+	}
+	resp, err := m.cfg.Client.Get(ctx, st.PeerAddr, req)
+	for wait := notMemberRetry; errors.Is(err, transport.ErrNotMember); wait = min(2*wait, maxNotMemberRetry) {
+		// st has not heard of this node yet — it has just joined, and gossip reaches the
+		// members it did not join through a moment later — so it refuses it as a stranger:
+		// ask again until the peek's time is up.
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return e, false, false
+		case <-t.C:
+		}
+		resp, err = m.cfg.Client.Get(ctx, st.PeerAddr, req)
+	}
 	if err != nil {
 		return e, false, false
 	}

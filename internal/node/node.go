@@ -324,21 +324,18 @@ func (n *Node) rebuildLocked() {
 		}
 	}
 	for name, st := range nv.Members {
-		_, was := cur.Members[name]
-		_, departed := cur.Departed[name]
-		if name == nv.Self || cur.Members[name] == st || (!was && !departed) {
-			continue
-		}
-		// A name seen before, in a new life (restarted in place, or back after it was
-		// found dead): what requests learnt of its old life — a tripped breaker, a
-		// connection in backoff to its address — would keep it unreachable here for up to
-		// breakerMax, and its keys on their successors. Dial it afresh.
-		n.router.Breakers().Reset(st.PeerAddr)
-		n.client.Forget(st.PeerAddr)
-	}
-	for name, st := range nv.Members {
 		if name == nv.Self || cur.Members[name] == st {
 			continue
+		}
+		_, was := cur.Members[name]
+		_, departed := cur.Departed[name]
+		if was || departed {
+			// A name seen before, in a new life (restarted in place, or back after it was
+			// found dead): what requests learnt of its old life — a tripped breaker, a
+			// connection in backoff to its address — would keep it unreachable here for up
+			// to breakerMax, and its keys on their successors. Dial it afresh.
+			n.router.Breakers().Reset(st.PeerAddr)
+			n.client.Forget(st.PeerAddr)
 		}
 		switch nv.Excluded[name] {
 		case view.ExcludedPeerTLS, view.ExcludedTLSFailed: // it cannot be asked

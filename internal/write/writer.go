@@ -223,18 +223,18 @@ func (w *Writer) tell(ctx context.Context, v uint64, told []string, what []any, 
 			if transport.IsUnreachable(err) {
 				w.cfg.Router.Breakers().Trip(known[name], time.Now())
 			}
-			if err != nil && !errors.Is(err, transport.ErrUnknownGroup) && w.departures.has(name) {
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil || errors.Is(err, transport.ErrUnknownGroup):
+			case w.departures.has(name):
 				// It left the cluster while it was being told (its connection closes as
 				// it leaves the view): a member that has left serves none of its copies,
 				// so this write did not fail to reach a member that could serve an older
 				// value. (One found dead is named: it may be alive on the other side of a
 				// split.)
 				w.cfg.Log.Debug("corral: member left while told of a write", append(append([]any{"member", name}, what...), "err", err)...)
-				err = nil
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil && !errors.Is(err, transport.ErrUnknownGroup) {
+			default:
 				w.cfg.Log.Warn("corral: member not told of a write", append(append([]any{"member", name}, what...), "err", err)...)
 				unreached = append(unreached, name)
 			}

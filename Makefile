@@ -44,7 +44,7 @@ fuzz:
 
 # Benchmarks: ratios measured in one run are what count (see docs/performance.md).
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./internal/fill ./ring ./transport .
+	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./fill ./ring ./transport .
 
 demo:
 	$(GO) run ./cmd/corral demo

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/corralcache/corral/internal/fill"
+	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/internal/group"
 	"github.com/corralcache/corral/internal/lease"
 	"github.com/corralcache/corral/internal/limit"

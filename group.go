@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/corralcache/corral/internal/fill"
+	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/internal/group"
 )
 

@@ -1,8 +1,9 @@
 // Package fill is a read-through cache for one process: a bounded, expiring store in which a
 // missing or expired key is loaded once, however many goroutines ask for it at once. It does
 // no networking: an application with one replica gets stampede protection from it alone. It
-// is the engine every corral node runs for each group (corral adds the cluster: one owner per
-// key, peers, writes told to every member); this package is its API for use on its own.
+// is also the engine every corral node runs for each group: corral adds the cluster (one
+// owner per key, peers, writes told to every member) and keeps each group's store as a
+// Replica (see "In a cluster" below).
 //
 // # Usage
 //
@@ -28,7 +29,8 @@
 //
 // A fill is one run of the loader for a key, shared by every Get of the key that arrives
 // while it runs (single-flight): the Get that started it sees SourceFill, the others
-// SourceCoalesced. The fill runs on a goroutine and context of its own — the caller's values,
+// SourceCoalesced. The fill runs on a goroutine and context of its own — a worker that
+// outlives it and takes the next fill, so its stack has already grown; the caller's values,
 // not its cancellation — bounded by the fill timeout, so a caller that gives up leaves alone
 // and the fill still feeds the other callers and the store.
 //
@@ -47,5 +49,16 @@
 // purged stores nothing; its callers fill again.
 //
 // Times are read from Config.Clock; tests inject a FakeClock and advance it instead of
-// sleeping.
+// sleeping. Entries cross processes with remaining durations (Entry), never instants.
+//
+// # In a cluster
+//
+// A Replica is a Cache kept as one copy of a cache spread over processes. Beside a Cache's
+// methods it has what keeps the copies consistent: writes at versions every process orders
+// alike (ReplicaConfig.NextVersion, SetAt, RemoveAt), writes made elsewhere applied here
+// (Invalidate) and remembered as Tombstones so that no older copy is stored after them,
+// entries moved with their remaining lifetime (Put, PeekAny, a ReplicaLoadFunc's Copy), the
+// fill chain carried across processes (WithChain, OuterChain) so that a fill cycle through
+// other nodes is seen (WaitGraph), and one registry of tags (Tags) for every replica of a
+// process. corral's nodes are built on it; an application needs none of it.
 package fill

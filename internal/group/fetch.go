@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/corralcache/corral/internal/fill"
+	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/internal/route"
 	"github.com/corralcache/corral/internal/version"
 	"github.com/corralcache/corral/internal/view"
@@ -14,32 +14,33 @@ import (
 // fetch is the near cache's loader: one owner request for all concurrent Gets of a remote
 // key on this node. Its ctx carries the near cache's own link in the fill chain, which is not
 // a fill of the key (the owner's is), so it is dropped before the chain goes out.
-func (g *Group[V]) fetch(ctx context.Context, key string) (V, error) {
+func (g *Group[V]) fetch(ctx context.Context, key string) (V, *fill.Copy, error) {
 	var val V
+	var cp *fill.Copy
 	_, err := g.node.Router().OnOwner(ctx, key, true,
 		func() error {
 			// Acting owner after a failover (or the view changed under us): fill here; the
-			// value lives in the local store, so keep no near copy.
-			fill.SetExpiry(ctx, 0, 0)
+			// value lives in the local store, so keep no near copy (no lifetime).
 			var err error
 			val, err = g.local.Get(fill.Outer(ctx), key)
+			cp = &fill.Copy{}
 			return err
 		},
 		func(ctx context.Context, st *view.MemberState) error {
 			var err error
-			val, _, err = g.askOwner(ctx, st, key)
+			val, cp, err = g.askOwner(ctx, st, key)
 			return err
 		})
 	if err != nil {
-		return val, route.FromWire(err)
+		return val, nil, route.FromWire(err)
 	}
-	return val, nil
+	return val, cp, nil
 }
 
 // askOwner asks st, the key's owner, for the value of key on the owner's stream, and returns
-// it with its tags. Under a near-cache fill's ctx it also says what the fill keeps: a near
-// copy at the owner's version, tags and born, for a hot key.
-func (g *Group[V]) askOwner(ctx context.Context, st *view.MemberState, key string) (V, []string, error) {
+// it with what a near cache keeps of it: a copy at the owner's version, tags and born, for
+// as long as nearLifetime says (not at all for a key that is not hot).
+func (g *Group[V]) askOwner(ctx context.Context, st *view.MemberState, key string) (V, *fill.Copy, error) {
 	var val V
 	n := g.node
 	resp, err := n.Client().GetFrom(ctx, st.PeerAddr, st.Gone.Done(), &peerpb.GetRequest{
@@ -59,10 +60,8 @@ func (g *Group[V]) askOwner(ctx context.Context, st *view.MemberState, key strin
 	}
 	// The copy is stored only if no write newer than it is known here by then, nor a purge of
 	// one of its tags newer than its making.
-	fill.SetVersion(ctx, e.GetVersion())
-	fill.SetExpiry(ctx, g.nearLifetime(key, e), 0)
-	copyTags(ctx, e.GetTags(), e.GetBorn())
-	return val, e.GetTags(), nil
+	near := g.nearLifetime(key, e)
+	return val, &fill.Copy{FreshFor: near, StaleFor: near, Version: e.GetVersion(), Tags: e.GetTags(), Born: e.GetBorn()}, nil
 }
 
 // remoteSet asks st, the key's owner, to apply a Set of key at version, tagged with tags.

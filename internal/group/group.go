@@ -10,7 +10,7 @@ import (
 
 	"github.com/maypok86/otter/v2"
 
-	"github.com/corralcache/corral/internal/fill"
+	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/internal/handoff"
 	"github.com/corralcache/corral/internal/lease"
 	"github.com/corralcache/corral/internal/node"
@@ -31,8 +31,8 @@ type Group[V any] struct {
 	codec Codec[V]
 	cfg   *node.Config // the node's, read-only
 
-	local *fill.Cache[V]   // keys this node owns (or serves as acting owner)
-	near  *fill.Cache[V]   // single flight of owner requests, and near copies of hot remote keys
+	local *fill.Replica[V] // keys this node owns (or serves as acting owner)
+	near  *fill.Replica[V] // single flight of owner requests, and near copies of hot remote keys
 	tombs *fill.Tombstones // the recent writes of keys, shared by local and near
 	hot   *otter.Cache[string, *atomic.Int32]
 
@@ -75,20 +75,22 @@ func New[V any](n *node.Node, name string, load func(ctx context.Context, key st
 		Clock: n.Clock(),
 	})
 	var err error
-	g.local, err = fill.New(g.fillLocal, fill.Config[V]{
+	g.local, err = fill.NewReplica(g.fillLocal, fill.Config[V]{
 		Name: name, TTL: o.TTL, Jitter: o.Jitter, Grace: o.Grace, RefreshAhead: o.RefreshAhead,
 		NegativeTTL: o.NegativeTTL, FillTimeout: o.FillTimeout, MaxBytes: o.MaxBytes,
 		Refreshes: n.Refreshes(), Fills: n.Fills(), Clock: n.Clock(), Logger: n.Log(), Rand: n.RandFloat(),
-		OnFill:      func(d time.Duration, err error) { n.FillObserved(name, d) },
+		OnFill: func(d time.Duration, err error) { n.FillObserved(name, d) },
+	}, fill.ReplicaConfig{
 		NextVersion: n.Versions().Next, Tombstones: g.tombs, Waits: n.WaitGraph().Hook(nil),
 		Tags: n.Tags(), VersionNow: n.Versions().Now,
 	})
 	if err != nil {
 		return nil, err
 	}
-	g.near, err = fill.New(g.fetch, fill.Config[V]{
+	g.near, err = fill.NewReplica(g.fetch, fill.Config[V]{
 		Name: name, FillTimeout: o.FillTimeout + g.cfg.PeerTimeout, MaxBytes: max(g.cfg.NearBytes, 1),
 		Clock: n.Clock(), Logger: n.Log(), Rand: n.RandFloat(),
+	}, fill.ReplicaConfig{
 		// An owner request runs on the caller's goroutine, under its ctx: no hand-off to a
 		// worker and back. When that caller leaves, its request ends, and the Gets that
 		// waited on it ask the owner again — which fills once whoever asks.
@@ -296,17 +298,17 @@ func (g *Group[V]) getStopped(ctx context.Context, key string) (V, Info, error) 
 	if err := g.node.CheckKey(key); err != nil {
 		return val, Info{}, err
 	}
-	var tags []string
+	var cp *fill.Copy
 	_, err := g.node.Router().OnOwner(ctx, key, true, func() error { return node.ErrClosed },
 		func(ctx context.Context, st *view.MemberState) error {
 			var err error
-			val, tags, err = g.askOwner(ctx, st, key)
+			val, cp, err = g.askOwner(ctx, st, key)
 			return err
 		})
 	if err != nil {
 		return val, Info{}, g.wrapErr(key, route.FromWire(err))
 	}
-	return val, Info{Source: SourcePeer, Tags: tags}, nil
+	return val, Info{Source: SourcePeer, Tags: cp.Tags}, nil
 }
 
 // blamePeers says where the time went when the request to key's owner — the near cache's
@@ -390,37 +392,30 @@ func (g *Group[V]) wrapErr(key string, err error) error {
 // its one refresh started (fill refreshes a stale copy it takes) — and so is a remembered
 // not-found, for the rest of its time: a move must not turn a value the cluster may still
 // serve into a miss that the source cannot answer. A refresh loads from the source.
-func (g *Group[V]) fillLocal(ctx context.Context, key string) (V, error) {
-	if fill.IsRefresh(ctx) {
-		fill.Loading(ctx)
-		g.loads.Add(1)
-		return g.load(ctx, key)
-	}
-	if e, ok := handoff.Pull(ctx, g.node.Mover(), g.name, key, g.tombs.Floor, g.decodeEntry); ok {
-		fresh := max(e.FreshFor, 0)
-		fill.SetExpiry(ctx, fresh, max(e.StaleFor-fresh, 0))
-		fill.SetVersion(ctx, e.Version)
-		copyTags(ctx, e.Tags, e.Born)
-		g.node.HandoffReceived()
-		if e.NotFound {
-			return e.Value, fill.ErrNotFound
+func (g *Group[V]) fillLocal(ctx context.Context, key string) (V, *fill.Copy, error) {
+	if !fill.IsRefresh(ctx) {
+		if e, ok := handoff.Pull(ctx, g.node.Mover(), g.name, key, g.tombs.Floor, g.decodeEntry); ok {
+			g.node.HandoffReceived()
+			cp := copyOf(e)
+			if e.NotFound {
+				return e.Value, cp, fill.ErrNotFound
+			}
+			return e.Value, cp, nil
 		}
-		return e.Value, nil
 	}
 	// From here on the fill waits for no other member: a member's warm pull may wait for it
 	// (see handoff.Pull).
 	fill.Loading(ctx)
 	g.loads.Add(1)
-	return g.load(ctx, key)
+	v, err := g.load(ctx, key)
+	return v, nil, err
 }
 
-// copyTags gives the value a loader copies from elsewhere (under ctx) that copy's tags and
-// born version, so that a purge of one of them newer than the copy removes it here too.
-func copyTags(ctx context.Context, tags []string, born uint64) {
-	if len(tags) > 0 {
-		fill.Tag(ctx, tags...)
-		fill.SetBorn(ctx, born)
-	}
+// copyOf describes e, an entry copied from another member, to the fill that takes it: its
+// remaining lifetime, version, tags and born version, so that a write or a purge newer than
+// the copy is not undone here.
+func copyOf[V any](e fill.Entry[V]) *fill.Copy {
+	return &fill.Copy{FreshFor: e.FreshFor, StaleFor: e.StaleFor, Version: e.Version, Tags: e.Tags, Born: e.Born}
 }
 
 // Set writes v through key's owner, under the owner's TTL, tagged with tags (a purge of one
@@ -497,7 +492,7 @@ func (g *Group[V]) write(ctx context.Context, key string, local func(version uin
 // otterClock gives an otter cache the node's clock: itself when it is otter's coarse clock,
 // else the clock without ticks (entries then expire when touched).
 func otterClock(c fill.Clock) otter.Clock {
-	if cc, ok := c.(*otter.CoarseClock); ok {
+	if cc, ok := c.(*fill.CoarseClock); ok {
 		return cc
 	}
 	return tickless{c}

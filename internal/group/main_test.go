@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/internal/clustertest"
-	"github.com/corralcache/corral/internal/fill"
 	"github.com/corralcache/corral/internal/leakcheck"
 	"github.com/corralcache/corral/internal/node"
 )

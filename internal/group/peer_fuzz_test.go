@@ -17,7 +17,7 @@ import (
 	grpcpeer "google.golang.org/grpc/peer"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/corralcache/corral/internal/fill"
+	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/internal/fuzzcorpus"
 	"github.com/corralcache/corral/internal/lease"
 	"github.com/corralcache/corral/internal/node"

@@ -1,7 +1,7 @@
 package handoff
 
 import (
-	"github.com/corralcache/corral/internal/fill"
+	"github.com/corralcache/corral/fill"
 	"log/slog"
 	"sync/atomic"
 	"time"

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/corralcache/corral/internal/fill"
+	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/internal/version"
 	"github.com/corralcache/corral/internal/view"
 	"github.com/corralcache/corral/transport"

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/corralcache/corral/internal/fill"
+	"github.com/corralcache/corral/fill"
 )
 
 // State says what the owner answered a Lease with. Its values are corral.LeaseState's.

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/corralcache/corral/internal/fill"
+	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/internal/leakcheck"
 	"github.com/corralcache/corral/internal/version"
 	"github.com/corralcache/corral/internal/view"
@@ -18,7 +18,7 @@ func TestMain(m *testing.M) { leakcheck.Main(m) }
 // cacheStore is a group's store as the table sees it, over a real fill cache; it finds no
 // copy elsewhere.
 type cacheStore struct {
-	c     *fill.Cache[string]
+	c     *fill.Replica[string]
 	tombs *fill.Tombstones
 }
 
@@ -38,8 +38,8 @@ func newTable(tb testing.TB, vp *atomic.Pointer[view.View]) *Table[string] {
 	vp.Store(view.Alone("n0", "127.0.0.1:7947", ring.DefaultConfig()))
 	clock := version.New("n0", time.Now)
 	tombs := fill.NewTombstones(fill.TombstoneConfig{})
-	c, err := fill.New(func(context.Context, string) (string, error) { return "", fill.ErrNotFound },
-		fill.Config[string]{Name: "g", NextVersion: clock.Next, Tombstones: tombs})
+	c, err := fill.NewReplica(func(context.Context, string) (string, *fill.Copy, error) { return "", nil, fill.ErrNotFound },
+		fill.Config[string]{Name: "g"}, fill.ReplicaConfig{NextVersion: clock.Next, Tombstones: tombs})
 	if err != nil {
 		tb.Fatal(err)
 	}

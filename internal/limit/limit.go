@@ -6,7 +6,7 @@ package limit
 import (
 	"fmt"
 
-	"github.com/corralcache/corral/internal/fill"
+	"github.com/corralcache/corral/fill"
 )
 
 // Error reports input that breaks one of corral's limits: it names the limit. Package corral

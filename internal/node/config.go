@@ -16,7 +16,7 @@ import (
 	sockaddr "github.com/hashicorp/go-sockaddr"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/corralcache/corral/internal/fill"
+	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/internal/peertls"
 	"github.com/corralcache/corral/internal/view"
 	"github.com/corralcache/corral/memnet"

@@ -7,7 +7,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/corralcache/corral/internal/fill"
+	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/internal/handoff"
 	"github.com/corralcache/corral/internal/lease"
 	"github.com/corralcache/corral/internal/limit"

@@ -13,7 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/corralcache/corral/internal/fill"
+	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/internal/handoff"
 	"github.com/corralcache/corral/internal/owner"
 	"github.com/corralcache/corral/internal/route"

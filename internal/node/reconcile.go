@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/corralcache/corral/internal/fill"
+	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/internal/view"
 	"github.com/corralcache/corral/internal/write"
 	"github.com/corralcache/corral/peer"

@@ -3,7 +3,7 @@ package node
 import (
 	"fmt"
 
-	"github.com/corralcache/corral/internal/fill"
+	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/internal/limit"
 	"github.com/corralcache/corral/internal/owner"
 	"github.com/corralcache/corral/transport"

@@ -3,7 +3,7 @@ package route
 import (
 	"context"
 
-	"github.com/corralcache/corral/internal/fill"
+	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/transport/peerpb"
 )
 

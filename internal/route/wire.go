@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/corralcache/corral/internal/fill"
+	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/internal/limit"
 	"github.com/corralcache/corral/transport"
 )

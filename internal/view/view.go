@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/corralcache/corral/internal/fill"
+	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/peer"
 	"github.com/corralcache/corral/ring"
 	"github.com/corralcache/corral/transport"

@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/corralcache/corral/internal/fill"
+	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/internal/route"
 	"github.com/corralcache/corral/internal/version"
 	"github.com/corralcache/corral/internal/view"

@@ -13,7 +13,7 @@ import (
 
 // capture runs one fill of key on c and returns the loader's context, which the loader
 // hands to use first (nil: nothing).
-func capture(t *testing.T, cfg Config[string], parent context.Context, use func(ctx context.Context)) context.Context {
+func capture(t *testing.T, cfg Config[string], rc ReplicaConfig, parent context.Context, use func(ctx context.Context)) context.Context {
 	t.Helper()
 	got := make(chan context.Context, 1)
 	c, _ := newTest(t, func(ctx context.Context, key string) (string, error) {
@@ -22,7 +22,7 @@ func capture(t *testing.T, cfg Config[string], parent context.Context, use func(
 			use(ctx)
 		}
 		return "v", nil
-	}, cfg)
+	}, cfg, rc)
 	c.Get(parent, "k") // may return before the loader does: at the fill timeout, on a worker
 	return <-got
 }
@@ -49,9 +49,9 @@ func TestLoaderContextEndsAtItsDeadline(t *testing.T) {
 	for _, inline := range []bool{false, true} {
 		for _, doneFirst := range []bool{false, true} {
 			synctest.Test(t, func(t *testing.T) {
-				cfg := Config[string]{FillTimeout: time.Second, InlineFill: inline}
+				cfg, rc := Config[string]{FillTimeout: time.Second}, ReplicaConfig{InlineFill: inline}
 				var d time.Time
-				capture(t, cfg, context.Background(), func(ctx context.Context) {
+				capture(t, cfg, rc, context.Background(), func(ctx context.Context) {
 					var ok bool
 					if d, ok = ctx.Deadline(); !ok || !d.Equal(time.Now().Add(time.Second)) {
 						t.Errorf("Deadline = %v, %v; want now + FillTimeout", d, ok)
@@ -84,7 +84,7 @@ func TestLoaderContextEndsWithItsParent(t *testing.T) {
 	for _, doneFirst := range []bool{false, true} {
 		synctest.Test(t, func(t *testing.T) {
 			parent, cancel := context.WithCancel(context.Background())
-			capture(t, Config[string]{FillTimeout: time.Minute, InlineFill: true}, parent, func(ctx context.Context) {
+			capture(t, Config[string]{FillTimeout: time.Minute}, ReplicaConfig{InlineFill: true}, parent, func(ctx context.Context) {
 				if doneFirst {
 					_ = ctx.Done()
 				}
@@ -100,7 +100,7 @@ func TestLoaderContextEndsWithItsParent(t *testing.T) {
 
 func TestLoaderContextEndsWithTheFill(t *testing.T) {
 	for _, doneFirst := range []bool{false, true} {
-		ctx := capture(t, Config[string]{FillTimeout: time.Minute}, context.Background(), func(ctx context.Context) {
+		ctx := capture(t, Config[string]{FillTimeout: time.Minute}, ReplicaConfig{}, context.Background(), func(ctx context.Context) {
 			if doneFirst {
 				_ = ctx.Done()
 			}
@@ -116,7 +116,7 @@ func TestLoaderContextEndsWithTheFill(t *testing.T) {
 // asks: its deadline, its error, its fill chain, its canceller.
 func TestLoaderContextMakesNoTimerUntilAsked(t *testing.T) {
 	var fc *fillCtx
-	capture(t, Config[string]{FillTimeout: time.Minute}, context.Background(), func(ctx context.Context) {
+	capture(t, Config[string]{FillTimeout: time.Minute}, ReplicaConfig{}, context.Background(), func(ctx context.Context) {
 		fc = ctx.(*fillCtx)
 		ctx.Deadline()
 		ctx.Err()
@@ -129,7 +129,7 @@ func TestLoaderContextMakesNoTimerUntilAsked(t *testing.T) {
 	if fc.real != nil {
 		t.Fatal("the loader's context made its real context (and timer) though nobody asked for Done")
 	}
-	capture(t, Config[string]{FillTimeout: time.Minute}, context.Background(), func(ctx context.Context) {
+	capture(t, Config[string]{FillTimeout: time.Minute}, ReplicaConfig{}, context.Background(), func(ctx context.Context) {
 		fc = ctx.(*fillCtx)
 		ctx.Done()
 	})
@@ -147,10 +147,10 @@ func TestNestedLoaderContextCanceller(t *testing.T) {
 			t.Error("a nested inline fill's canceller is not the outermost caller's context")
 		}
 		return "i", nil
-	}, Config[string]{Name: "inner", InlineFill: true})
+	}, Config[string]{Name: "inner"}, ReplicaConfig{InlineFill: true})
 	outer, _ := newTest(t, func(ctx context.Context, key string) (string, error) {
 		return inner.Get(ctx, key)
-	}, Config[string]{Name: "outer", InlineFill: true})
+	}, Config[string]{Name: "outer"}, ReplicaConfig{InlineFill: true})
 	if v, err := outer.Get(parent, "k"); err != nil || v != "i" {
 		t.Fatalf("Get = %q, %v", v, err)
 	}
@@ -165,7 +165,7 @@ func (lateParent) Deadline() (time.Time, bool) { return time.Now().Add(-time.Sec
 // A loader's context whose parent's deadline comes first ends when the parent does, not a
 // moment before: a caller that sees the fill fail then finds its own ctx.Err() set.
 func TestLoaderContextEndsWithItsParentsDeadline(t *testing.T) {
-	capture(t, Config[string]{FillTimeout: time.Minute, InlineFill: true}, lateParent{context.Background()}, func(ctx context.Context) {
+	capture(t, Config[string]{FillTimeout: time.Minute}, ReplicaConfig{InlineFill: true}, lateParent{context.Background()}, func(ctx context.Context) {
 		if err := ctx.Err(); err != nil {
 			t.Errorf("Err = %v while the parent's is nil", err)
 		}
@@ -173,7 +173,7 @@ func TestLoaderContextEndsWithItsParentsDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		parent, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		capture(t, Config[string]{FillTimeout: time.Minute, InlineFill: true}, parent, func(ctx context.Context) {
+		capture(t, Config[string]{FillTimeout: time.Minute}, ReplicaConfig{InlineFill: true}, parent, func(ctx context.Context) {
 			if d, _ := ctx.Deadline(); !d.Equal(time.Now().Add(time.Second)) {
 				t.Errorf("Deadline = %v, want the parent's", d)
 			}

@@ -146,7 +146,7 @@ func TestNegativeEntryExpires(t *testing.T) {
 }
 
 func TestFillCycleOnOneCache(t *testing.T) {
-	var c *Cache[string]
+	var c *Replica[string]
 	c, _ = newTest(t, func(ctx context.Context, key string) (string, error) {
 		if key == "self" {
 			return c.Get(ctx, "self")
@@ -172,7 +172,7 @@ func TestFillCycleOnOneCache(t *testing.T) {
 }
 
 func TestFillCycleAcrossCaches(t *testing.T) {
-	var users, orders *Cache[string]
+	var users, orders *Replica[string]
 	users, _ = newTest(t, func(ctx context.Context, key string) (string, error) {
 		return orders.Get(ctx, key)
 	}, Config[string]{Name: "users"})

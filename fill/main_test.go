@@ -33,14 +33,32 @@ func (l *counting) load(ctx context.Context, key string) (string, error) {
 	return "v:" + key, nil
 }
 
-// newTest returns a cache on a fake clock, closed at cleanup.
-func newTest[V any](tb testing.TB, load LoadFunc[V], cfg Config[V]) (*Cache[V], *FakeClock) {
+// newTest returns a cache on a fake clock, closed at cleanup: a Replica configured with rc[0]
+// (none: one that shares nothing), so that the tests of its own methods use it too.
+func newTest[V any](tb testing.TB, load LoadFunc[V], cfg Config[V], rc ...ReplicaConfig) (*Replica[V], *FakeClock) {
+	tb.Helper()
+	return newReplicaTest(tb, plain(load), cfg, append(rc, ReplicaConfig{})[0])
+}
+
+// plain is load as a ReplicaLoadFunc: it copies nothing.
+func plain[V any](load LoadFunc[V]) ReplicaLoadFunc[V] {
+	if load == nil {
+		return nil
+	}
+	return func(ctx context.Context, key string) (V, *Copy, error) {
+		v, err := load(ctx, key)
+		return v, nil, err
+	}
+}
+
+// newReplicaTest is newTest of a replica configured with rc.
+func newReplicaTest[V any](tb testing.TB, load ReplicaLoadFunc[V], cfg Config[V], rc ReplicaConfig) (*Replica[V], *FakeClock) {
 	tb.Helper()
 	clk := &FakeClock{}
 	if cfg.Clock == nil {
 		cfg.Clock = clk
 	}
-	c, err := New(load, cfg)
+	c, err := NewReplica(load, cfg, rc)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -44,7 +44,8 @@ func (c *Cache[V]) Set(key string, v V, tags ...string) (uint64, error) {
 // true, unless a write of key at a higher version is known here (the held entry's, or a
 // remembered one) or a tag was purged after version; either way the write is remembered,
 // and fills in flight that started before it are revoked.
-func (c *Cache[V]) SetAt(key string, v V, version uint64, tags ...string) (bool, error) {
+func (r *Replica[V]) SetAt(key string, v V, version uint64, tags ...string) (bool, error) {
+	c := r.Cache
 	if err := CheckKey(key); err != nil {
 		return false, err
 	}
@@ -64,7 +65,8 @@ func (c *Cache[V]) SetAt(key string, v V, version uint64, tags ...string) (bool,
 // now, that write revoked the caller's right to store: SetFor changes nothing and returns
 // false. Pass math.MaxUint64 to store whatever was written since. The value is tagged with
 // tags and born at version, as SetAt's.
-func (c *Cache[V]) SetFor(key string, v V, freshFor, staleFor time.Duration, known, version uint64, tags ...string) (bool, error) {
+func (r *Replica[V]) SetFor(key string, v V, freshFor, staleFor time.Duration, known, version uint64, tags ...string) (bool, error) {
+	c := r.Cache
 	if err := CheckKey(key); err != nil {
 		return false, err
 	}
@@ -115,7 +117,8 @@ func (c *Cache[V]) setAt(key string, e *entry[V], known uint64) (bool, error) {
 // RemoveAt is Remove with the removal's version given by the caller (see SetAt): it deletes
 // key unless the held entry is of a higher version, remembers the removal and revokes older
 // fills.
-func (c *Cache[V]) RemoveAt(key string, version uint64) error {
+func (r *Replica[V]) RemoveAt(key string, version uint64) error {
+	c := r.Cache
 	if err := CheckKey(key); err != nil {
 		return err
 	}
@@ -139,7 +142,8 @@ func (c *Cache[V]) RemoveAt(key string, version uint64) error {
 // after en.Born, when the held entry's version is at least en.Version, or when en is no
 // longer servable (StaleFor ≤ 0). Fills in flight are not revoked: their results are not
 // older. Errors: a *KeyError, a *TagError, ErrClosed.
-func (c *Cache[V]) Put(key string, en Entry[V]) (bool, error) {
+func (r *Replica[V]) Put(key string, en Entry[V]) (bool, error) {
+	c := r.Cache
 	if err := CheckKey(key); err != nil {
 		return false, err
 	}
@@ -201,7 +205,8 @@ func (c *Cache[V]) Remove(key string) (uint64, error) {
 // before this node knew of the write, and remembers the write, so that no older copy is
 // stored later. It reports whether an entry was dropped. It works after Close too, which
 // changes nothing but the Tombstones.
-func (c *Cache[V]) Invalidate(key string, version uint64) bool {
+func (r *Replica[V]) Invalidate(key string, version uint64) bool {
+	c := r.Cache
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.tombs.Record(key, version)
@@ -226,7 +231,8 @@ func (c *Cache[V]) revokeLocked(key string, version uint64) {
 // Latest returns the largest version of key known here: of a remembered write of it, or of
 // the entry held (fresh, stale, or a cached ErrNotFound: the version of the latest write it
 // reflects); 0 when there is neither.
-func (c *Cache[V]) Latest(key string) uint64 {
+func (r *Replica[V]) Latest(key string) uint64 {
+	c := r.Cache
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	v := c.tombs.Version(key)
@@ -252,7 +258,8 @@ func (c *Cache[V]) Peek(key string) (Entry[V], bool) {
 
 // PeekAny is Peek that also returns a remembered not-found within its TTL (with NotFound
 // set): what another node may take over from this one.
-func (c *Cache[V]) PeekAny(key string) (Entry[V], bool) {
+func (r *Replica[V]) PeekAny(key string) (Entry[V], bool) {
+	c := r.Cache
 	e, ok := c.store.GetIfPresent(key)
 	if !ok || e.purged() {
 		return Entry[V]{}, false
@@ -266,7 +273,8 @@ func (c *Cache[V]) PeekAny(key string) (Entry[V], bool) {
 
 // Filling reports whether a fill (or refresh) of key runs now whose loader loads the value
 // itself (it called Loading).
-func (c *Cache[V]) Filling(key string) bool {
+func (r *Replica[V]) Filling(key string) bool {
+	c := r.Cache
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cl, ok := c.calls[key]
@@ -277,7 +285,8 @@ func (c *Cache[V]) Filling(key string) bool {
 // the value itself (it called Loading), and then returns what the cache holds of key, as
 // PeekAny does. It never starts a fill, and never waits for a fill that may itself be
 // waiting for a copy from elsewhere — perhaps from the caller.
-func (c *Cache[V]) AwaitFill(ctx context.Context, key string) (Entry[V], bool) {
+func (r *Replica[V]) AwaitFill(ctx context.Context, key string) (Entry[V], bool) {
+	c := r.Cache
 	c.mu.Lock()
 	cl, ok := c.calls[key]
 	c.mu.Unlock()
@@ -288,7 +297,7 @@ func (c *Cache[V]) AwaitFill(ctx context.Context, key string) (Entry[V], bool) {
 			return Entry[V]{}, false
 		}
 	}
-	return c.PeekAny(key)
+	return r.PeekAny(key)
 }
 
 // All yields every stored entry that can still be served — fresh, stale within grace, or a

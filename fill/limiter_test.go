@@ -11,7 +11,7 @@ import (
 // keeps the slot once both fills are done.
 func TestNestedFillTakesNoSlot(t *testing.T) {
 	fills := NewLimiter(1)
-	var c *Cache[string]
+	var c *Replica[string]
 	c, _ = newTest(t, func(ctx context.Context, key string) (string, error) {
 		if key == "outer" {
 			v, err := c.Get(ctx, "inner")

@@ -13,11 +13,11 @@ import (
 func TestWriteDuringFillRevokesTheFill(t *testing.T) {
 	tests := []struct {
 		name  string
-		write func(c *Cache[string]) error
+		write func(c *Replica[string]) error
 		want  string // held after the fill ends; "" = nothing
 	}{
-		{"Remove", func(c *Cache[string]) error { _, err := c.Remove("k"); return err }, ""},
-		{"Set", func(c *Cache[string]) error { _, err := c.Set("k", "written"); return err }, "written"},
+		{"Remove", func(c *Replica[string]) error { _, err := c.Remove("k"); return err }, ""},
+		{"Set", func(c *Replica[string]) error { _, err := c.Set("k", "written"); return err }, "written"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -88,23 +88,22 @@ func TestPutKeepsTheNewerVersion(t *testing.T) {
 
 // A write remembered here — by Remove, Set, or an Invalidate of a write made elsewhere —
 // refuses every copy older than it that arrives later, through Put or through a fill whose
-// loader copied the value (SetVersion); copies at or above it are stored.
+// loader copied the value (a Copy); copies at or above it are stored.
 func TestWritesRefuseOlderCopies(t *testing.T) {
 	tests := []struct {
 		name  string
-		write func(c *Cache[string]) uint64
+		write func(c *Replica[string]) uint64
 	}{
-		{"Remove", func(c *Cache[string]) uint64 { v, _ := c.Remove("k"); return v }},
-		{"Set", func(c *Cache[string]) uint64 { v, _ := c.Set("k", "set"); c.Invalidate("k", v+1); return v + 1 }},
-		{"Invalidate", func(c *Cache[string]) uint64 { c.Invalidate("k", 40); return 40 }},
+		{"Remove", func(c *Replica[string]) uint64 { v, _ := c.Remove("k"); return v }},
+		{"Set", func(c *Replica[string]) uint64 { v, _ := c.Set("k", "set"); c.Invalidate("k", v+1); return v + 1 }},
+		{"Invalidate", func(c *Replica[string]) uint64 { c.Invalidate("k", 40); return 40 }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			copyVersion := uint64(0)
-			c, _ := newTest(t, func(ctx context.Context, key string) (string, error) {
-				SetVersion(ctx, copyVersion)
-				return "copy", nil
-			}, Config[string]{})
+			c, _ := newReplicaTest(t, func(ctx context.Context, key string) (string, *Copy, error) {
+				return "copy", &Copy{FreshFor: Never, StaleFor: Never, Version: copyVersion}, nil
+			}, Config[string]{}, ReplicaConfig{})
 			w := tt.write(c)
 			if ok, _ := c.Put("k", Entry[string]{Value: "old", FreshFor: time.Minute, StaleFor: time.Minute, Version: w - 1}); ok {
 				t.Fatal("Put stored a copy older than the write")
@@ -284,21 +283,19 @@ func TestTakeOverStaleAndNotFound(t *testing.T) {
 	}
 }
 
-// A loader that takes over a stale copy from elsewhere (SetVersion, with a lifetime that is
+// A loader that takes over a stale copy from elsewhere (a Copy, with a lifetime that is
 // already past its freshness) has it served stale, and the copy's one refresh starts at once:
 // it loads from the source (IsRefresh), and replaces the copy.
 func TestStaleCopyIsRefreshedOnce(t *testing.T) {
 	var refreshes atomic.Int32
-	var c *Cache[string]
-	c, clk := newTest(t, func(ctx context.Context, key string) (string, error) {
+	var c *Replica[string]
+	c, clk := newReplicaTest(t, func(ctx context.Context, key string) (string, *Copy, error) {
 		if IsRefresh(ctx) {
 			refreshes.Add(1)
-			return "new", nil
+			return "new", nil, nil
 		}
-		SetVersion(ctx, 3)
-		SetExpiry(ctx, 0, time.Minute)
-		return "copied", nil
-	}, Config[string]{TTL: time.Hour})
+		return "copied", &Copy{FreshFor: 0, StaleFor: time.Minute, Version: 3}, nil
+	}, Config[string]{TTL: time.Hour}, ReplicaConfig{})
 	v, src, err := c.GetEntry(context.Background(), "k")
 	if err != nil || v.Value != "copied" || src != SourceStale {
 		t.Fatalf("GetEntry = %+v (%v), %v; want the stale copy", v, src, err)

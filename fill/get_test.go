@@ -271,7 +271,7 @@ func TestAdmissionControlWaitsForASlot(t *testing.T) {
 // nothing is stored, and the Get that waited on it fills again. No worker ever starts.
 func TestInlineFill(t *testing.T) {
 	l := &counting{release: make(chan struct{})}
-	c, _ := newTest(t, l.load, Config[string]{TTL: time.Minute, InlineFill: true})
+	c, _ := newTest(t, l.load, Config[string]{TTL: time.Minute}, ReplicaConfig{InlineFill: true})
 	ctx, cancel := context.WithCancel(context.Background())
 	leader := make(chan error, 1)
 	go func() { _, err := c.Get(ctx, "k"); leader <- err }()
@@ -310,7 +310,7 @@ func TestInlineFill(t *testing.T) {
 	}
 }
 
-func mustGetEntry(t *testing.T, c *Cache[string], key string) (string, Source) {
+func mustGetEntry(t *testing.T, c *Replica[string], key string) (string, Source) {
 	t.Helper()
 	e, src, err := c.GetEntry(context.Background(), key)
 	if err != nil {

@@ -23,7 +23,7 @@ func TestWaitGraphFindsCyclesEnteredAtOnce(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			graph := NewWaitGraph(nil)
-			caches := map[string]*Cache[string]{}
+			caches := map[string]*Replica[string]{}
 			n := len(tt.caches)
 			var started sync.WaitGroup
 			started.Add(n)
@@ -42,7 +42,7 @@ func TestWaitGraphFindsCyclesEnteredAtOnce(t *testing.T) {
 					<-allStarted
 					next := (i + 1) % n
 					return caches[tt.caches[next]].Get(ctx, fmt.Sprint(next))
-				}, Config[string]{Name: name, FillTimeout: time.Minute, Waits: graph.Hook(nil)})
+				}, Config[string]{Name: name, FillTimeout: time.Minute}, ReplicaConfig{Waits: graph.Hook(nil)})
 				caches[name] = c
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -71,14 +71,14 @@ func TestWaitGraphFindsCyclesEnteredAtOnce(t *testing.T) {
 func TestWaitGraphLeavesSharedWaitsAlone(t *testing.T) {
 	graph := NewWaitGraph(nil)
 	release := make(chan struct{})
-	var c *Cache[string]
+	var c *Replica[string]
 	c, _ = newTest(t, func(ctx context.Context, key string) (string, error) {
 		if key == "shared" {
 			<-release
 			return "s", nil
 		}
 		return c.Get(ctx, "shared")
-	}, Config[string]{FillTimeout: time.Minute, Waits: graph.Hook(nil)})
+	}, Config[string]{FillTimeout: time.Minute}, ReplicaConfig{Waits: graph.Hook(nil)})
 	var wg sync.WaitGroup
 	for _, k := range []string{"a", "b"} {
 		wg.Go(func() {
@@ -102,12 +102,12 @@ func TestWaitGraphFollowsRemoteWaits(t *testing.T) {
 		return nil, nil
 	})
 	hook := graph.Hook(func(string) string { return "peer" })
-	var c *Cache[string]
+	var c *Replica[string]
 	c, _ = newTest(t, func(ctx context.Context, key string) (string, error) {
 		// The fill of a waits on r/remote, which it joined.
 		_, err := hook.Wait(ctx, "r", "remote", true)
 		return "", err
-	}, Config[string]{Waits: graph.Hook(nil)})
+	}, Config[string]{}, ReplicaConfig{Waits: graph.Hook(nil)})
 	if _, err := c.Get(context.Background(), "a"); !errors.Is(err, ErrFillCycle) {
 		t.Fatalf("Get = %v, want ErrFillCycle", err)
 	}

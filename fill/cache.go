@@ -54,17 +54,6 @@ type Config[V any] struct {
 	// fill nested in one that holds a slot — its loader's Get, here or through other
 	// processes and back — takes none (see Limiter.AcquireFill). nil = unbounded.
 	Fills *Limiter
-	// InlineFill runs a fill on the goroutine of the Get that starts it, instead of a worker
-	// (workers.go), under that Get's ctx: it saves the hand-off to the worker and back. When
-	// that ctx ends, the loader's ends too, and if the fill then fails it is abandoned:
-	// nothing is stored, the Get gets ctx.Err(), and the Gets that waited on it start over,
-	// one of them filling again. So a Get still leaves when its ctx ends, but a fill may run
-	// more than once for one miss: set it only for a loader whose repeat is cheap and
-	// harmless (corral's near cache: its loader asks the key's owner, which fills once).
-	// The loader must return once its ctx ends (at the fill timeout, if not before): no
-	// timer ends an inline fill for it, and the Gets waiting on the fill wait that long.
-	// Off by default.
-	InlineFill bool
 	// SweepInterval is how often the cache drops the entries that can no longer be served
 	// (past their grace, or a not-found past NegativeTTL): a goroutine, stopped by Close.
 	// Between sweeps such entries hold memory (within MaxBytes) and nothing else: no read
@@ -80,28 +69,6 @@ type Config[V any] struct {
 	// OnFill, if set, is called after every loader run with its duration and error (for a
 	// histogram). It is called from the fill's goroutine and must not block.
 	OnFill func(d time.Duration, err error)
-
-	// NextVersion returns the version of a write (Set, Remove): larger than every version
-	// handed out or seen before, so that writes are ordered. It must be safe for concurrent
-	// use. nil = a counter of this cache's own, which orders this cache's writes only; the
-	// root package passes its node's version clock, which orders writes across nodes.
-	NextVersion func() uint64
-	// Tombstones remembers recent writes (see Tombstones); share one between caches that
-	// must refuse the same old copies. nil = a Tombstones of this cache's own, on its clock.
-	Tombstones *Tombstones
-	// Waits, if set, is told of every wait of a Get made from inside a fill on a fill of
-	// this cache, so that fill cycles through other caches and nodes are seen (see
-	// WaitHook). nil = only cycles within one chain are seen.
-	Waits WaitHook
-	// Tags is the registry of tags and their purges (see Tags); share one between caches
-	// that RemoveByTag must reach together. nil = a registry of this cache's own, with the
-	// default purge TTL, on the cache's clock.
-	Tags *Tags
-	// VersionNow returns the version clock's reading — the largest version handed out or
-	// seen — which a fill records as its value's born version when it starts (see Tags). It
-	// must be safe for concurrent use and never go back. nil = NextVersion (a new version is
-	// above every one seen, too), or when that is nil as well, this cache's own counter.
-	VersionNow func() uint64
 }
 
 // DefaultMaxRefreshes is the default bound on concurrent background refreshes.
@@ -184,7 +151,8 @@ func defaultWeigher[V any](_ string, v V) int64 {
 // for concurrent use. Create it with New and stop it with Close.
 type Cache[V any] struct {
 	cfg    Config[V]
-	load   LoadFunc[V]
+	rc     ReplicaConfig
+	load   ReplicaLoadFunc[V] // nil: no loader
 	store  *otter.Cache[string, *entry[V]]
 	clock  Clock
 	coarse *otter.CoarseClock // clock, when it is one: read without an interface call on hits
@@ -213,19 +181,30 @@ type Cache[V any] struct {
 }
 
 // New returns a Cache that fills missing keys with load. A nil load makes a cache without a
-// loader: Get then returns ErrNotFound for a key that is not stored (a near cache, say).
+// loader: Get then returns ErrNotFound for a key that is not stored.
 func New[V any](load LoadFunc[V], cfg Config[V]) (*Cache[V], error) {
+	var l ReplicaLoadFunc[V]
+	if load != nil {
+		l = func(ctx context.Context, key string) (V, *Copy, error) {
+			v, err := load(ctx, key)
+			return v, nil, err
+		}
+	}
+	return newCache(l, cfg, ReplicaConfig{})
+}
+
+func newCache[V any](load ReplicaLoadFunc[V], cfg Config[V], rc ReplicaConfig) (*Cache[V], error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	c := &Cache[V]{cfg: cfg, load: load, calls: make(map[string]*call[V]),
+	c := &Cache[V]{cfg: cfg, rc: rc, load: load, calls: make(map[string]*call[V]),
 		tasks: make(chan fillTask[V]), quit: make(chan struct{})}
 	switch clk := cfg.Clock.(type) {
 	case nil:
 		cc := NewCoarseClock(time.Millisecond)
-		c.clock, c.coarse, c.stop = cc, cc, cc.Stop
-	case *otter.CoarseClock:
-		c.clock, c.coarse = clk, clk
+		c.clock, c.coarse, c.stop = cc, cc.c, cc.Stop
+	case *CoarseClock:
+		c.clock, c.coarse = clk, clk.c
 	default:
 		c.clock = clk
 	}
@@ -249,11 +228,11 @@ func New[V any](load LoadFunc[V], cfg Config[V]) (*Cache[V], error) {
 		return nil, fmt.Errorf("corral: store: %w", err)
 	}
 	c.store = store
-	c.tombs = cfg.Tombstones
+	c.tombs = rc.Tombstones
 	if c.tombs == nil {
 		c.tombs = NewTombstones(TombstoneConfig{Clock: c.clock})
 	}
-	c.tags = cfg.Tags
+	c.tags = rc.Tags
 	if c.tags == nil {
 		c.tags = NewTags(TagsConfig{Clock: c.clock})
 	}
@@ -308,25 +287,25 @@ func (c *Cache[V]) rand() float64 { return c.cfg.Rand() }
 
 // nextVersion returns the version of a write.
 func (c *Cache[V]) nextVersion() uint64 {
-	if c.cfg.NextVersion != nil {
-		return c.cfg.NextVersion()
+	if c.rc.NextVersion != nil {
+		return c.rc.NextVersion()
 	}
 	return c.versions.Add(1)
 }
 
 // Tombstones returns the writes this cache remembers.
-func (c *Cache[V]) Tombstones() *Tombstones { return c.tombs }
+func (r *Replica[V]) Tombstones() *Tombstones { return r.tombs }
 
 // Tags returns the tag registry this cache stores its tags in.
-func (c *Cache[V]) Tags() *Tags { return c.tags }
+func (r *Replica[V]) Tags() *Tags { return r.tags }
 
 // versionNow returns the version clock's reading: the born of a value made now.
 func (c *Cache[V]) versionNow() uint64 {
 	switch {
-	case c.cfg.VersionNow != nil:
-		return c.cfg.VersionNow()
-	case c.cfg.NextVersion != nil:
-		return c.cfg.NextVersion() // a new version is above every one seen too
+	case c.rc.VersionNow != nil:
+		return c.rc.VersionNow()
+	case c.rc.NextVersion != nil:
+		return c.rc.NextVersion() // a new version is above every one seen too
 	}
 	return c.versions.Load()
 }

@@ -101,7 +101,7 @@ func (c *Cache[V]) miss(ctx context.Context, key string) (Entry[V], Source, erro
 	c.calls[key] = cl
 	c.wg.Add(1)
 	c.mu.Unlock()
-	if c.cfg.InlineFill {
+	if c.rc.InlineFill {
 		done, err := c.startWait(ctx, key, false)
 		if err == nil {
 			defer done()
@@ -140,10 +140,10 @@ func noWait() {}
 
 // startWait tells Config.Waits that ctx's fill is about to wait on the fill of key.
 func (c *Cache[V]) startWait(ctx context.Context, key string, joined bool) (func(), error) {
-	if c.cfg.Waits == nil || chainOf(ctx) == nil {
+	if c.rc.Waits == nil || chainOf(ctx) == nil {
 		return noWait, nil
 	}
-	return c.cfg.Waits.Wait(ctx, c.cfg.Name, key, joined)
+	return c.rc.Waits.Wait(ctx, c.cfg.Name, key, joined)
 }
 
 // wait waits for cl on behalf of one Get. A caller whose ctx ends leaves alone: the fill is
@@ -200,8 +200,9 @@ var errAbandoned = errors.New("fill: abandoned by the Get that ran it")
 
 // result is one loader run's outcome.
 type result[V any] struct {
-	v   V
-	err error
+	v    V
+	copy *Copy // what the loader said it copied; nil for a load from the source
+	err  error
 }
 
 // run is a fill: it runs the loader once for cl and completes cl. On a worker (goRun), only
@@ -246,6 +247,9 @@ func (c *Cache[V]) run(parent context.Context, key string, cl *call[V], slot *Li
 	}
 	if r.err == nil {
 		r = c.loadSafe(fc, key) // a loader's panic is its error: the slot is released below
+		if r.copy != nil {
+			x.take(r.copy) // the loader has returned: nothing writes x any more
+		}
 	}
 	// The slot is free before the fill's callers are woken: one that fills again at once
 	// finds it (a Limiter of one, or a caller counting InUse, sees the fill ended).
@@ -396,7 +400,7 @@ func (c *Cache[V]) loadSafe(ctx context.Context, key string) (r result[V]) {
 			r = result[V]{err: &PanicError{Value: p, Stack: stack}}
 		}
 	}()
-	r.v, r.err = c.load(ctx, key)
+	r.v, r.copy, r.err = c.load(ctx, key)
 	return r
 }
 

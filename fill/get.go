@@ -40,7 +40,8 @@ func (c *Cache[V]) Get(ctx context.Context, key string) (V, error) {
 // still holds — corral stamps a key's entry with the ring it found the key owned here under,
 // so that while that ring stands a hit skips the owner lookup. stamp must be in
 // [1, StampMask].
-func (c *Cache[V]) GetStamped(ctx context.Context, key string, stamp uint32) (V, bool) {
+func (r *Replica[V]) GetStamped(ctx context.Context, key string, stamp uint32) (V, bool) {
+	c := r.Cache
 	// A stamped entry is never a remembered not-found (GetStamping stamps only values), so
 	// the stamp is the one flag word to read; a tagged entry checks its tags too.
 	if e, ok := c.store.GetIfPresent(key); ok {
@@ -70,7 +71,8 @@ func (c *Cache[V]) GetStamped(ctx context.Context, key string, stamp uint32) (V,
 // GetStamping is Get that stamps the entry it answers a fresh hit from with stamp, for
 // GetStamped (a value a fill stores is stamped by the next hit). stamp must be in
 // [1, StampMask].
-func (c *Cache[V]) GetStamping(ctx context.Context, key string, stamp uint32) (V, error) {
+func (r *Replica[V]) GetStamping(ctx context.Context, key string, stamp uint32) (V, error) {
+	c := r.Cache
 	if e, ok := c.store.GetIfPresent(key); ok {
 		now := c.clock.NowNano()
 		if now < e.fresh && !e.notFound() && !e.purged() {
@@ -95,7 +97,8 @@ func (c *Cache[V]) GetEntry(ctx context.Context, key string) (Entry[V], Source, 
 // Lookup is GetEntry without counting the call in Stats.Gets: for a caller that answers
 // requests counted elsewhere (a node serving its peers), so that every count stays
 // monotonic without one count being derived from another.
-func (c *Cache[V]) Lookup(ctx context.Context, key string) (Entry[V], Source, error) {
+func (r *Replica[V]) Lookup(ctx context.Context, key string) (Entry[V], Source, error) {
+	c := r.Cache
 	return c.getEntry(ctx, key)
 }
 
@@ -103,7 +106,8 @@ func (c *Cache[V]) Lookup(ctx context.Context, key string) (Entry[V], Source, er
 // stored fresh, or stale within grace (starting its refresh), and reports false otherwise,
 // having done nothing. It never waits: a node answers peers' hits with it on the goroutine
 // that reads their requests. A remembered ErrNotFound is left to Lookup.
-func (c *Cache[V]) LookupHeld(ctx context.Context, key string) (Entry[V], Source, bool) {
+func (r *Replica[V]) LookupHeld(ctx context.Context, key string) (Entry[V], Source, bool) {
+	c := r.Cache
 	if CheckKey(key) != nil {
 		return Entry[V]{}, 0, false
 	}

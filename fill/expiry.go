@@ -23,33 +23,17 @@ func SetExpiry(ctx context.Context, freshFor, staleFor time.Duration) bool {
 	return true
 }
 
-// SetVersion tells the fill that the value the loader is about to return is a copy made
-// elsewhere (another node's store, say) that reflects the writes up to version, rather
-// than a load from the source of truth. The cache then stores it only if no write of the
-// key newer than version is known here (see Tombstones), and with that version. It must be
-// called with the ctx the loader was given, before the loader returns; it reports false,
-// and does nothing, when ctx is not a loader's context.
-func SetVersion(ctx context.Context, version uint64) bool {
-	l := chainOf(ctx)
-	if l == nil || l.choice == nil {
-		return false
-	}
-	l.choice.copied = true
-	l.choice.version = version
-	return true
-}
-
-// choice is what a loader chose through SetExpiry, SetVersion, SetBorn and Tag. It is
+// choice is what a loader chose through SetExpiry and Tag, and what its Copy said. It is
 // written by the loader's goroutine and read by the fill after the loader returned (the
 // loader's return orders the two).
 type choice struct {
 	set          bool // SetExpiry was called
 	fresh, stale time.Duration
 
-	copied  bool // SetVersion was called
+	copied  bool // the loader returned a Copy
 	version uint64
 
-	bornSet bool // SetBorn was called
+	bornSet bool // the Copy's tags came with its born version
 	born    uint64
 
 	tags []string // Tag's, in order, duplicates dropped
@@ -69,19 +53,6 @@ func Tag(ctx context.Context, tags ...string) {
 			l.choice.tags = append(l.choice.tags, t)
 		}
 	}
-}
-
-// SetBorn tells the fill that the value the loader is about to return was made elsewhere at
-// born, the version clock's reading there (a copy's Entry.Born), rather than now: a purge of
-// one of its tags newer than born removes it here too. It reports false, and does nothing,
-// when ctx is not a loader's context.
-func SetBorn(ctx context.Context, born uint64) bool {
-	l := chainOf(ctx)
-	if l == nil || l.choice == nil {
-		return false
-	}
-	l.choice.bornSet, l.choice.born = true, born
-	return true
 }
 
 // lifetime returns the fresh-until and stale-until instants for a value filled at now.

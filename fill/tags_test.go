@@ -101,7 +101,7 @@ func TestPurgeDuringFill(t *testing.T) {
 // it is refused; born after, stored. Peek, PeekAny and All never show a purged entry.
 func TestPutChecksPurges(t *testing.T) {
 	tags := NewTags(TagsConfig{})
-	c, _ := newTest[string](t, nil, Config[string]{TTL: time.Hour, Tags: tags})
+	c, _ := newTest[string](t, nil, Config[string]{TTL: time.Hour}, ReplicaConfig{Tags: tags})
 	tags.Purge("t", 100)
 	if ok, err := c.Put("old", Entry[string]{Value: "o", FreshFor: time.Hour, StaleFor: time.Hour, Tags: []string{"t"}, Born: 99}); ok || err != nil {
 		t.Fatalf("Put of a copy born before the purge = %v, %v; want refused", ok, err)
@@ -128,11 +128,12 @@ func TestPutChecksPurges(t *testing.T) {
 func TestSharedTagsPurgeTogether(t *testing.T) {
 	tags := NewTags(TagsConfig{})
 	var version atomic.Uint64
-	cfg := Config[string]{TTL: time.Hour, Tags: tags, NextVersion: func() uint64 { return version.Add(1) },
+	cfg := Config[string]{TTL: time.Hour}
+	rc := ReplicaConfig{Tags: tags, NextVersion: func() uint64 { return version.Add(1) },
 		VersionNow: func() uint64 { return version.Load() }}
-	a, _ := newTest[string](t, nil, cfg)
+	a, _ := newTest[string](t, nil, cfg, rc)
 	cfg.Name = "b"
-	b, _ := newTest[string](t, nil, cfg)
+	b, _ := newTest[string](t, nil, cfg, rc)
 	a.Set("k", "a", "t")
 	b.Set("k", "b", "t")
 	if _, err := a.RemoveByTag("t"); err != nil {
@@ -195,7 +196,7 @@ func TestTagLimits(t *testing.T) {
 func TestTagPurgeExpires(t *testing.T) {
 	clk := &FakeClock{}
 	tags := NewTags(TagsConfig{TTL: time.Minute, Clock: clk})
-	c, _ := newTest[string](t, nil, Config[string]{TTL: time.Hour, Tags: tags, Clock: clk})
+	c, _ := newTest[string](t, nil, Config[string]{TTL: time.Hour, Clock: clk}, ReplicaConfig{Tags: tags})
 	c.Set("k", "v", "t")
 	tags.Purge("t", 1<<40)
 	if tags.Len() != 1 || tags.Mark("t") != 1<<40 {

@@ -1,15 +1,26 @@
 package corral
 
 import (
+	"cmp"
+	crand "crypto/rand"
 	"crypto/tls"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
+	"os"
 	"time"
+
+	sockaddr "github.com/hashicorp/go-sockaddr"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/corralcache/corral/internal/node"
-	"github.com/corralcache/corral/internal/view"
+	"github.com/corralcache/corral/fill"
+	"github.com/corralcache/corral/internal/peertls"
+	"github.com/corralcache/corral/peer"
+	"github.com/corralcache/corral/transport"
 )
 
 // Config configures New. The zero value of every field means its default; DefaultConfig
@@ -130,85 +141,162 @@ type Config struct {
 	Rand *rand.Rand
 }
 
-// DefaultConfig returns the production defaults.
+// envelope is the room a peer message needs beside its value: the key, the header and the
+// framing. The transport's message limit is MaxValueBytes plus it.
+const envelope = 64 << 10
+
+// DefaultConfig returns the production defaults. The membership's are package peer's, the
+// peer calls' package transport's, the stores' package fill's: each is written once, where it
+// is used, and the rest here, each with its reason.
 func DefaultConfig() Config {
-	d := node.DefaultConfig()
+	p := peer.DefaultConfig()
+	t := transport.DefaultClientConfig()
 	return Config{
-		BindAddr:            d.BindAddr,
-		GossipPort:          d.GossipPort,
-		PeerPort:            d.PeerPort,
-		ProbeInterval:       d.ProbeInterval,
-		ProbeTimeout:        d.ProbeTimeout,
-		GossipInterval:      d.GossipInterval,
-		PushPullInterval:    d.PushPullInterval,
-		SuspicionMult:       d.SuspicionMult,
-		DeadNodeReclaimTime: d.DeadNodeReclaimTime,
-		RejoinInterval:      d.RejoinInterval,
-		ReconnectInterval:   d.ReconnectInterval,
-		PeerTimeout:         d.PeerTimeout,
-		PeekTimeout:         d.PeekTimeout,
-		SilentPeerTimeout:   d.SilentPeerTimeout,
-		PeekWindow:          d.PeekWindow,
-		DrainTimeout:        d.DrainTimeout,
-		MaxValueBytes:       d.MaxValueBytes,
-		MaxRefreshes:        d.MaxRefreshes,
-		NearBytes:           d.NearBytes,
-		NearTTL:             d.NearTTL,
-		NearPromote:         d.NearPromote,
+		BindAddr:            p.BindAddr,
+		GossipPort:          p.BindPort,
+		PeerPort:            p.BindPort + 1, // the port after memberlist's
+		ProbeInterval:       p.ProbeInterval,
+		ProbeTimeout:        p.ProbeTimeout,
+		GossipInterval:      p.GossipInterval,
+		PushPullInterval:    p.PushPullInterval,
+		SuspicionMult:       p.SuspicionMult,
+		DeadNodeReclaimTime: p.DeadNodeReclaimTime,
+		RejoinInterval:      p.RejoinInterval,
+		ReconnectInterval:   p.ReconnectInterval,
+		PeerTimeout:         t.CallTimeout,
+		PeekTimeout:         t.SilentPeerTimeout, // a member that has not answered within it is silent
+		SilentPeerTimeout:   t.SilentPeerTimeout,
+		PeekWindow:          time.Minute, // well past a rollout's step: the new owners find the old copies
+		DrainTimeout:        2 * time.Second,
+		MaxValueBytes:       transport.DefaultMaxMessageSize - envelope,
+		MaxRefreshes:        fill.DefaultMaxRefreshes,
+		NearBytes:           8 << 20,
+		NearTTL:             time.Second, // how long a near copy that missed a write (its member unreached) may serve it
+		NearPromote:         2,
 	}
 }
 
-// internal returns c in package node's terms; n is the handle AutoGroup is given.
-func (c Config) internal(n *Node) node.Config {
-	nc := node.Config{
-		Name:                  c.Name,
-		BindAddr:              c.BindAddr,
-		AdvertiseAddr:         c.AdvertiseAddr,
-		GossipPort:            c.GossipPort,
-		PeerPort:              c.PeerPort,
-		Join:                  c.Join,
-		Registerer:            c.Registerer,
-		Logger:                c.Logger,
-		SecretKey:             c.SecretKey,
-		Label:                 c.Label,
-		PeerTLS:               c.PeerTLS,
-		SecondaryKeys:         c.SecondaryKeys,
-		AcceptPlaintextGossip: c.AcceptPlaintextGossip,
-		SendPlaintextGossip:   c.SendPlaintextGossip,
-		ProbeInterval:         c.ProbeInterval,
-		ProbeTimeout:          c.ProbeTimeout,
-		GossipInterval:        c.GossipInterval,
-		PushPullInterval:      c.PushPullInterval,
-		SuspicionMult:         c.SuspicionMult,
-		DeadNodeReclaimTime:   c.DeadNodeReclaimTime,
-		RejoinInterval:        c.RejoinInterval,
-		ReconnectInterval:     c.ReconnectInterval,
-		PeerTimeout:           c.PeerTimeout,
-		PeekTimeout:           c.PeekTimeout,
-		SilentPeerTimeout:     c.SilentPeerTimeout,
-		PeekWindow:            c.PeekWindow,
-		DrainTimeout:          c.DrainTimeout,
-		AllowNonMemberPeers:   c.AllowNonMemberPeers,
-		LocalFallback:         c.LocalFallback,
-		MaxValueBytes:         c.MaxValueBytes,
-		MaxRefreshes:          c.MaxRefreshes,
-		MaxFills:              c.MaxFills,
-		NearBytes:             c.NearBytes,
-		NearTTL:               c.NearTTL,
-		NearPromote:           c.NearPromote,
-		Rand:                  c.Rand,
+// validate checks c and fills in its defaults.
+func (c *Config) validate() error {
+	d := DefaultConfig()
+	if c.Name == "" {
+		host, err := os.Hostname()
+		if err != nil || host == "" {
+			host = "corral"
+		}
+		var b [4]byte
+		if c.Rand != nil {
+			binary.LittleEndian.PutUint32(b[:], c.Rand.Uint32())
+		} else {
+			crand.Read(b[:])
+		}
+		c.Name = host + "-" + hex.EncodeToString(b[:])
 	}
-	if c.AutoGroup != nil {
-		nc.AutoGroup = func(name string) error { return c.AutoGroup(n, name) }
+	c.BindAddr = cmp.Or(c.BindAddr, d.BindAddr)
+	if net.ParseIP(c.BindAddr) == nil {
+		return fmt.Errorf("corral: BindAddr %q is not an IP address", c.BindAddr)
 	}
-	if c.OnChange != nil {
-		nc.OnChange = func(ms []view.Member) {
-			members := make([]Member, len(ms))
-			for i, m := range ms {
-				members[i] = Member(m)
-			}
-			c.OnChange(members)
+	if c.AdvertiseAddr != "" && net.ParseIP(c.AdvertiseAddr) == nil {
+		return fmt.Errorf("corral: AdvertiseAddr %q is not an IP address", c.AdvertiseAddr)
+	}
+	for _, p := range []struct {
+		name string
+		v    int
+	}{{"GossipPort", c.GossipPort}, {"PeerPort", c.PeerPort}} {
+		if p.v < 0 || p.v > 65535 {
+			return fmt.Errorf("corral: %s %d out of range", p.name, p.v)
 		}
 	}
-	return nc
+	if c.GossipPort != 0 && c.GossipPort == c.PeerPort {
+		return fmt.Errorf("corral: GossipPort and PeerPort are both %d", c.PeerPort)
+	}
+	switch len(c.SecretKey) {
+	case 0, 16, 24, 32:
+	default:
+		return fmt.Errorf("corral: SecretKey of %d bytes: want 16, 24 or 32", len(c.SecretKey))
+	}
+	if err := peertls.Check(c.PeerTLS); err != nil {
+		return err
+	}
+	for _, f := range []struct {
+		name string
+		v    time.Duration
+	}{{"PeerTimeout", c.PeerTimeout}, {"PeekTimeout", c.PeekTimeout}, {"NearTTL", c.NearTTL},
+		{"ProbeInterval", c.ProbeInterval}, {"ProbeTimeout", c.ProbeTimeout},
+		{"GossipInterval", c.GossipInterval}, {"PushPullInterval", c.PushPullInterval},
+		{"DeadNodeReclaimTime", c.DeadNodeReclaimTime}} {
+		if f.v < 0 {
+			return fmt.Errorf("corral: negative %s %v", f.name, f.v)
+		}
+	}
+	if c.MaxValueBytes < 0 || c.MaxRefreshes < 0 || c.MaxFills < 0 || c.NearPromote < 0 || c.SuspicionMult < 0 {
+		return fmt.Errorf("corral: negative limit in Config")
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	c.PeerTimeout = cmp.Or(c.PeerTimeout, d.PeerTimeout)
+	c.PeekWindow = cmp.Or(c.PeekWindow, d.PeekWindow)
+	c.SilentPeerTimeout = cmp.Or(c.SilentPeerTimeout, d.SilentPeerTimeout)
+	if c.PeekTimeout == 0 && c.SilentPeerTimeout > 0 {
+		c.PeekTimeout = c.SilentPeerTimeout
+	}
+	c.PeekTimeout = cmp.Or(c.PeekTimeout, d.PeekTimeout)
+	c.DrainTimeout = cmp.Or(c.DrainTimeout, d.DrainTimeout)
+	c.NearTTL = cmp.Or(c.NearTTL, d.NearTTL)
+	c.MaxValueBytes = cmp.Or(c.MaxValueBytes, d.MaxValueBytes)
+	c.MaxRefreshes = cmp.Or(c.MaxRefreshes, d.MaxRefreshes)
+	c.NearBytes = cmp.Or(c.NearBytes, d.NearBytes)
+	c.NearPromote = cmp.Or(c.NearPromote, d.NearPromote)
+	return nil
+}
+
+// advertiseAddr picks the IP peers dial: AdvertiseAddr, else BindAddr, else (bound to all
+// interfaces) the first private address, else loopback.
+func advertiseAddr(cfg Config) (string, error) {
+	if cfg.AdvertiseAddr != "" {
+		return cfg.AdvertiseAddr, nil
+	}
+	if ip := net.ParseIP(cfg.BindAddr); ip != nil && !ip.IsUnspecified() {
+		return cfg.BindAddr, nil
+	}
+	ip, err := sockaddr.GetPrivateIP()
+	if err != nil {
+		return "", fmt.Errorf("corral: find an address to advertise: %w", err)
+	}
+	if ip == "" {
+		return "127.0.0.1", nil
+	}
+	return ip, nil
+}
+
+// membershipConfig returns the membership's part of c (package peer's Config), without what
+// the node adds once it has started its peer port: its advertised address, meta, callbacks
+// and source of randomness.
+func (c *Config) membershipConfig() peer.Config {
+	var seeds []string
+	for _, s := range c.Join {
+		if s != "" {
+			seeds = append(seeds, s)
+		}
+	}
+	return peer.Config{
+		Name:                c.Name,
+		BindAddr:            c.BindAddr,
+		BindPort:            c.GossipPort,
+		Seeds:               seeds,
+		SecretKey:           c.SecretKey,
+		SecondaryKeys:       c.SecondaryKeys,
+		AcceptPlaintext:     c.AcceptPlaintextGossip,
+		SendPlaintext:       c.SendPlaintextGossip,
+		Label:               c.Label,
+		ProbeInterval:       c.ProbeInterval,
+		ProbeTimeout:        c.ProbeTimeout,
+		GossipInterval:      c.GossipInterval,
+		PushPullInterval:    c.PushPullInterval,
+		SuspicionMult:       c.SuspicionMult,
+		DeadNodeReclaimTime: c.DeadNodeReclaimTime,
+		RejoinInterval:      c.RejoinInterval,
+		ReconnectInterval:   c.ReconnectInterval,
+	}
 }

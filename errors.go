@@ -3,13 +3,13 @@ package corral
 import (
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/internal/group"
 	"github.com/corralcache/corral/internal/lease"
 	"github.com/corralcache/corral/internal/limit"
-	"github.com/corralcache/corral/internal/node"
+	"github.com/corralcache/corral/internal/route"
+	"github.com/corralcache/corral/internal/view"
 	"github.com/corralcache/corral/internal/write"
 )
 
@@ -25,24 +25,24 @@ var ErrFillCycle = fill.ErrFillCycle
 // ErrPeerTimeout is the Err of a *FillError when a Get asked the key's owner (and the members
 // it failed over to) and got no answer within the group's fill timeout plus
 // Config.PeerTimeout: the time went to peers, not to the loader. errors.Is finds it.
-var ErrPeerTimeout = errors.New("corral: no answer from the key's owner in time")
+var ErrPeerTimeout = group.ErrPeerTimeout
 
 // ErrClosed is returned by calls on a Node, or its groups, after Close began: writes and
 // leases at once; Gets once the node has handed its entries off (until Close returns they
 // are asked of the other members instead, since no write reaches this node's copies any
 // more), and every call after Close returned or the node was killed.
-var ErrClosed = errors.New("corral: node closed")
+var ErrClosed = view.ErrClosed
 
 // ErrLeaseArgument is wrapped by the errors of Lease and FillSet for arguments out of range
 // (a Fill outside [MinLeaseFill, MaxLeaseFill], a Wait above MaxLeaseWait, an empty token,
 // a negative TTL or SWR).
-var ErrLeaseArgument = errors.New("corral: invalid lease request")
+var ErrLeaseArgument = lease.ErrArgument
 
 // ErrTooManyLeases is wrapped by the error of Lease when the key's owner already holds, in
 // the key's group, as many leases as it may at once (65,536): the request is sound, the
 // owner is full. Nothing changed; a later call succeeds once leases end (stored, lapsed or
 // revoked). corral serve answers it with 503 and -BUSY.
-var ErrTooManyLeases = errors.New("corral: too many leases held")
+var ErrTooManyLeases = lease.ErrTooMany
 
 // ErrInvalidTag is wrapped by the error for tags that break a limit or are not well formed:
 // a tag is 1 to 256 bytes without spaces or control characters (so it crosses an HTTP
@@ -50,7 +50,7 @@ var ErrTooManyLeases = errors.New("corral: too many leases held")
 // at most 2 KiB together. Set and RemoveByTag return it and change nothing; a loader that tags
 // its value so fails its fill: every caller gets a *FillError saying which limit (on the
 // key's owner, wrapping ErrInvalidTag; elsewhere, with the owner's message).
-var ErrInvalidTag = errors.New("corral: invalid tag")
+var ErrInvalidTag = fill.ErrInvalidTag
 
 // FillError is the error of every caller of a fill that failed. Check it with errors.As:
 //
@@ -86,12 +86,7 @@ type LimitError struct {
 	Max   int    // the limit in bytes
 }
 
-func (e *LimitError) Error() string {
-	if e.Size == 0 {
-		return fmt.Sprintf("corral: empty %s", e.Limit)
-	}
-	return fmt.Sprintf("corral: %s of %d bytes exceeds the %s limit of %d bytes", e.Limit, e.Size, e.Limit, e.Max)
-}
+func (e *LimitError) Error() string { return (*limit.Error)(e).Error() }
 
 // UnreachedError is returned by Remove and Set when the owner applied the write but some
 // members could not be told of it (crashed and not yet detected, partitioned away): those
@@ -102,52 +97,27 @@ type UnreachedError struct {
 	Err     error
 }
 
-func (e *UnreachedError) Error() string {
-	return fmt.Sprintf("corral: write applied, but members %s could not be told of it: %v", strings.Join(e.Members, ", "), e.Err)
-}
+func (e *UnreachedError) Error() string { return (*write.UnreachedError)(e).Error() }
 
 func (e *UnreachedError) Unwrap() error { return e.Err }
 
 // publicErr turns the errors of the packages below into the public ones: the same messages,
-// as the types and values this package documents.
+// as the types this package documents. (Its sentinels are theirs.)
 func publicErr(err error) error {
 	switch e := err.(type) {
 	case nil:
 		return nil
-	case *group.FillError:
-		out := &FillError{Group: e.Group, Key: e.Key, Err: e.Err, Shared: e.Shared, Remote: e.Remote}
-		var te *fill.TagError
-		switch {
-		case errors.Is(e.Err, group.ErrPeerTimeout):
-			out.Err = relabel(e.Err, ErrPeerTimeout)
-		case errors.As(e.Err, &te):
-			out.Err = relabel(e.Err, ErrInvalidTag)
+	case *fill.FillError:
+		out := &FillError{Group: e.Name, Key: e.Key, Err: e.Err, Shared: e.Shared}
+		var re *route.RemoteError
+		if errors.As(out.Err, &re) {
+			out.Err, out.Remote = re.Err, true
 		}
 		return out
 	case *limit.Error:
 		return (*LimitError)(e)
 	case *write.UnreachedError:
 		return (*UnreachedError)(e)
-	case *fill.TagError:
-		return relabel(err, ErrInvalidTag)
-	}
-	switch {
-	case errors.Is(err, node.ErrClosed):
-		return ErrClosed
-	case errors.Is(err, lease.ErrArgument):
-		return relabel(err, ErrLeaseArgument)
-	case errors.Is(err, lease.ErrTooMany):
-		return relabel(err, ErrTooManyLeases)
 	}
 	return err
 }
-
-// relabel returns err, which wraps an internal error that stands for public, as an error with
-// err's message for which errors.Is(·, public) holds.
-func relabel(err, public error) error { return &relabeled{err: err, public: public} }
-
-type relabeled struct{ err, public error }
-
-func (e *relabeled) Error() string        { return e.err.Error() }
-func (e *relabeled) Unwrap() error        { return e.err }
-func (e *relabeled) Is(target error) bool { return target == e.public }

@@ -51,12 +51,16 @@ func NewGroup[V any](n *Node, name string, load LoadFunc[V], opts ...GroupOption
 		}
 		codec = c
 	}
-	g, err := group.New(&n.n, name, load, group.Options[V]{
-		TTL: o.ttl, Jitter: o.jitter, Grace: o.grace, FillTimeout: o.fillTimeout, MaxBytes: o.maxBytes,
-		NegativeTTL: o.negativeTTL, RefreshAhead: o.refreshAhead, Codec: codec,
-	})
+	if _, dup := n.groups.get(name); dup {
+		return nil, fmt.Errorf("corral: group %q is already registered on this node", name)
+	}
+	g, err := group.New(n.env, name, load, codec, o.Options)
 	if err != nil {
-		return nil, publicErr(err)
+		return nil, err
+	}
+	if err := n.groups.register(name, g); err != nil {
+		g.Close(context.Background())
+		return nil, err
 	}
 	return &Group[V]{g: g}, nil
 }
@@ -100,11 +104,11 @@ const (
 
 // GetWithSource is Get that also says how the value was found (the daemon's X-Corral-Source).
 func (g *Group[V]) GetWithSource(ctx context.Context, key string) (V, Source, error) {
-	v, src, err := g.g.GetWithSource(ctx, key)
+	v, info, err := g.g.GetWithInfo(ctx, key)
 	if err != nil {
 		return v, "", publicErr(err)
 	}
-	return v, Source(src), nil
+	return v, sourceOf(info), nil
 }
 
 // Set writes v through key's owner, under the owner's TTL, and drops every near copy of the
@@ -124,4 +128,26 @@ func (g *Group[V]) Remove(ctx context.Context, key string) error {
 }
 
 // Stats returns this group's counters on this node.
-func (g *Group[V]) Stats() GroupStats { return GroupStats(g.g.Stats()) }
+func (g *Group[V]) Stats() GroupStats { return statsOf(g.g.Stats()) }
+
+// sourceOf says how the Get that found info was answered.
+func sourceOf(info group.Info) Source {
+	if info.Remote {
+		switch info.How {
+		case fill.SourceHit:
+			return SourceNear
+		case fill.SourceCoalesced:
+			return SourceCoalesced
+		}
+		return SourcePeer // the near cache's fill (stale at once when it keeps no copy) asked the owner
+	}
+	switch info.How {
+	case fill.SourceFill:
+		return SourceFill
+	case fill.SourceCoalesced:
+		return SourceCoalesced
+	case fill.SourceStale:
+		return SourceStale
+	}
+	return SourceHit
+}

@@ -414,3 +414,43 @@ func TestLeaseTableFull(t *testing.T) {
 		t.Fatalf("%d tokens granted by the refused calls, want 0", got-granted)
 	}
 }
+
+// Past its TTL but within its SWR, a value is served stale to everyone, and exactly one
+// caller in the cluster gets a token to refresh it.
+func TestStaleHandsOutOneRefreshToken(t *testing.T) {
+	nodes := newCluster(t, 3)
+	gs := groups(t, nodes, "g", noLoader)
+	ctx := context.Background()
+	if err := gs[0].SetWithExpiry(ctx, "s", "old", corral.Expiry{TTL: 50 * time.Millisecond, SWR: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	clustertest.Eventually(t, "the value to go stale", func() bool {
+		_, info, err := gs[0].Peek(ctx, "s")
+		return err == nil && info.FreshFor <= 0
+	})
+	const K = 30
+	tally := newLeaseTally()
+	var wg sync.WaitGroup
+	for _, g := range gs {
+		for range K {
+			wg.Go(func() {
+				l, err := g.Lease(ctx, "s", corral.LeaseOptions{Fill: time.Minute, Wait: time.Second})
+				if err != nil {
+					t.Errorf("Lease: %v", err)
+					return
+				}
+				tally.add(l)
+			})
+		}
+	}
+	wg.Wait()
+	if tally.states[corral.LeaseStale] != 3*K || tally.values["old"] != 3*K || len(tally.tokens) != 1 {
+		t.Fatalf("answers %v, values %v, %d tokens; want %d stale \"old\" and 1 token", tally.states, tally.values, len(tally.tokens), 3*K)
+	}
+	if ok, err := gs[2].FillSet(ctx, "s", "new", tally.tokens[0], corral.Expiry{TTL: time.Hour}); !ok || err != nil {
+		t.Fatalf("refresh FillSet = %v, %v", ok, err)
+	}
+	if l, err := gs[1].Lease(ctx, "s", corral.LeaseOptions{Fill: time.Minute}); l.State != corral.LeaseHit || l.Value != "new" || err != nil {
+		t.Fatalf("Lease after the refresh = %+v, %v", l, err)
+	}
+}

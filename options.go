@@ -3,6 +3,8 @@ package corral
 import (
 	"fmt"
 	"time"
+
+	"github.com/corralcache/corral/internal/group"
 )
 
 // GroupOption configures a group in NewGroup.
@@ -10,15 +12,10 @@ type GroupOption interface {
 	apply(*groupOptions) error
 }
 
+// groupOptions are what the GroupOptions of NewGroup set: the group's options, and its codec.
 type groupOptions struct {
-	ttl          time.Duration
-	jitter       float64
-	grace        time.Duration
-	fillTimeout  time.Duration
-	maxBytes     int64
-	negativeTTL  time.Duration
-	refreshAhead float64
-	codec        any // a Codec[V], checked against V by NewGroup
+	group.Options
+	codec any // a Codec[V], checked against V by NewGroup
 }
 
 type optionFunc func(*groupOptions) error
@@ -31,7 +28,7 @@ func WithTTL(d time.Duration) GroupOption {
 		if d < 0 {
 			return fmt.Errorf("corral: WithTTL(%v): negative", d)
 		}
-		o.ttl = d
+		o.TTL = d
 		return nil
 	})
 }
@@ -43,7 +40,7 @@ func WithJitter(fraction float64) GroupOption {
 		if !(fraction >= 0 && fraction < 1) {
 			return fmt.Errorf("corral: WithJitter(%v): want [0, 1)", fraction)
 		}
-		o.jitter = fraction
+		o.Jitter = fraction
 		return nil
 	})
 }
@@ -56,30 +53,30 @@ func WithStaleWhileRevalidate(grace time.Duration) GroupOption {
 		if grace < 0 {
 			return fmt.Errorf("corral: WithStaleWhileRevalidate(%v): negative", grace)
 		}
-		o.grace = grace
+		o.Grace = grace
 		return nil
 	})
 }
 
-// WithFillTimeout bounds one loader run. The default is 30 s.
+// WithFillTimeout bounds one loader run. The default is fill.DefaultFillTimeout (30 s).
 func WithFillTimeout(d time.Duration) GroupOption {
 	return optionFunc(func(o *groupOptions) error {
 		if d <= 0 {
 			return fmt.Errorf("corral: WithFillTimeout(%v): want > 0", d)
 		}
-		o.fillTimeout = d
+		o.FillTimeout = d
 		return nil
 	})
 }
 
 // WithMaxBytes bounds the memory of this group's store on each node, in bytes. The default
-// is 64 MiB.
+// is fill.DefaultMaxBytes (64 MiB).
 func WithMaxBytes(n int64) GroupOption {
 	return optionFunc(func(o *groupOptions) error {
 		if n <= 0 {
 			return fmt.Errorf("corral: WithMaxBytes(%d): want > 0", n)
 		}
-		o.maxBytes = n
+		o.MaxBytes = n
 		return nil
 	})
 }
@@ -91,7 +88,7 @@ func WithNegativeTTL(d time.Duration) GroupOption {
 		if d < 0 {
 			return fmt.Errorf("corral: WithNegativeTTL(%v): negative", d)
 		}
-		o.negativeTTL = d
+		o.NegativeTTL = d
 		return nil
 	})
 }
@@ -105,7 +102,7 @@ func WithRefreshAhead(beta float64) GroupOption {
 		if !(beta >= 0) {
 			return fmt.Errorf("corral: WithRefreshAhead(%v): want ≥ 0", beta)
 		}
-		o.refreshAhead = beta
+		o.RefreshAhead = beta
 		return nil
 	})
 }

@@ -84,5 +84,12 @@ func ParseSecretKeys(b []byte) (primary []byte, secondary [][]byte, err error) {
 // plaintext, and turning encryption on takes restarts, see AcceptPlaintextGossip), when the
 // keys break the rules of Config.SecondaryKeys, or after Close began.
 func (n *Node) SetSecretKeys(primary []byte, secondary ...[]byte) error {
-	return publicErr(n.n.SetSecretKeys(primary, secondary...))
+	members := n.members.Get()
+	if members == nil || n.state.Leaving.Load() {
+		return ErrClosed
+	}
+	if err := members.SetKeys(primary, secondary); err != nil {
+		return fmt.Errorf("corral: set gossip keys: %w", err)
+	}
+	return nil
 }

@@ -1,6 +1,8 @@
 package corral
 
-// GroupStats are one group's counters on one node, each monotonic.
+import "github.com/corralcache/corral/internal/group"
+
+// GroupStats are one group's counters on one node, each monotonic but Entries and Bytes.
 type GroupStats struct {
 	Gets        uint64 // Get calls on this node
 	Fills       uint64 // loader runs on this node
@@ -20,4 +22,29 @@ type GroupStats struct {
 
 	// Tags (see RemoveByTag).
 	Purged uint64 // values dropped because a tag of theirs was purged after they were made
+}
+
+// statsOf sums a group's counters by part into its GroupStats.
+func statsOf(s group.Stats) GroupStats {
+	return GroupStats{
+		// Each is a monotonic count, and so is their sum: peer requests are not counted in
+		// the store's Gets (the owner's side uses Lookup, which counts no Get), so nothing is
+		// subtracted.
+		Gets:        s.Local.Gets + s.RemoteGets,
+		Fills:       s.Loads,
+		Coalesced:   s.Local.Coalesced + s.Near.Coalesced,
+		FillErrors:  s.Local.FillErrors,
+		StaleServed: s.Local.StaleServed,
+		Refreshes:   s.Local.Refreshes,
+		NearHits:    s.NearHits,
+		PeerGets:    s.PeerGets,
+		Entries:     s.Local.Entries,
+		Bytes:       s.Local.Bytes,
+
+		LeasesGranted: s.LeasesGranted,
+		LeasesLapsed:  s.LeasesLapsed,
+		LeaseRejected: s.LeasesRejected,
+
+		Purged: s.Local.Purged + s.Near.Purged,
+	}
 }

@@ -41,7 +41,10 @@ func (n *Node) RemoveByTag(ctx context.Context, tag string) error {
 	if err := fill.CheckTag(tag); err != nil {
 		return publicErr(err)
 	}
-	return publicErr(n.n.RemoveByTag(ctx, tag))
+	if n.state.Leaving.Load() {
+		return ErrClosed
+	}
+	return publicErr(n.writer.Purge(ctx, tag))
 }
 
 // SetWithTags is Set of a value tagged with tags (see Tag): RemoveByTag of one of them removes
@@ -80,5 +83,5 @@ func (g *Group[V]) Peek(ctx context.Context, key string) (V, EntryInfo, error) {
 }
 
 func entryInfo(i group.Info) EntryInfo {
-	return EntryInfo{Source: Source(i.Source), Tags: i.Tags, FreshFor: i.FreshFor, StaleFor: i.StaleFor}
+	return EntryInfo{Source: sourceOf(i), Tags: i.Tags, FreshFor: i.FreshFor, StaleFor: i.StaleFor}
 }

@@ -134,7 +134,7 @@ func (c *Cluster) start(m *member) (*corral.Node, error) {
 		}
 	}
 	c.mu.Unlock()
-	started, err := memhost.New(cfg, host)
+	started, err := memhost.New(cfg, hostNetwork{host})
 	if err != nil {
 		return nil, fmt.Errorf("corraltest: start %s: %w", m.name, err)
 	}

@@ -38,10 +38,11 @@ type Config[V any] struct {
 	// NegativeTTL is how long a loader's ErrNotFound is remembered, so a missing key does not
 	// reach the source on every read. 0 = not remembered.
 	NegativeTTL time.Duration
-	// FillTimeout bounds one fill, including its wait for an admission slot. 0 = 30 s.
+	// FillTimeout bounds one fill, including its wait for an admission slot. 0 =
+	// DefaultFillTimeout (30 s).
 	FillTimeout time.Duration
 	// MaxBytes bounds the store: the weight of every entry (key, value and ≈128 bytes of
-	// overhead) in bytes. Beyond it, otter's policy evicts. 0 = 64 MiB.
+	// overhead) in bytes. Beyond it, otter's policy evicts. 0 = DefaultMaxBytes (64 MiB).
 	MaxBytes int64
 	// Weigher returns a value's size in bytes. nil = len for string and []byte, 64 otherwise.
 	Weigher func(key string, v V) int64
@@ -70,6 +71,12 @@ type Config[V any] struct {
 	// histogram). It is called from the fill's goroutine and must not block.
 	OnFill func(d time.Duration, err error)
 }
+
+// DefaultFillTimeout bounds one fill when Config.FillTimeout is 0.
+const DefaultFillTimeout = 30 * time.Second
+
+// DefaultMaxBytes bounds a store when Config.MaxBytes is 0: 64 MiB.
+const DefaultMaxBytes = 64 << 20
 
 // DefaultMaxRefreshes is the default bound on concurrent background refreshes.
 const DefaultMaxRefreshes = 64
@@ -113,13 +120,13 @@ func (c *Config[V]) validate() error {
 		return fmt.Errorf("corral: negative MaxBytes %d", c.MaxBytes)
 	}
 	if c.FillTimeout == 0 {
-		c.FillTimeout = 30 * time.Second
+		c.FillTimeout = DefaultFillTimeout
 	}
 	if c.SweepInterval == 0 {
 		c.SweepInterval = DefaultSweepInterval
 	}
 	if c.MaxBytes == 0 {
-		c.MaxBytes = 64 << 20
+		c.MaxBytes = DefaultMaxBytes
 	}
 	if c.Weigher == nil {
 		c.Weigher = defaultWeigher[V]
@@ -201,7 +208,7 @@ func newCache[V any](load ReplicaLoadFunc[V], cfg Config[V], rc ReplicaConfig) (
 		tasks: make(chan fillTask[V]), quit: make(chan struct{})}
 	switch clk := cfg.Clock.(type) {
 	case nil:
-		cc := NewCoarseClock(time.Millisecond)
+		cc := NewCoarseClock(CoarseClockResolution)
 		c.clock, c.coarse, c.stop = cc, cc.c, cc.Stop
 	case *CoarseClock:
 		c.clock, c.coarse = clk, clk.c

@@ -21,6 +21,9 @@ type CoarseClock struct{ c *otter.CoarseClock }
 
 var _ Clock = (*CoarseClock)(nil)
 
+// CoarseClockResolution is the resolution of a Cache's default clock.
+const CoarseClockResolution = time.Millisecond
+
 // NewCoarseClock returns a CoarseClock ticking every resolution.
 func NewCoarseClock(resolution time.Duration) *CoarseClock {
 	return &CoarseClock{c: otter.NewCoarseClock(resolution)}

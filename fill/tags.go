@@ -1,6 +1,7 @@
 package fill
 
 import (
+	"errors"
 	"fmt"
 	"iter"
 	"runtime"
@@ -46,6 +47,12 @@ func (e *TagError) Error() string {
 	}
 	return fmt.Sprintf("corral: tag %.64q: %s", e.Tag, e.Reason)
 }
+
+// Is reports whether target is ErrInvalidTag: errors.Is(err, ErrInvalidTag) finds a *TagError.
+func (e *TagError) Is(target error) bool { return target == ErrInvalidTag }
+
+// ErrInvalidTag is what errors.Is finds in every *TagError.
+var ErrInvalidTag = errors.New("corral: invalid tag")
 
 // CheckTags returns a *TagError when tags break a limit, else nil.
 func CheckTags(tags []string) error {

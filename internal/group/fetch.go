@@ -17,7 +17,7 @@ import (
 func (g *Group[V]) fetch(ctx context.Context, key string) (V, *fill.Copy, error) {
 	var val V
 	var cp *fill.Copy
-	_, err := g.node.Router().OnOwner(ctx, key, true,
+	_, err := g.env.Router.OnOwner(ctx, key, true,
 		func() error {
 			// Acting owner after a failover (or the view changed under us): fill here; the
 			// value lives in the local store, so keep no near copy (no lifetime).
@@ -42,9 +42,8 @@ func (g *Group[V]) fetch(ctx context.Context, key string) (V, *fill.Copy, error)
 // as long as nearLifetime says (not at all for a key that is not hot).
 func (g *Group[V]) askOwner(ctx context.Context, st *view.MemberState, key string) (V, *fill.Copy, error) {
 	var val V
-	n := g.node
-	resp, err := n.Client().GetFrom(ctx, st.PeerAddr, st.Gone.Done(), &peerpb.GetRequest{
-		Header: n.Router().HeaderWith(fill.OuterChain(ctx)), Group: g.name, Key: []byte(key),
+	resp, err := g.env.Client.GetFrom(ctx, st.PeerAddr, st.Gone.Done(), &peerpb.GetRequest{
+		Header: g.env.Router.HeaderWith(fill.OuterChain(ctx)), Group: g.name, Key: []byte(key),
 	})
 	if err != nil {
 		return val, nil, err
@@ -53,7 +52,7 @@ func (g *Group[V]) askOwner(ctx context.Context, st *view.MemberState, key strin
 	if err := version.Check(e.GetVersion()); err != nil {
 		return val, nil, fmt.Errorf("corral: value of %s/%q from %s: %w", g.name, key, st.Name, err)
 	}
-	n.Versions().Observe(e.GetVersion())
+	g.env.Versions.Observe(e.GetVersion())
 	val, err = g.codec.Decode(e.GetValue())
 	if err != nil {
 		return val, nil, fmt.Errorf("corral: value of %s/%q from %s: %w", g.name, key, st.Name, err)
@@ -66,16 +65,16 @@ func (g *Group[V]) askOwner(ctx context.Context, st *view.MemberState, key strin
 
 // remoteSet asks st, the key's owner, to apply a Set of key at version, tagged with tags.
 func (g *Group[V]) remoteSet(ctx context.Context, st *view.MemberState, key string, value []byte, version uint64, tags []string) error {
-	_, err := g.node.Client().Set(ctx, st.PeerAddr, &peerpb.SetRequest{
-		Header: g.node.Router().Header(ctx), Entry: &peerpb.Entry{Group: g.name, Key: []byte(key), Value: value, Version: version, Tags: tags},
+	_, err := g.env.Client.Set(ctx, st.PeerAddr, &peerpb.SetRequest{
+		Header: g.env.Router.Header(ctx), Entry: &peerpb.Entry{Group: g.name, Key: []byte(key), Value: value, Version: version, Tags: tags},
 	})
 	return err
 }
 
 // remoteRemove asks st, the key's owner, to apply a Remove of key at version.
 func (g *Group[V]) remoteRemove(ctx context.Context, st *view.MemberState, key string, version uint64) error {
-	_, err := g.node.Client().Remove(ctx, st.PeerAddr, &peerpb.RemoveRequest{
-		Header: g.node.Router().Header(ctx), Group: g.name, Key: []byte(key), Version: version,
+	_, err := g.env.Client.Remove(ctx, st.PeerAddr, &peerpb.RemoveRequest{
+		Header: g.env.Router.Header(ctx), Group: g.name, Key: []byte(key), Version: version,
 	})
 	return err
 }

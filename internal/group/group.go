@@ -13,7 +13,7 @@ import (
 	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/internal/handoff"
 	"github.com/corralcache/corral/internal/lease"
-	"github.com/corralcache/corral/internal/node"
+	"github.com/corralcache/corral/internal/owner"
 	"github.com/corralcache/corral/internal/route"
 	"github.com/corralcache/corral/internal/version"
 	"github.com/corralcache/corral/internal/view"
@@ -25,11 +25,10 @@ import (
 // one group on one node and the paths of a Get, a write and a lease through the cluster's
 // rooms. Its methods are safe for concurrent use.
 type Group[V any] struct {
-	node  *node.Node
+	env   Env
 	name  string
 	load  func(ctx context.Context, key string) (V, error)
 	codec Codec[V]
-	cfg   *node.Config // the node's, read-only
 
 	local *fill.Replica[V] // keys this node owns (or serves as acting owner)
 	near  *fill.Replica[V] // single flight of owner requests, and near copies of hot remote keys
@@ -38,8 +37,8 @@ type Group[V any] struct {
 
 	leases *lease.Table[V] // the leases of the keys this node owns (see Lease)
 
-	remoteGets fill.Counter  // Gets routed to another member (near hits included)
-	nearHits   fill.Counter  // Gets answered by a near copy
+	remoteGets atomic.Uint64 // Gets routed to another member (near hits included)
+	nearHits   atomic.Uint64 // Gets answered by a near copy
 	loads      atomic.Uint64 // runs of the application's loader
 	peerGets   atomic.Uint64 // Get requests served for peers (local serves them with Lookup, which counts no Get)
 }
@@ -50,59 +49,57 @@ type Codec[V any] interface {
 	Decode(b []byte) (V, error)
 }
 
-// Options configure a group (corral's GroupOptions, applied).
-type Options[V any] struct {
+// Options configure a group: corral's GroupOptions apply to them. The zero value of each
+// field is its default.
+type Options struct {
 	TTL, Grace, NegativeTTL time.Duration
 	Jitter, RefreshAhead    float64
-	FillTimeout             time.Duration // 0 = DefaultFillTimeout
-	MaxBytes                int64
-	Codec                   Codec[V] // required
+	FillTimeout             time.Duration // 0 = fill's default
+	MaxBytes                int64         // 0 = fill's default
 }
 
-// DefaultFillTimeout bounds one loader run when Options.FillTimeout is 0.
-const DefaultFillTimeout = 30 * time.Second
-
-// New registers a group called name on n, which loads keys with load. The name is valid
-// (fill.CheckName) and load not nil: package corral checks both first.
-func New[V any](n *node.Node, name string, load func(ctx context.Context, key string) (V, error), o Options[V]) (*Group[V], error) {
-	o.FillTimeout = cmp.Or(o.FillTimeout, DefaultFillTimeout)
-	g := &Group[V]{node: n, name: name, load: load, codec: o.Codec, cfg: n.Config()}
-	g.leases = lease.NewTable(n.LeaseConfig(name), lease.Store[V](leaseStore[V]{g}))
+// New returns a group called name on the node env describes, which loads keys with load and
+// puts values on the wire with codec. The name is valid (fill.CheckName) and load not nil:
+// package corral checks both first, and registers the group with its node.
+func New[V any](env Env, name string, load func(ctx context.Context, key string) (V, error), codec Codec[V], o Options) (*Group[V], error) {
+	o.FillTimeout = cmp.Or(o.FillTimeout, fill.DefaultFillTimeout)
+	g := &Group[V]{env: env, name: name, load: load, codec: codec}
+	g.leases = lease.NewTable(env.leaseConfig(name), lease.Store[V](leaseStore[V]{g}))
 	// A write is remembered long enough to outlast any copy on its way: a remote Get waits
 	// at most the fill timeout and a peer timeout, a hand-off and a warm pull less.
 	g.tombs = fill.NewTombstones(fill.TombstoneConfig{
-		TTL:   max(fill.DefaultTombstoneTTL, 2*(o.FillTimeout+g.cfg.PeerTimeout)),
-		Clock: n.Clock(),
+		TTL:   max(fill.DefaultTombstoneTTL, 2*(o.FillTimeout+env.PeerTimeout)),
+		Clock: env.Clock,
 	})
 	var err error
 	g.local, err = fill.NewReplica(g.fillLocal, fill.Config[V]{
 		Name: name, TTL: o.TTL, Jitter: o.Jitter, Grace: o.Grace, RefreshAhead: o.RefreshAhead,
 		NegativeTTL: o.NegativeTTL, FillTimeout: o.FillTimeout, MaxBytes: o.MaxBytes,
-		Refreshes: n.Refreshes(), Fills: n.Fills(), Clock: n.Clock(), Logger: n.Log(), Rand: n.RandFloat(),
-		OnFill: func(d time.Duration, err error) { n.FillObserved(name, d) },
+		Refreshes: env.Refreshes, Fills: env.Fills, Clock: env.Clock, Logger: env.Log, Rand: env.Rand,
+		OnFill: func(d time.Duration, err error) { env.OnFill(name, d) },
 	}, fill.ReplicaConfig{
-		NextVersion: n.Versions().Next, Tombstones: g.tombs, Waits: n.WaitGraph().Hook(nil),
-		Tags: n.Tags(), VersionNow: n.Versions().Now,
+		NextVersion: env.Versions.Next, Tombstones: g.tombs, Waits: env.Waits.Hook(nil),
+		Tags: env.Tags, VersionNow: env.Versions.Now,
 	})
 	if err != nil {
 		return nil, err
 	}
 	g.near, err = fill.NewReplica(g.fetch, fill.Config[V]{
-		Name: name, FillTimeout: o.FillTimeout + g.cfg.PeerTimeout, MaxBytes: max(g.cfg.NearBytes, 1),
-		Clock: n.Clock(), Logger: n.Log(), Rand: n.RandFloat(),
+		Name: name, FillTimeout: o.FillTimeout + env.PeerTimeout, MaxBytes: max(env.NearBytes, 1),
+		Clock: env.Clock, Logger: env.Log, Rand: env.Rand,
 	}, fill.ReplicaConfig{
 		// An owner request runs on the caller's goroutine, under its ctx: no hand-off to a
 		// worker and back. When that caller leaves, its request ends, and the Gets that
 		// waited on it ask the owner again — which fills once whoever asks.
 		InlineFill:  true,
-		NextVersion: n.Versions().Next, Tombstones: g.tombs, Waits: n.WaitGraph().Hook(n.OwnerAddr),
-		Tags: n.Tags(), VersionNow: n.Versions().Now,
+		NextVersion: env.Versions.Next, Tombstones: g.tombs, Waits: env.Waits.Hook(env.ownerAddr),
+		Tags: env.Tags, VersionNow: env.Versions.Now,
 	})
 	if err == nil {
 		g.hot, err = otter.New(&otter.Options[string, *atomic.Int32]{
 			MaximumSize:      10_000,
 			ExpiryCalculator: otter.ExpiryWriting[string, *atomic.Int32](time.Second),
-			Clock:            otterClock(n.Clock()),
+			Clock:            otterClock(env.Clock),
 		})
 	}
 	if err != nil {
@@ -112,14 +109,13 @@ func New[V any](n *node.Node, name string, load func(ctx context.Context, key st
 		}
 		return nil, err
 	}
-	if err := n.Register(name, g); err != nil {
-		g.closeStores(context.Background())
-		return nil, err
-	}
 	return g, nil
 }
 
-var _ node.Group = (*Group[string])(nil)
+var (
+	_ owner.Group   = (*Group[string])(nil)
+	_ handoff.Group = (*Group[string])(nil)
+)
 
 // Name returns the group's name.
 func (g *Group[V]) Name() string { return g.name }
@@ -134,7 +130,7 @@ func (g *Group[V]) HotKeys(n int) []string { return g.local.Hottest(n) }
 //
 // Errors: *limit.Error for a bad key; fill.ErrFillCycle for a loader that asks for its own
 // fill; ctx.Err() alone when ctx ends first; *FillError when the fill failed (here or on the
-// owner); node.ErrClosed after Close.
+// owner); view.ErrClosed after Close.
 func (g *Group[V]) Get(ctx context.Context, key string) (V, error) {
 	if val, ok := g.Hit(ctx, key); ok {
 		return val, nil
@@ -150,12 +146,12 @@ func (g *Group[V]) Hit(ctx context.Context, key string) (V, bool) {
 	// A key found owned here under this view is stamped with it: its hits skip the owner
 	// lookup (xxhash and a search of the ring, a third of a hit's time) until the view
 	// changes.
-	return g.local.GetStamped(ctx, key, g.node.View().Stamp)
+	return g.local.GetStamped(ctx, key, g.env.View.Load().Stamp)
 }
 
 // Miss is Get of a key that is no local hit (see Hit).
 func (g *Group[V]) Miss(ctx context.Context, key string) (V, error) {
-	v := g.node.View()
+	v := g.env.View.Load()
 	if v.Stopped {
 		val, _, err := g.getStopped(ctx, key)
 		return val, err
@@ -171,27 +167,14 @@ func (g *Group[V]) Miss(ctx context.Context, key string) (V, error) {
 	return val, err
 }
 
-// Source says how a Get was answered (corral.Source, whose values it has).
-type Source string
-
-const (
-	SourceHit       Source = "hit"       // a fresh value this node holds as owner
-	SourceFill      Source = "fill"      // this Get ran the loader
-	SourceCoalesced Source = "coalesced" // this Get waited on a fill or owner request in flight
-	SourceStale     Source = "stale"     // a stale value within grace; a refresh runs on the owner
-	SourceNear      Source = "near"      // a near copy of a key owned elsewhere
-	SourcePeer      Source = "peer"      // this Get asked the owner
-)
-
-// GetWithSource is Get that also says how the value was found.
-func (g *Group[V]) GetWithSource(ctx context.Context, key string) (V, Source, error) {
-	v, info, err := g.GetWithInfo(ctx, key)
-	return v, info.Source, err
-}
-
 // Info is what GetWithInfo and Peek say of a value besides the value itself.
 type Info struct {
-	Source Source
+	// How is how the store that answered found the value: the local store's, or with
+	// Remote the near cache's, whose fill is a request to the key's owner (SourceHit: a near
+	// copy; SourceCoalesced: another Get's request; else this Get asked the owner). For Peek,
+	// SourceHit or SourceStale.
+	How    fill.Source
+	Remote bool
 	Tags   []string // the value's tags (RemoveByTag)
 	// FreshFor and StaleFor are, for Peek, how long the value stays fresh (≤ 0 once stale)
 	// and may still be served, as its owner sees it.
@@ -200,7 +183,7 @@ type Info struct {
 
 // GetWithInfo is Get that also says how the value was found and what tags it carries.
 func (g *Group[V]) GetWithInfo(ctx context.Context, key string) (V, Info, error) {
-	v := g.node.View()
+	v := g.env.View.Load()
 	if v.Stopped {
 		return g.getStopped(ctx, key)
 	}
@@ -209,7 +192,7 @@ func (g *Group[V]) GetWithInfo(ctx context.Context, key string) (V, Info, error)
 		if err != nil {
 			return e.Value, Info{}, g.wrapErr(key, err)
 		}
-		return e.Value, Info{Source: localSource(src), Tags: e.Tags}, nil
+		return e.Value, Info{How: src, Tags: e.Tags}, nil
 	}
 	return g.getRemote(ctx, key)
 }
@@ -220,16 +203,16 @@ func (g *Group[V]) GetWithInfo(ctx context.Context, key string) (V, Info, error)
 // Get's others.
 func (g *Group[V]) Peek(ctx context.Context, key string) (V, Info, error) {
 	var zero V
-	if err := g.node.CheckKey(key); err != nil {
+	if err := g.env.Limits.Key(key); err != nil {
 		return zero, Info{}, err
 	}
 	var e fill.Entry[V]
 	var found bool
-	_, err := g.node.Router().OnOwner(ctx, key, false,
+	_, err := g.env.Router.OnOwner(ctx, key, false,
 		func() error { e, found = g.local.PeekAny(key); return nil },
 		func(ctx context.Context, st *view.MemberState) error {
-			resp, err := g.node.Client().Get(ctx, st.PeerAddr, &peerpb.GetRequest{
-				Header: g.node.Router().Header(ctx), Group: g.name, Key: []byte(key), Peek: true,
+			resp, err := g.env.Client.Get(ctx, st.PeerAddr, &peerpb.GetRequest{
+				Header: g.env.Router.Header(ctx), Group: g.name, Key: []byte(key), Peek: true,
 			})
 			if err != nil || !resp.GetFound() {
 				return err
@@ -247,44 +230,27 @@ func (g *Group[V]) Peek(ctx context.Context, key string) (V, Info, error) {
 	if !found || e.NotFound {
 		return zero, Info{}, fill.ErrNotFound
 	}
-	src := SourceHit
+	src := fill.SourceHit
 	if e.FreshFor <= 0 {
-		src = SourceStale
+		src = fill.SourceStale
 	}
-	return e.Value, Info{Source: src, Tags: e.Tags, FreshFor: e.FreshFor, StaleFor: e.StaleFor}, nil
-}
-
-func localSource(s fill.Source) Source {
-	switch s {
-	case fill.SourceFill:
-		return SourceFill
-	case fill.SourceCoalesced:
-		return SourceCoalesced
-	case fill.SourceStale:
-		return SourceStale
-	}
-	return SourceHit
+	return e.Value, Info{How: src, Tags: e.Tags, FreshFor: e.FreshFor, StaleFor: e.StaleFor}, nil
 }
 
 func (g *Group[V]) getRemote(ctx context.Context, key string) (V, Info, error) {
 	var zero V
-	if err := g.node.CheckKey(key); err != nil {
+	if err := g.env.Limits.Key(key); err != nil {
 		return zero, Info{}, err
 	}
-	g.remoteGets.Add()
+	g.remoteGets.Add(1)
 	e, src, err := g.near.GetEntry(ctx, key)
 	if err != nil {
 		return zero, Info{}, g.wrapErr(key, g.blamePeers(ctx, key, err))
 	}
-	info := Info{Source: SourcePeer, Tags: e.Tags}
-	switch src {
-	case fill.SourceHit:
-		g.nearHits.Add()
-		info.Source = SourceNear
-	case fill.SourceCoalesced:
-		info.Source = SourceCoalesced
+	if src == fill.SourceHit {
+		g.nearHits.Add(1)
 	}
-	return e.Value, info, nil
+	return e.Value, Info{How: src, Remote: true, Tags: e.Tags}, nil
 }
 
 // getStopped is Get on a node that serves nothing from its stores any more (view.View.Stopped):
@@ -292,14 +258,14 @@ func (g *Group[V]) getRemote(ctx context.Context, key string) (V, Info, error) {
 // members, as a client would; once closed, it answers ErrClosed.
 func (g *Group[V]) getStopped(ctx context.Context, key string) (V, Info, error) {
 	var val V
-	if g.node.Closed() {
-		return val, Info{}, node.ErrClosed
+	if g.env.State.Closed.Load() {
+		return val, Info{}, view.ErrClosed
 	}
-	if err := g.node.CheckKey(key); err != nil {
+	if err := g.env.Limits.Key(key); err != nil {
 		return val, Info{}, err
 	}
 	var cp *fill.Copy
-	_, err := g.node.Router().OnOwner(ctx, key, true, func() error { return node.ErrClosed },
+	_, err := g.env.Router.OnOwner(ctx, key, true, func() error { return view.ErrClosed },
 		func(ctx context.Context, st *view.MemberState) error {
 			var err error
 			val, cp, err = g.askOwner(ctx, st, key)
@@ -308,7 +274,7 @@ func (g *Group[V]) getStopped(ctx context.Context, key string) (V, Info, error) 
 	if err != nil {
 		return val, Info{}, g.wrapErr(key, route.FromWire(err))
 	}
-	return val, Info{Source: SourcePeer, Tags: cp.Tags}, nil
+	return val, Info{How: fill.SourceFill, Remote: true, Tags: cp.Tags}, nil
 }
 
 // blamePeers says where the time went when the request to key's owner — the near cache's
@@ -326,60 +292,38 @@ func (g *Group[V]) blamePeers(ctx context.Context, key string, err error) error 
 		return err
 	}
 	bound := g.near.FillTimeout()
-	owner := g.node.Owner(key).Name
+	owner := g.env.ownerName(key)
 	return &fill.FillError{Name: fe.Name, Key: fe.Key, Shared: fe.Shared,
 		Err: fmt.Errorf("%w: asked %s (the key's owner) and the members it failed over to for %v (the fill timeout %v and the peer timeout %v)",
-			ErrPeerTimeout, owner, bound, bound-g.cfg.PeerTimeout, g.cfg.PeerTimeout)}
+			ErrPeerTimeout, owner, bound, bound-g.env.PeerTimeout, g.env.PeerTimeout)}
 }
 
-// ErrPeerTimeout is the Err of a *FillError when a Get asked the key's owner (and the members
-// it failed over to) and got no answer within the group's fill timeout plus the peer
-// timeout: the time went to peers, not to the loader (corral.ErrPeerTimeout).
+// ErrPeerTimeout is the Err of a *fill.FillError when a Get asked the key's owner (and the
+// members it failed over to) and got no answer within the group's fill timeout plus the
+// peer timeout: the time went to peers, not to the loader (corral.ErrPeerTimeout).
 var ErrPeerTimeout = errors.New("corral: no answer from the key's owner in time")
 
-// FillError is the error of every caller of a fill that failed (corral.FillError, whose
-// fields it has): fill's errors, flattened, with where the fill ran.
-type FillError struct {
-	Group, Key string
-	Err        error
-	Shared     bool // waited on a fill (or owner request) another Get started
-	Remote     bool // the fill ran on another node
-}
-
-func (e *FillError) Error() string {
-	where := ""
-	if e.Remote {
-		where = " (on the owner)"
-	}
-	return fmt.Sprintf("corral: fill %s/%q%s: %v", e.Group, e.Key, where, e.Err)
-}
-
-func (e *FillError) Unwrap() error { return e.Err }
-
-// wrapErr turns the fill engine's and the peers' errors into the group's: a *FillError for a
-// fill that failed, here or on the owner; a counted *limit.Error for a bad key; node.ErrClosed
-// when this node is closing.
+// wrapErr turns the fill engine's and the peers' errors into the group's: a *fill.FillError
+// named for the group for a fill that failed, here or on the owner (whose Err is then a
+// *route.RemoteError); a counted *limit.Error for a bad key; view.ErrClosed when this node
+// is closing.
 func (g *Group[V]) wrapErr(key string, err error) error {
-	if errors.Is(err, node.ErrClosed) || errors.Is(err, fill.ErrClosed) || errors.Is(err, route.ErrStopped) || errors.Is(err, lease.ErrClosed) {
-		return node.ErrClosed // this node is closing: not a failure of the fill
+	if errors.Is(err, view.ErrClosed) || errors.Is(err, fill.ErrClosed) {
+		return view.ErrClosed // this node is closing: not a failure of the fill
 	}
 	var fe *fill.FillError
 	if !errors.As(err, &fe) {
 		var ke *fill.KeyError
 		if errors.As(err, &ke) {
-			return g.node.CheckKey(key)
+			return g.env.Limits.Key(key)
 		}
 		return err
 	}
-	out := &FillError{Group: g.name, Key: key, Err: fe.Err, Shared: fe.Shared}
+	out := &fill.FillError{Name: g.name, Key: key, Err: fe.Err, Shared: fe.Shared}
 	// A remote fetch that failed over to a local fill returns the local fill's FillError.
 	var inner *fill.FillError
 	if errors.As(out.Err, &inner) {
 		out.Err, out.Shared = inner.Err, out.Shared || inner.Shared
-	}
-	var re *route.RemoteError
-	if errors.As(out.Err, &re) {
-		out.Err, out.Remote = re.Err, true
 	}
 	return out
 }
@@ -394,8 +338,8 @@ func (g *Group[V]) wrapErr(key string, err error) error {
 // serve into a miss that the source cannot answer. A refresh loads from the source.
 func (g *Group[V]) fillLocal(ctx context.Context, key string) (V, *fill.Copy, error) {
 	if !fill.IsRefresh(ctx) {
-		if e, ok := handoff.Pull(ctx, g.node.Mover(), g.name, key, g.tombs.Floor, g.decodeEntry); ok {
-			g.node.HandoffReceived()
+		if e, ok := handoff.Pull(ctx, g.env.Mover, g.name, key, g.tombs.Floor, g.decodeEntry); ok {
+			g.env.Received()
 			cp := copyOf(e)
 			if e.NotFound {
 				return e.Value, cp, fill.ErrNotFound
@@ -424,7 +368,7 @@ func copyOf[V any](e fill.Entry[V]) *fill.Copy {
 // drop its copy, Set returns a *write.UnreachedError naming them (the write itself stands).
 // Errors: a *fill.TagError for tags that break a limit.
 func (g *Group[V]) Set(ctx context.Context, key string, v V, tags ...string) error {
-	if err := g.node.CheckKey(key); err != nil {
+	if err := g.env.Limits.Key(key); err != nil {
 		return err
 	}
 	if err := fill.CheckTags(tags); err != nil {
@@ -434,7 +378,7 @@ func (g *Group[V]) Set(ctx context.Context, key string, v V, tags ...string) err
 	if err != nil {
 		return fmt.Errorf("corral: encode value of %s/%q: %w", g.name, key, err)
 	}
-	if err := g.node.CheckValue(len(b)); err != nil {
+	if err := g.env.Limits.Value(len(b)); err != nil {
 		return err
 	}
 	// A Set that finds a newer write at the owner still tells: the copies it makes older are
@@ -453,7 +397,7 @@ func (g *Group[V]) Set(ctx context.Context, key string, v V, tags ...string) err
 // could not be told, Remove returns a *write.UnreachedError naming them (the owner's delete
 // stands).
 func (g *Group[V]) Remove(ctx context.Context, key string) error {
-	if err := g.node.CheckKey(key); err != nil {
+	if err := g.env.Limits.Key(key); err != nil {
 		return err
 	}
 	return g.write(ctx, key, func(version uint64) (uint64, error) { return version, g.local.RemoveAt(key, version) },
@@ -466,19 +410,19 @@ func (g *Group[V]) Remove(ctx context.Context, key string) error {
 // write).
 func (g *Group[V]) write(ctx context.Context, key string, local func(version uint64) (uint64, error),
 	remote func(ctx context.Context, st *view.MemberState, version uint64) (uint64, error)) error {
-	if g.node.Leaving() {
-		return node.ErrClosed
+	if g.env.State.Leaving.Load() {
+		return view.ErrClosed
 	}
 	gated := func(version uint64) (uint64, error) {
 		// Applied here as the key's owner: not once this node has stopped serving (its
 		// hand-off's last round must see every write applied here).
-		if !g.node.EnterWrite() {
-			return 0, node.ErrClosed
+		if !g.env.State.Writes.Enter() {
+			return 0, view.ErrClosed
 		}
-		defer g.node.ExitWrite()
+		defer g.env.State.Writes.Exit()
 		return local(version)
 	}
-	err := g.node.Writer().Write(ctx, g.name, key, write.Apply{Local: gated, Remote: remote}, g.Invalidate)
+	err := g.env.Writer.Write(ctx, g.name, key, write.Apply{Local: gated, Remote: remote}, g.Invalidate)
 	var ue *write.UnreachedError
 	if errors.As(err, &ue) {
 		return ue

@@ -10,7 +10,6 @@ import (
 	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/internal/handoff"
 	"github.com/corralcache/corral/internal/lease"
-	"github.com/corralcache/corral/internal/node"
 	"github.com/corralcache/corral/internal/route"
 	"github.com/corralcache/corral/internal/version"
 	"github.com/corralcache/corral/internal/view"
@@ -25,22 +24,21 @@ import (
 //
 // Errors: *limit.Error for a bad key; an error wrapping lease.ErrArgument for a fill or
 // wait out of range; one wrapping lease.ErrTooMany when the owner's table is full; ctx.Err()
-// when ctx ends first; node.ErrClosed after Close.
+// when ctx ends first; view.ErrClosed after Close.
 func (g *Group[V]) Lease(ctx context.Context, key string, fillFor, wait time.Duration) (lease.Answer[V], error) {
-	if err := g.node.CheckKey(key); err != nil {
+	if err := g.env.Limits.Key(key); err != nil {
 		return lease.Answer[V]{}, err
 	}
 	if err := lease.Validate(fillFor, wait); err != nil {
 		return lease.Answer[V]{}, err
 	}
-	n := g.node
-	if n.Closed() {
-		return lease.Answer[V]{}, node.ErrClosed
+	if g.env.State.Closed.Load() {
+		return lease.Answer[V]{}, view.ErrClosed
 	}
 	until := time.Now().Add(wait)
 	for range maxLeaseMoves {
 		var ans lease.Answer[V]
-		_, err := n.Router().OnOwner(ctx, key, false,
+		_, err := g.env.Router.OnOwner(ctx, key, false,
 			func() error {
 				var err error
 				ans, err = g.leases.Acquire(ctx, key, fillFor, until)
@@ -50,10 +48,10 @@ func (g *Group[V]) Lease(ctx context.Context, key string, fillFor, wait time.Dur
 				wait := max(time.Until(until), 0)
 				// The owner may hold the call for wait: give it a deadline past that, so the
 				// client's default call timeout does not read a long wait as a dead owner.
-				cctx, cancel := context.WithTimeout(ctx, wait+g.cfg.PeerTimeout)
+				cctx, cancel := context.WithTimeout(ctx, wait+g.env.PeerTimeout)
 				defer cancel()
-				resp, err := n.Client().Lease(cctx, st.PeerAddr, &peerpb.LeaseRequest{
-					Header: n.Router().Header(ctx), Group: g.name, Key: []byte(key),
+				resp, err := g.env.Client.Lease(cctx, st.PeerAddr, &peerpb.LeaseRequest{
+					Header: g.env.Router.Header(ctx), Group: g.name, Key: []byte(key),
 					FillNanos: int64(fillFor), WaitNanos: int64(wait),
 				})
 				if err != nil {
@@ -103,7 +101,7 @@ func (g *Group[V]) SetWithExpiry(ctx context.Context, key string, v V, e lease.E
 // store writes v for key with lifetime e through the owner: under token's lease, or
 // unconditionally when token is "".
 func (g *Group[V]) store(ctx context.Context, key string, v V, token string, e lease.Expiry) (bool, error) {
-	if err := g.node.CheckKey(key); err != nil {
+	if err := g.env.Limits.Key(key); err != nil {
 		return false, err
 	}
 	if err := e.Validate(); err != nil {
@@ -116,10 +114,9 @@ func (g *Group[V]) store(ctx context.Context, key string, v V, token string, e l
 	if err != nil {
 		return false, fmt.Errorf("corral: encode value of %s/%q: %w", g.name, key, err)
 	}
-	if err := g.node.CheckValue(len(b)); err != nil {
+	if err := g.env.Limits.Value(len(b)); err != nil {
 		return false, err
 	}
-	n := g.node
 	var stored bool
 	err = g.write(ctx, key,
 		func(drawn uint64) (uint64, error) {
@@ -128,8 +125,8 @@ func (g *Group[V]) store(ctx context.Context, key string, v V, token string, e l
 			return version, err
 		},
 		func(ctx context.Context, st *view.MemberState, drawn uint64) (uint64, error) {
-			resp, err := n.Client().FillSet(ctx, st.PeerAddr, &peerpb.FillSetRequest{
-				Header: n.Router().Header(ctx), Token: token,
+			resp, err := g.env.Client.FillSet(ctx, st.PeerAddr, &peerpb.FillSetRequest{
+				Header: g.env.Router.Header(ctx), Token: token,
 				Entry: &peerpb.Entry{Group: g.name, Key: []byte(key), Value: b,
 					FreshForNanos: int64(e.TTL), StaleForNanos: int64(e.SWR), Version: drawn, Tags: e.Tags},
 			})
@@ -145,7 +142,7 @@ func (g *Group[V]) LeasesMoved(v *view.View) { g.leases.Moved(v) }
 // ServeLease serves a peer's Lease, as the key's acting owner.
 func (g *Group[V]) ServeLease(ctx context.Context, req *peerpb.LeaseRequest) (*peerpb.LeaseResponse, error) {
 	key := string(req.GetKey())
-	if err := g.node.CheckKey(key); err != nil {
+	if err := g.env.Limits.Key(key); err != nil {
 		return nil, route.ToWire(err)
 	}
 	fillFor, wait := time.Duration(req.GetFillNanos()), time.Duration(req.GetWaitNanos())
@@ -154,8 +151,8 @@ func (g *Group[V]) ServeLease(ctx context.Context, req *peerpb.LeaseRequest) (*p
 	}
 	ans, err := g.leases.Acquire(ctx, key, fillFor, time.Now().Add(wait))
 	switch {
-	case errors.Is(err, lease.ErrClosed):
-		return nil, fmt.Errorf("%w: %s is closing", transport.ErrLeaving, g.node.Name())
+	case errors.Is(err, view.ErrClosed):
+		return nil, fmt.Errorf("%w: %s is closing", transport.ErrLeaving, g.env.Self)
 	case errors.Is(err, lease.ErrArgument), errors.Is(err, lease.ErrTooMany):
 		return nil, fmt.Errorf("%w: %v", transport.ErrInvalidArgument, err)
 	case err != nil:
@@ -174,7 +171,7 @@ func (g *Group[V]) ServeLease(ctx context.Context, req *peerpb.LeaseRequest) (*p
 func (g *Group[V]) ServeFillSet(ctx context.Context, req *peerpb.FillSetRequest) (*peerpb.FillSetResponse, error) {
 	pe := req.GetEntry()
 	key := string(pe.GetKey())
-	if err := g.node.CheckKey(key); err != nil {
+	if err := g.env.Limits.Key(key); err != nil {
 		return nil, route.ToWire(err)
 	}
 	e := lease.Expiry{TTL: time.Duration(pe.GetFreshForNanos()), SWR: time.Duration(pe.GetStaleForNanos()), Tags: pe.GetTags()}
@@ -222,7 +219,7 @@ func (g *Group[V]) leaseFromWire(resp *peerpb.LeaseResponse) (lease.Answer[V], e
 		if err := version.Check(pe.GetVersion()); err != nil {
 			return ans, fmt.Errorf("corral: value of %s/%q from its owner: %w", g.name, pe.GetKey(), err)
 		}
-		g.node.Versions().Observe(pe.GetVersion())
+		g.env.Versions.Observe(pe.GetVersion())
 		e, err := g.decodeEntry(pe)
 		if err != nil {
 			return ans, fmt.Errorf("corral: value of %s/%q from its owner: %w", g.name, pe.GetKey(), err)
@@ -260,14 +257,14 @@ func (s leaseStore[V]) SetFor(key string, v V, fresh, swr time.Duration, floor, 
 // a remembered not-found is no value: the caller builds it.
 func (s leaseStore[V]) Take(ctx context.Context, key string) bool {
 	g := s.g
-	e, found := handoff.Pull(ctx, g.node.Mover(), g.name, key, g.tombs.Floor, g.decodeEntry)
+	e, found := handoff.Pull(ctx, g.env.Mover, g.name, key, g.tombs.Floor, g.decodeEntry)
 	if !found || e.NotFound {
 		return false
 	}
 	if stored, _ := g.local.Put(key, e); !stored {
 		return false // a write overtook the copy
 	}
-	g.node.HandoffReceived()
+	g.env.Received()
 	return true
 }
 

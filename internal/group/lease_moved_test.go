@@ -6,17 +6,16 @@ import (
 	"time"
 
 	"github.com/corralcache/corral/internal/lease"
-	"github.com/corralcache/corral/internal/node"
 	"github.com/corralcache/corral/internal/view"
 	"github.com/corralcache/corral/peer"
 	"github.com/corralcache/corral/ring"
 )
 
-// viewOwnedBy is n's view rebuilt as if the members were ms (self among them or not): the
+// viewOwnedBy is tn's view rebuilt as if the members were ms (self among them or not): the
 // view after a membership change that this test makes up.
-func viewOwnedBy(tb testing.TB, n *node.Node, ms []peer.Member) *view.View {
+func viewOwnedBy(tb testing.TB, tn *testNode, ms []peer.Member) *view.View {
 	tb.Helper()
-	v, _, err := view.Next(n.View(), ms, ring.DefaultConfig(), time.Now(), n.Config().PeekWindow, nil)
+	v, _, err := view.Next(tn.env.View.Load(), ms, ring.DefaultConfig(), time.Now(), tn.env.PeekWindow, nil)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -28,8 +27,8 @@ func viewOwnedBy(tb testing.TB, n *node.Node, ms []peer.Member) *view.View {
 // still asks it, as acting owner, and the new owner grants its own: one extra filler per
 // ownership change, not two. When the key comes back, it grants again.
 func TestMovedLeaseIsNotGrantedAgain(t *testing.T) {
-	nodes := newCluster(t, 1)
-	g := groups(t, nodes, "g", noLoader, Options[string]{})[0]
+	tn := newTestNode(t, testNodeConfig{})
+	g := newGroup(t, tn, "g", noLoader, stringCodec{}, Options{})
 	ctx := context.Background()
 	if err := g.SetWithExpiry(ctx, "k", "old", lease.Expiry{TTL: time.Millisecond, SWR: time.Hour}); err != nil {
 		t.Fatal(err)
@@ -39,8 +38,8 @@ func TestMovedLeaseIsNotGrantedAgain(t *testing.T) {
 	if err != nil || first.State != lease.Stale || first.Token == "" {
 		t.Fatalf("first Lease = %+v, %v; want stale with a token", first, err)
 	}
-	self := []peer.Member{{Name: nodes[0].Name(), Meta: peer.Meta{PeerAddr: nodes[0].PeerAddr()}}}
-	elsewhere := viewOwnedBy(t, nodes[0], []peer.Member{{Name: "other", Meta: peer.Meta{PeerAddr: "192.0.2.1:7947"}}})
+	self := []peer.Member{{Name: tn.env.Self, Meta: peer.Meta{PeerAddr: testAddr}}}
+	elsewhere := viewOwnedBy(t, tn, []peer.Member{{Name: "other", Meta: peer.Meta{PeerAddr: "192.0.2.1:7947"}}})
 	g.LeasesMoved(elsewhere)
 	ans, err := g.leases.Acquire(ctx, "k", time.Minute, time.Now())
 	if err != nil || ans.State != lease.Stale || ans.Token != "" {
@@ -52,7 +51,7 @@ func TestMovedLeaseIsNotGrantedAgain(t *testing.T) {
 	if ans, err := g.leases.Acquire(ctx, "k", time.Minute, time.Now()); err != nil || ans.State != lease.Moved {
 		t.Fatalf("Lease of a missing key after its lease moved away = %+v, %v; want moved", ans, err)
 	}
-	g.LeasesMoved(viewOwnedBy(t, nodes[0], self)) // the key is this node's again
+	g.LeasesMoved(viewOwnedBy(t, tn, self)) // the key is this node's again
 	if ans, err := g.leases.Acquire(ctx, "k", time.Minute, time.Now()); err != nil || ans.State != lease.Fill || ans.Token == "" {
 		t.Fatalf("Lease once the key is back = %+v, %v; want fill", ans, err)
 	}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math"
 	"net"
 	"strings"
@@ -20,7 +19,6 @@ import (
 	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/internal/fuzzcorpus"
 	"github.com/corralcache/corral/internal/lease"
-	"github.com/corralcache/corral/internal/node"
 	"github.com/corralcache/corral/internal/version"
 	"github.com/corralcache/corral/internal/write"
 	"github.com/corralcache/corral/transport"
@@ -29,7 +27,7 @@ import (
 
 // The peer protocol under fuzzing: bytes as a peer's gRPC request would carry them, decoded
 // into the request type the method takes, and served by this node's handler
-// (node.Node.Handler) on a real one-node cluster. Whatever the bytes, the handler must not panic; a message that
+// (owner.Server) on a one-node test node. Whatever the bytes, the handler must not panic; a message that
 // breaks a rule (a bad key, an unknown group, a value the group's codec refuses, a lease
 // argument out of range, a version out of range) gets an error that says so, never a silent
 // success nor an Internal error; and no message, good or bad, changes a key it does not
@@ -69,7 +67,7 @@ const maxFuzzAutoGroups = 4
 // bytes, and "j" of JSON values — and registering up to maxFuzzAutoGroups more, "auto…",
 // when a message names one (AutoGroup, as in corral serve).
 type fuzzNode struct {
-	n     *node.Node
+	n     *testNode
 	str   *Group[string]
 	js    *Group[fuzzValue]
 	autos atomic.Int32
@@ -82,26 +80,19 @@ type fuzzNode struct {
 func newFuzzNode(tb testing.TB) *fuzzNode {
 	tb.Helper()
 	fz := &fuzzNode{}
-	cfg := testConfig("fuzz")
-	// The fuzzer makes the node log a warning per message that names a stranger it cannot
-	// reach; a test buffer would grow for the whole run.
-	cfg.Logger = slog.New(slog.DiscardHandler)
-	cfg.AutoGroup = func(name string) error {
+	fz.n = newTestNode(tb, testNodeConfig{autoGroup: func(name string) error {
 		if !strings.HasPrefix(name, "auto") || fz.autos.Add(1) > maxFuzzAutoGroups {
 			return fmt.Errorf("fuzz: no group %q here", name)
 		}
-		_, err := New(fz.n, name, fuzzLoadString, Options[string]{MaxBytes: 1 << 20, Codec: stringCodec{}})
+		g, err := New(fz.n.env, name, fuzzLoadString, stringCodec{}, Options{MaxBytes: 1 << 20})
+		if err == nil {
+			fz.n.register(name, g)
+		}
 		return err
-	}
-	fz.n = newNode(tb, cfg)
-	var err error
-	if fz.str, err = New(fz.n, "s", fuzzLoadString, Options[string]{TTL: time.Hour, MaxBytes: 1 << 20, Codec: stringCodec{}}); err != nil {
-		tb.Fatal(err)
-	}
-	if fz.js, err = New(fz.n, "j", fuzzLoadJSON, Options[fuzzValue]{TTL: time.Hour, MaxBytes: 1 << 20, Codec: jsonCodec[fuzzValue]{}}); err != nil {
-		tb.Fatal(err)
-	}
-	ip, _, _ := net.SplitHostPort(fz.n.PeerAddr())
+	}})
+	fz.str = newGroup(tb, fz.n, "s", fuzzLoadString, stringCodec{}, Options{TTL: time.Hour, MaxBytes: 1 << 20})
+	fz.js = newGroup[fuzzValue](tb, fz.n, "j", fuzzLoadJSON, jsonCodec[fuzzValue]{}, Options{TTL: time.Hour, MaxBytes: 1 << 20})
+	ip, _, _ := net.SplitHostPort(testAddr)
 	fz.member = grpcpeer.NewContext(context.Background(), &grpcpeer.Peer{Addr: &net.TCPAddr{IP: net.ParseIP(ip), Port: 50000}})
 	return fz
 }
@@ -167,11 +158,11 @@ func (fz *fuzzNode) serve(t *testing.T, method int, msg []byte) {
 	defer cancel()
 
 	want := fz.writeSentinels(t, ctx)
-	before := fz.n.Versions().Now()
+	before := fz.n.env.Versions.Now()
 	var err error
 	var hit *peerpb.GetResponse
 	if method == fuzzGetHit {
-		if r, ok := fz.n.Handler().GetHit(ctx, req.(*peerpb.GetRequest)); ok {
+		if r, ok := fz.n.server.GetHit(ctx, req.(*peerpb.GetRequest)); ok {
 			hit = r
 		}
 	} else {
@@ -180,7 +171,7 @@ func (fz *fuzzNode) serve(t *testing.T, method int, msg []byte) {
 	if ctx.Err() != nil {
 		t.Fatalf("%s did not answer within 20 s: %v", name, err)
 	}
-	if v := fz.n.Versions().Next(); v <= before {
+	if v := fz.n.env.Versions.Next(); v <= before {
 		t.Fatalf("%s moved the version clock back: %#x after %#x", name, v, before)
 	}
 	bad, named, writes := fz.judge(req)
@@ -207,7 +198,7 @@ func (fz *fuzzNode) serve(t *testing.T, method int, msg []byte) {
 }
 
 func (fz *fuzzNode) call(ctx context.Context, req proto.Message) error {
-	s := fz.n.Handler()
+	s := fz.n.server
 	var err error
 	switch r := req.(type) {
 	case *peerpb.GetRequest:
@@ -240,7 +231,7 @@ func (fz *fuzzNode) judge(req proto.Message) (bad string, named, writes []groupK
 	var reasons []string
 	// A group is unknown when it is not registered after the call: AutoGroup had its chance.
 	group := func(g string) {
-		if _, ok := fz.n.Group(g); !ok {
+		if _, ok := fz.n.groups.Lookup(g); !ok {
 			reasons = append(reasons, fmt.Sprintf("unknown group %q", g))
 		}
 	}
@@ -388,8 +379,8 @@ func (fz *fuzzNode) checkSentinels(t *testing.T, ctx context.Context, what strin
 // message finds none of it: a lease left held would make a later Lease wait for it.
 func (fz *fuzzNode) forget(named []groupKey) {
 	for _, gk := range named {
-		if g, ok := fz.n.Group(gk.group); ok && fill.CheckKey(gk.key) == nil {
-			g.Invalidate(gk.key, fz.n.Versions().Next())
+		if g, ok := fz.n.groups.Lookup(gk.group); ok && fill.CheckKey(gk.key) == nil {
+			g.Invalidate(gk.key, fz.n.env.Versions.Next())
 		}
 	}
 }
@@ -404,7 +395,7 @@ func FuzzPeerAnswer(f *testing.F) {
 		if proto.Unmarshal(msg, &resp) != nil {
 			return
 		}
-		before := fz.n.Versions().Now()
+		before := fz.n.env.Versions.Now()
 		var state lease.State
 		var err error
 		if jsonGroup {
@@ -416,7 +407,7 @@ func FuzzPeerAnswer(f *testing.F) {
 			ans, err = fz.str.leaseFromWire(&resp)
 			state = ans.State
 		}
-		if v := fz.n.Versions().Next(); v <= before {
+		if v := fz.n.env.Versions.Next(); v <= before {
 			t.Fatalf("the answer moved the version clock back: %#x after %#x", v, before)
 		}
 		valued := resp.GetState() == peerpb.LeaseState_LEASE_STATE_HIT || resp.GetState() == peerpb.LeaseState_LEASE_STATE_STALE

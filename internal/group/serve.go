@@ -17,7 +17,7 @@ import (
 // ServeGet serves a peer's Get (or warm pull, a Peek) of a key, as its acting owner.
 func (g *Group[V]) ServeGet(ctx context.Context, req *peerpb.GetRequest) (*peerpb.GetResponse, error) {
 	key := string(req.GetKey())
-	if err := g.node.CheckKey(key); err != nil {
+	if err := g.env.Limits.Key(key); err != nil {
 		return nil, route.ToWire(err)
 	}
 	if req.GetPeek() {
@@ -34,7 +34,7 @@ func (g *Group[V]) ServeGet(ctx context.Context, req *peerpb.GetRequest) (*peerp
 		if err != nil {
 			return &peerpb.GetResponse{}, nil
 		}
-		g.node.HandoffSent(1)
+		g.env.Sent(1)
 		return &peerpb.GetResponse{Entry: pe, Found: true, Source: peerpb.Source_HIT}, nil
 	}
 	g.peerGets.Add(1)
@@ -85,7 +85,7 @@ func wireSource(s fill.Source) peerpb.Source {
 func (g *Group[V]) ServeSet(ctx context.Context, req *peerpb.SetRequest) (*peerpb.SetResponse, error) {
 	e := req.GetEntry()
 	key := string(e.GetKey())
-	if err := g.node.CheckKey(key); err != nil {
+	if err := g.env.Limits.Key(key); err != nil {
 		return nil, route.ToWire(err)
 	}
 	if err := version.Check(e.GetVersion()); err != nil {
@@ -95,31 +95,31 @@ func (g *Group[V]) ServeSet(ctx context.Context, req *peerpb.SetRequest) (*peerp
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", transport.ErrInvalidArgument, err)
 	}
-	version := g.node.Versions().OrNext(e.GetVersion())
+	version := g.env.Versions.OrNext(e.GetVersion())
 	stored, err := g.local.SetAt(key, v, version, e.GetTags()...)
 	if err != nil {
 		return nil, route.ToWire(err)
 	}
 	g.near.Invalidate(key, version)
-	g.node.Log().Debug("corral: set as owner", "group", g.name, "key", key, "version", version, "stored", stored, "for", req.GetHeader().GetSender())
+	g.env.Log.Debug("corral: set as owner", "group", g.name, "key", key, "version", version, "stored", stored, "for", req.GetHeader().GetSender())
 	return &peerpb.SetResponse{Version: version}, nil
 }
 
 // ServeRemove applies a peer's Remove as the key's owner.
 func (g *Group[V]) ServeRemove(ctx context.Context, req *peerpb.RemoveRequest) (*peerpb.RemoveResponse, error) {
 	key := string(req.GetKey())
-	if err := g.node.CheckKey(key); err != nil {
+	if err := g.env.Limits.Key(key); err != nil {
 		return nil, route.ToWire(err)
 	}
 	if err := version.Check(req.GetVersion()); err != nil {
 		return nil, fmt.Errorf("%w: %v", transport.ErrInvalidArgument, err)
 	}
-	version := g.node.Versions().OrNext(req.GetVersion())
+	version := g.env.Versions.OrNext(req.GetVersion())
 	if err := g.local.RemoveAt(key, version); err != nil {
 		return nil, route.ToWire(err)
 	}
 	g.near.Invalidate(key, version)
-	g.node.Log().Debug("corral: removed as owner", "group", g.name, "key", key, "version", version, "for", req.GetHeader().GetSender())
+	g.env.Log.Debug("corral: removed as owner", "group", g.name, "key", key, "version", version, "for", req.GetHeader().GetSender())
 	return &peerpb.RemoveResponse{Version: version}, nil
 }
 
@@ -145,7 +145,7 @@ func (g *Group[V]) Latest(key string) uint64 {
 // or knows of a write newer than the entry.
 func (g *Group[V]) Accept(pe *peerpb.Entry) (bool, error) {
 	key := string(pe.GetKey())
-	if err := g.node.CheckKey(key); err != nil {
+	if err := g.env.Limits.Key(key); err != nil {
 		return false, route.ToWire(err)
 	}
 	e, err := g.decodeEntry(pe)
@@ -182,7 +182,7 @@ func (g *Group[V]) encodeEntry(key string, e fill.Entry[V]) (*peerpb.Entry, erro
 	if err != nil {
 		return nil, fmt.Errorf("corral: encode value of %s/%q: %w", g.name, key, err)
 	}
-	if err := g.node.CheckValue(len(b)); err != nil {
+	if err := g.env.Limits.Value(len(b)); err != nil {
 		return nil, err
 	}
 	return &peerpb.Entry{
@@ -223,14 +223,14 @@ func (g *Group[V]) decodeEntry(pe *peerpb.Entry) (fill.Entry[V], error) {
 // for how long: only for keys this node asks for often (NearPromote requests within a
 // second), never longer than NearTTL nor than the owner's remaining freshness.
 func (g *Group[V]) nearLifetime(key string, e *peerpb.Entry) time.Duration {
-	if g.cfg.NearBytes < 0 {
+	if g.env.NearBytes < 0 {
 		return 0
 	}
 	c, _ := g.hot.ComputeIfAbsent(key, func() (*atomic.Int32, bool) { return new(atomic.Int32), false })
-	if c == nil || c.Add(1) < int32(g.cfg.NearPromote) {
+	if c == nil || c.Add(1) < int32(g.env.NearPromote) {
 		return 0
 	}
-	return max(min(time.Duration(e.GetFreshForNanos()), g.cfg.NearTTL), 0)
+	return max(min(time.Duration(e.GetFreshForNanos()), g.env.NearTTL), 0)
 }
 
 func (g *Group[V]) closeStores(ctx context.Context) error {

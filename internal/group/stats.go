@@ -1,29 +1,27 @@
 package group
 
-import "github.com/corralcache/corral/internal/node"
+import "github.com/corralcache/corral/fill"
+
+// Stats are one group's counters on one node, by the part that counts them: package corral
+// sums them into its GroupStats. Each is monotonic but Local's Entries and Bytes.
+type Stats struct {
+	Local fill.Stats // the store of the keys this node owns
+	Near  fill.Stats // the near cache: owner requests and near copies
+	// RemoteGets are Gets routed to another member (near hits included), NearHits those a
+	// near copy answered, Loads the runs of the application's loader, and PeerGets the Gets
+	// this node served for peers.
+	RemoteGets, NearHits, Loads, PeerGets uint64
+	// Leases granted (tokens handed out), lapsed without a FillSet, and FillSets rejected for
+	// a token no longer live, on this node as the keys' owner.
+	LeasesGranted, LeasesLapsed, LeasesRejected uint64
+}
 
 // Stats returns this group's counters on this node.
-func (g *Group[V]) Stats() node.GroupStats {
-	l, nr := g.local.Stats(), g.near.Stats()
+func (g *Group[V]) Stats() Stats {
 	granted, lapsed, rejected := g.leases.Stats()
-	return node.GroupStats{
-		// Each is a monotonic count, and so is their sum: peer requests are not counted in
-		// local's Gets (ServeGet uses Lookup), so nothing is subtracted.
-		Gets:        l.Gets + g.remoteGets.Load(),
-		Fills:       g.loads.Load(),
-		Coalesced:   l.Coalesced + nr.Coalesced,
-		FillErrors:  l.FillErrors,
-		StaleServed: l.StaleServed,
-		Refreshes:   l.Refreshes,
-		NearHits:    g.nearHits.Load(),
-		PeerGets:    g.peerGets.Load(),
-		Entries:     l.Entries,
-		Bytes:       l.Bytes,
-
-		LeasesGranted: granted,
-		LeasesLapsed:  lapsed,
-		LeaseRejected: rejected,
-
-		Purged: l.Purged + nr.Purged,
+	return Stats{
+		Local: g.local.Stats(), Near: g.near.Stats(),
+		RemoteGets: g.remoteGets.Load(), NearHits: g.nearHits.Load(), Loads: g.loads.Load(), PeerGets: g.peerGets.Load(),
+		LeasesGranted: granted, LeasesLapsed: lapsed, LeasesRejected: rejected,
 	}
 }

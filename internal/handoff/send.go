@@ -59,7 +59,7 @@ func (s Sent) delivered(e *peerpb.Entry) bool {
 //
 // Entries that before records as delivered, unchanged, are not sent again: a leaving node
 // hands off while it still serves, then stops applying writes and sends what changed
-// meanwhile (node.Node.Close). Send returns the entries it delivered.
+// meanwhile (corral.Node.Close). Send returns the entries it delivered.
 func (m *Mover) Send(ctx context.Context, groups []Group, before Sent) (Sent, error) {
 	v := m.cfg.View.Load()
 	excluded := map[string]bool{}

@@ -34,12 +34,12 @@ const (
 	MaxHeld = 1 << 16
 )
 
-// The errors of the owner's side, which package corral answers as ErrLeaseArgument,
-// ErrTooManyLeases and ErrClosed: each has the text of its public counterpart.
+// The errors of the owner's side, which package corral answers as ErrLeaseArgument and
+// ErrTooManyLeases: each has the text of its public counterpart. A closed table answers
+// view.ErrClosed.
 var (
 	ErrArgument = errors.New("corral: invalid lease request")
 	ErrTooMany  = errors.New("corral: too many leases held")
-	ErrClosed   = errors.New("corral: node closed")
 )
 
 // Validate checks the fill and wait of a lease request.

@@ -57,7 +57,7 @@ func (t *Table[V]) Acquire(ctx context.Context, key string, fillFor time.Duratio
 		t.mu.Lock()
 		if t.closed {
 			t.mu.Unlock()
-			return Answer[V]{}, ErrClosed
+			return Answer[V]{}, view.ErrClosed
 		}
 		// The view is read under t.mu: a membership change stores its view before it ends
 		// the leases it moved (moved takes t.mu), so a lease granted on an older view than

@@ -147,7 +147,7 @@ func (t *Table[V]) movedAwayLocked(key string) bool {
 	return ok
 }
 
-// Close ends every lease: the group closes. Acquire answers ErrClosed after it.
+// Close ends every lease: the group closes. Acquire answers view.ErrClosed after it.
 func (t *Table[V]) Close() {
 	t.mu.Lock()
 	defer t.mu.Unlock()

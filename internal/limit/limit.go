@@ -52,3 +52,34 @@ const (
 
 // Counted lists the limits above, in the order corral_limit_hits_total exports them.
 var Counted = []string{Key, Value, GroupName, PeerStreamCalls, PeerHandshake}
+
+// Checker checks input against the limits and counts each hit under its name.
+type Checker struct {
+	MaxValueBytes int               // the largest value, in bytes
+	Hit           func(name string) // counts a hit of a limit of Counted; nil = not counted
+}
+
+// Key returns an *Error for a bad key (CheckKey), and counts it.
+func (c *Checker) Key(key string) error {
+	err := CheckKey(key)
+	if err != nil {
+		c.Count(Key)
+	}
+	return err
+}
+
+// Value returns an *Error for a value over MaxValueBytes, and counts it.
+func (c *Checker) Value(size int) error {
+	err := CheckValue(size, c.MaxValueBytes)
+	if err != nil {
+		c.Count(Value)
+	}
+	return err
+}
+
+// Count counts a hit of the limit called name.
+func (c *Checker) Count(name string) {
+	if c.Hit != nil {
+		c.Hit(name)
+	}
+}

@@ -5,7 +5,7 @@ import "sync"
 // WriteGate lets writes be applied on this node as a key's owner (a peer's Set, Remove or
 // FillSet, and this node's own) until it is shut, and Shut waits for the ones being applied:
 // a leaving node shuts it when it stops serving, so that the last round of its hand-off sees
-// every write it applied, and none lands after (see node.Node.Close). The zero value is open.
+// every write it applied, and none lands after (see State). The zero value is open.
 type WriteGate struct {
 	mu   sync.RWMutex
 	shut bool

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/corralcache/corral/fill"
+	"github.com/corralcache/corral/internal/limit"
 	"github.com/corralcache/corral/internal/route"
 	"github.com/corralcache/corral/internal/version"
 	"github.com/corralcache/corral/internal/view"
@@ -55,27 +56,31 @@ type Config struct {
 	// address that it does not admit yet): nil while the node starts.
 	Members func() []peer.Member
 
-	// Lookup returns the group registered as name; Serve returns the group a request
-	// names, registering it first when the node may (its AutoGroup), or an error wrapping
-	// transport.ErrUnknownGroup.
-	Lookup func(name string) (Group, bool)
-	Serve  func(name string) (Group, error)
-	// CheckKey returns the error of a key over the limits, and counts it.
-	CheckKey func(key string) error
+	// Groups are the groups this node serves.
+	Groups Groups
+	// Limits checks keys against the limits, and counts their hits.
+	Limits *limit.Checker
 	// Reconciled notes that sender exchanged one group's writes with this node.
 	Reconciled func(sender, group string)
-	// Leaving (Close began), Draining (handed off: warm pulls only) and Left (out of the
-	// gossip cluster) are the node's.
-	Leaving, Draining, Left *atomic.Bool
-	// Writes lets a peer's Set, Remove and FillSet be applied here until the node stops
-	// serving (it is shut just before Draining is set).
-	Writes *WriteGate
+	// State is the node's lifecycle: a leaving node takes no hand-off, a draining one
+	// answers warm pulls only, and its Writes gate lets a peer's Set, Remove and FillSet be
+	// applied until the node stops serving.
+	State *State
 	// Refused counts a request refused for the address it came from; Received an entry a
 	// hand-off delivered.
 	Refused  func(reason string)
 	Received func()
 	// Purged counts a purge of a tag applied here.
 	Purged func()
+}
+
+// Groups are the groups a node serves, by name.
+type Groups interface {
+	// Lookup returns the group registered as name.
+	Lookup(name string) (Group, bool)
+	// Serve returns the group a request names, registering it first when the node may
+	// (corral.Config.AutoGroup), or an error wrapping transport.ErrUnknownGroup.
+	Serve(name string) (Group, error)
 }
 
 // Server is the owner's side of the peer protocol: the transport.Handler, which serves a
@@ -111,7 +116,7 @@ func (s *Server) Get(ctx context.Context, req *peerpb.GetRequest) (*peerpb.GetRe
 	if err := s.admit(ctx, req.GetHeader()); err != nil {
 		return nil, err
 	}
-	if s.cfg.Draining.Load() && !req.GetPeek() {
+	if s.cfg.State.Draining.Load() && !req.GetPeek() {
 		return nil, fmt.Errorf("%w: %s has left", transport.ErrLeaving, s.cfg.Self)
 	}
 	if req.GetPeek() && req.GetGroup() == "" {
@@ -119,7 +124,7 @@ func (s *Server) Get(ctx context.Context, req *peerpb.GetRequest) (*peerpb.GetRe
 		// neither a bad group name nor an unknown group.
 		return &peerpb.GetResponse{}, nil
 	}
-	g, err := s.cfg.Serve(req.GetGroup())
+	g, err := s.cfg.Groups.Serve(req.GetGroup())
 	if err != nil {
 		return nil, err
 	}
@@ -130,10 +135,10 @@ func (s *Server) Get(ctx context.Context, req *peerpb.GetRequest) (*peerpb.GetRe
 // once, on the goroutine that reads the peer's stream; anything else — a miss, a warm pull,
 // a refusal — is left to Get.
 func (s *Server) GetHit(ctx context.Context, req *peerpb.GetRequest) (*peerpb.GetResponse, bool) {
-	if req.GetPeek() || s.cfg.Draining.Load() {
+	if req.GetPeek() || s.cfg.State.Draining.Load() {
 		return nil, false
 	}
-	g, ok := s.cfg.Lookup(req.GetGroup())
+	g, ok := s.cfg.Groups.Lookup(req.GetGroup())
 	if !ok || !s.isMemberCaller(ctx) {
 		return nil, false // Get says why, and counts the refusal once
 	}
@@ -148,11 +153,11 @@ func (s *Server) Set(ctx context.Context, req *peerpb.SetRequest) (*peerpb.SetRe
 	if err := s.admit(ctx, req.GetHeader()); err != nil {
 		return nil, err
 	}
-	if !s.cfg.Writes.Enter() {
+	if !s.cfg.State.Writes.Enter() {
 		return nil, fmt.Errorf("%w: %s has left", transport.ErrLeaving, s.cfg.Self)
 	}
-	defer s.cfg.Writes.Exit()
-	g, err := s.cfg.Serve(req.GetEntry().GetGroup())
+	defer s.cfg.State.Writes.Exit()
+	g, err := s.cfg.Groups.Serve(req.GetEntry().GetGroup())
 	if err != nil {
 		return nil, err
 	}
@@ -164,11 +169,11 @@ func (s *Server) Remove(ctx context.Context, req *peerpb.RemoveRequest) (*peerpb
 	if err := s.admit(ctx, req.GetHeader()); err != nil {
 		return nil, err
 	}
-	if !s.cfg.Writes.Enter() {
+	if !s.cfg.State.Writes.Enter() {
 		return nil, fmt.Errorf("%w: %s has left", transport.ErrLeaving, s.cfg.Self)
 	}
-	defer s.cfg.Writes.Exit()
-	g, err := s.cfg.Serve(req.GetGroup())
+	defer s.cfg.State.Writes.Exit()
+	g, err := s.cfg.Groups.Serve(req.GetGroup())
 	if err != nil {
 		return nil, err
 	}
@@ -186,7 +191,7 @@ func (s *Server) Invalidate(ctx context.Context, req *peerpb.InvalidateRequest) 
 		return s.purge(ctx, req)
 	}
 	key := string(req.GetKey())
-	if err := s.cfg.CheckKey(key); err != nil {
+	if err := s.cfg.Limits.Key(key); err != nil {
 		return nil, route.ToWire(err)
 	}
 	if err := version.Check(req.GetVersion()); err != nil {
@@ -194,17 +199,17 @@ func (s *Server) Invalidate(ctx context.Context, req *peerpb.InvalidateRequest) 
 	}
 	s.cfg.Clock.Observe(req.GetVersion())
 	// A node that does not have the group holds no copy; it may still know members that do.
-	if g, ok := s.cfg.Lookup(req.GetGroup()); ok {
+	if g, ok := s.cfg.Groups.Lookup(req.GetGroup()); ok {
 		g.Invalidate(key, req.GetVersion())
 	}
 	s.cfg.Log.Debug("corral: told of a write", "group", req.GetGroup(), "key", key, "version", req.GetVersion(), "by", req.GetHeader().GetSender())
-	if s.cfg.Left.Load() {
+	if s.cfg.State.Left.Load() {
 		return &peerpb.InvalidateResponse{}, nil // its view is no longer kept up
 	}
 	// A write or copy of the key newer than this one, which the writer had not heard of when
 	// it drew its version, is reported back (see write.Writer.Write).
 	var newer uint64
-	if g, ok := s.cfg.Lookup(req.GetGroup()); ok {
+	if g, ok := s.cfg.Groups.Lookup(req.GetGroup()); ok {
 		if v := g.Latest(key); v > req.GetVersion() {
 			newer = v
 		}
@@ -230,7 +235,7 @@ func (s *Server) purge(ctx context.Context, req *peerpb.InvalidateRequest) (*pee
 	newer := s.cfg.Writer.ApplyPurge(tag, req.GetVersion())
 	s.cfg.Purged()
 	s.cfg.Log.Debug("corral: told of a purge", "tag", tag, "version", req.GetVersion(), "by", req.GetHeader().GetSender())
-	if s.cfg.Left.Load() {
+	if s.cfg.State.Left.Load() {
 		return &peerpb.InvalidateResponse{}, nil // its view is no longer kept up
 	}
 	told := append(req.GetTold(), s.cfg.Self)
@@ -245,14 +250,14 @@ func (s *Server) Handoff(ctx context.Context, e *peerpb.Entry) (bool, error) {
 	if err := s.admit(ctx, nil); err != nil {
 		return false, err
 	}
-	if s.cfg.Leaving.Load() {
+	if s.cfg.State.Leaving.Load() {
 		return false, fmt.Errorf("%w: %s is leaving", transport.ErrLeaving, s.cfg.Self)
 	}
 	if err := version.Check(e.GetVersion()); err != nil {
 		return false, fmt.Errorf("%w: %v", transport.ErrInvalidArgument, err)
 	}
 	s.cfg.Clock.Observe(e.GetVersion())
-	g, err := s.cfg.Serve(e.GetGroup())
+	g, err := s.cfg.Groups.Serve(e.GetGroup())
 	if err != nil {
 		return false, err
 	}
@@ -296,10 +301,10 @@ func (s *Server) FillSet(ctx context.Context, req *peerpb.FillSetRequest) (*peer
 	if err != nil {
 		return nil, err
 	}
-	if !s.cfg.Writes.Enter() {
+	if !s.cfg.State.Writes.Enter() {
 		return nil, fmt.Errorf("%w: %s has left", transport.ErrLeaving, s.cfg.Self)
 	}
-	defer s.cfg.Writes.Exit()
+	defer s.cfg.State.Writes.Exit()
 	return g.ServeFillSet(ctx, req)
 }
 
@@ -307,10 +312,10 @@ func (s *Server) leaseGroup(ctx context.Context, h *peerpb.Header, group string)
 	if err := s.admit(ctx, h); err != nil {
 		return nil, err
 	}
-	if s.cfg.Draining.Load() {
+	if s.cfg.State.Draining.Load() {
 		return nil, fmt.Errorf("%w: %s has left", transport.ErrLeaving, s.cfg.Self)
 	}
-	return s.cfg.Serve(group)
+	return s.cfg.Groups.Serve(group)
 }
 
 // Reconcile serves a peer's exchange of remembered writes: it applies the peer's and answers
@@ -320,7 +325,7 @@ func (s *Server) Reconcile(ctx context.Context, req *peerpb.ReconcileRequest) (*
 	if err := s.admit(ctx, req.GetHeader()); err != nil {
 		return nil, err
 	}
-	g, err := s.cfg.Serve(req.GetGroup())
+	g, err := s.cfg.Groups.Serve(req.GetGroup())
 	if err != nil {
 		return nil, err
 	}

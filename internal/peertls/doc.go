@@ -22,9 +22,9 @@
 // # Usage
 //
 //	if err := peertls.Check(cfg.PeerTLS); err != nil { … } // when the node starts
-//	v := &peertls.Verifier{Members: n.certMembers, Refused: count, Log: log}
+//	v := &peertls.Verifier{Members: viewkeeper.CertMembers(&view, &members), Refused: count, Log: log}
 //	serverTLS, clientTLS := v.Configs(cfg.PeerTLS)
 //
 // Keeping a member whose peer TLS has not been checked out of the ring is the node's
-// (package node); this package says whether a handshake's certificate passes.
+// (package viewkeeper); this package says whether a handshake's certificate passes.
 package peertls

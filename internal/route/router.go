@@ -65,11 +65,6 @@ func (r *Router) Close() {
 
 var errNoMembers = errors.New("corral: no member to route to")
 
-// ErrStopped is the error of a request this node cannot make any more: it serves nothing
-// itself (view.View.Stopped) and no other member is left to ask, or its peer client is
-// closed. The node is closing.
-var ErrStopped = errors.New("corral: node closed")
-
 // OnOwner runs an operation on key's owner: local when this node owns it, remote otherwise.
 // When the owner cannot be reached (refused, reset, deadline, or it left the view while the
 // call was in flight), or answers that it is leaving or does not serve the group yet (it
@@ -92,7 +87,7 @@ func (r *Router) OnOwner(ctx context.Context, key string, streamed bool, local f
 	for {
 		owner := ring.Owner(key)
 		if owner == "" && v.Stopped {
-			return "", ErrStopped // no other member to ask
+			return "", view.ErrClosed // it serves nothing itself and no other member is left to ask
 		}
 		if owner == "" {
 			return "", errNoMembers

@@ -6,6 +6,7 @@ import (
 
 	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/internal/limit"
+	"github.com/corralcache/corral/internal/view"
 	"github.com/corralcache/corral/transport"
 )
 
@@ -22,7 +23,7 @@ func FromWire(err error) error {
 	var ffe *transport.FillFailedError
 	switch {
 	case errors.Is(err, transport.ErrClosed):
-		return ErrStopped // this node is closing; the owner said nothing
+		return view.ErrClosed // this node is closing; the owner said nothing
 	case errors.Is(err, transport.ErrNotFound):
 		return &RemoteError{Err: fill.ErrNotFound}
 	case errors.Is(err, transport.ErrFillCycle):

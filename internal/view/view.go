@@ -1,6 +1,7 @@
 package view
 
 import (
+	"errors"
 	"net/netip"
 	"slices"
 	"strings"
@@ -11,6 +12,10 @@ import (
 	"github.com/corralcache/corral/ring"
 	"github.com/corralcache/corral/transport"
 )
+
+// ErrClosed is the error of a call on a node, or its groups, that the node cannot serve any
+// more: it is closing, or closed (package corral's ErrClosed).
+var ErrClosed = errors.New("corral: node closed")
 
 // View is one node's picture of the cluster: the members and the ring over them.
 type View struct {

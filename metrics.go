@@ -1,4 +1,4 @@
-package node
+package corral
 
 import (
 	"errors"
@@ -8,45 +8,22 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/corralcache/corral/internal/view"
-
+	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/internal/limit"
 	"github.com/corralcache/corral/internal/owner"
 	"github.com/corralcache/corral/internal/peertls"
+	"github.com/corralcache/corral/internal/view"
+	"github.com/corralcache/corral/internal/viewkeeper"
 )
 
-// GroupStats are one group's counters on one node, each monotonic: corral.GroupStats, whose
-// fields it has.
-type GroupStats struct {
-	Gets        uint64 // Get calls on this node
-	Fills       uint64 // loader runs on this node
-	Coalesced   uint64 // Gets answered by a fill or owner request already in flight
-	FillErrors  uint64 // loader runs that failed or panicked
-	StaleServed uint64 // reads answered with a stale value
-	Refreshes   uint64 // background refreshes started
-	NearHits    uint64 // Gets answered by a near copy
-	PeerGets    uint64 // Get requests this node served for peers
-	Entries     int    // entries held as owner now
-	Bytes       uint64 // their weight
-
-	// Leases (see Group.Lease), counted on the key's owner.
-	LeasesGranted uint64 // tokens handed out (FILL, and STALE with a token)
-	LeasesLapsed  uint64 // leases that lapsed without a FillSet
-	LeaseRejected uint64 // FillSets refused: the token was no longer live
-
-	// Tags (see RemoveByTag).
-	Purged uint64 // values dropped because a tag of theirs was purged after they were made
-}
-
-// Stats returns the counters of every group on this node, by group name.
-func (n *Node) Stats() map[string]GroupStats {
-	n.mu.RLock()
-	defer n.mu.RUnlock()
-	out := make(map[string]GroupStats, len(n.groups))
-	for name, g := range n.groups {
-		out[name] = g.Stats()
-	}
-	return out
+// metricSources are what the metrics read at scrape time, handed to newMetrics by the node:
+// the hot path pays nothing for them.
+type metricSources struct {
+	view      *atomic.Pointer[view.View]
+	members   *viewkeeper.Membership
+	groups    func() map[string]GroupStats
+	fills     *fill.Limiter // nil = unbounded
+	refreshes *fill.Limiter
 }
 
 // metrics are the node's Prometheus metrics. Group counters are read from the groups
@@ -74,7 +51,8 @@ func (l *limitCounts) hit(name string) {
 
 // limitCollector emits corral_limit_hits_total.
 type limitCollector struct {
-	n    *Node
+	src  *metricSources
+	hits *limitCounts
 	desc *prometheus.Desc
 }
 
@@ -82,14 +60,14 @@ func (c *limitCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
 func (c *limitCollector) Collect(ch chan<- prometheus.Metric) {
 	for i, name := range limit.Counted {
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(c.n.metrics.limits.hits[i].Load()), name)
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(c.hits.hits[i].Load()), name)
 	}
 	var fills uint64
-	if c.n.fills != nil {
-		fills = c.n.fills.Full()
+	if c.src.fills != nil {
+		fills = c.src.fills.Full()
 	}
 	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(fills), "fills")
-	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(c.n.refreshes.Full()), "refreshes")
+	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(c.src.refreshes.Full()), "refreshes")
 }
 
 var groupCounters = []struct {
@@ -111,7 +89,7 @@ var groupCounters = []struct {
 
 // excludedCollector emits corral_members_excluded from the view.
 type excludedCollector struct {
-	n    *Node
+	src  *metricSources
 	desc *prometheus.Desc
 }
 
@@ -119,7 +97,7 @@ func (c *excludedCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc 
 
 func (c *excludedCollector) Collect(ch chan<- prometheus.Metric) {
 	counts := map[string]int{view.ExcludedReconciling: 0, view.ExcludedPeerTLS: 0, view.ExcludedTLSPending: 0, view.ExcludedTLSFailed: 0}
-	if v := c.n.view.Load(); v != nil {
+	if v := c.src.view.Load(); v != nil {
 		for _, reason := range v.Excluded {
 			counts[reason]++
 		}
@@ -131,7 +109,7 @@ func (c *excludedCollector) Collect(ch chan<- prometheus.Metric) {
 
 // groupCollector emits the group counters.
 type groupCollector struct {
-	n     *Node
+	src   *metricSources
 	descs []*prometheus.Desc
 }
 
@@ -142,14 +120,14 @@ func (c *groupCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *groupCollector) Collect(ch chan<- prometheus.Metric) {
-	for name, s := range c.n.Stats() {
+	for name, s := range c.src.groups() {
 		for i, gc := range groupCounters {
 			ch <- prometheus.MustNewConstMetric(c.descs[i], prometheus.CounterValue, gc.value(s), name)
 		}
 	}
 }
 
-func newMetrics(n *Node, reg prometheus.Registerer) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer, src *metricSources) (*metrics, error) {
 	m := &metrics{
 		reg: reg,
 		fillDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -179,7 +157,7 @@ func newMetrics(n *Node, reg prometheus.Registerer) (*metrics, error) {
 	for _, r := range append([]string{owner.RefusedNonMember}, peertls.Reasons...) {
 		m.refused.WithLabelValues(r)
 	}
-	gc := &groupCollector{n: n}
+	gc := &groupCollector{src: src}
 	for _, c := range groupCounters {
 		gc.descs = append(gc.descs, prometheus.NewDesc(c.name, c.help, []string{"group"}, nil))
 	}
@@ -187,7 +165,7 @@ func newMetrics(n *Node, reg prometheus.Registerer) (*metrics, error) {
 		Name: "corral_members",
 		Help: "Members in this node's view.",
 	}, func() float64 {
-		if v := n.view.Load(); v != nil {
+		if v := src.view.Load(); v != nil {
 			return float64(len(v.List))
 		}
 		return 0
@@ -196,16 +174,16 @@ func newMetrics(n *Node, reg prometheus.Registerer) (*metrics, error) {
 		Name: "corral_gossip_keys",
 		Help: "Gossip encryption keys this node holds (0: plaintext gossip); above 1 while a key rotation is under way.",
 	}, func() float64 {
-		members := n.membership()
+		members := src.members.Get()
 		if members == nil {
 			return 0
 		}
 		return float64(members.KeyCount())
 	})
-	excluded := &excludedCollector{n: n, desc: prometheus.NewDesc("corral_members_excluded",
+	excluded := &excludedCollector{src: src, desc: prometheus.NewDesc("corral_members_excluded",
 		"Live members this node keeps out of its ring, by reason (reconciling: back from the dead, exchanging the writes it missed; peer TLS differs: one of the two runs without TLS; peer TLS failed: no mutual TLS handshake completes with it; peer TLS not checked yet: a new member, checked at once).",
 		[]string{"reason"}, nil)}
-	limits := &limitCollector{n: n, desc: prometheus.NewDesc("corral_limit_hits_total",
+	limits := &limitCollector{src: src, hits: &m.limits, desc: prometheus.NewDesc("corral_limit_hits_total",
 		"Requests a limit turned away or held back, by limit: key (over 4 KiB, or empty), value (over Config.MaxValueBytes), group_name (a peer named an invalid group), peer_stream_calls (a peer's Gets in flight past the transport's bound), peer_handshake (a peer connection that did not complete its handshake in time), fills (a fill that waited for one of Config.MaxFills slots), refreshes (a background refresh skipped at Config.MaxRefreshes).",
 		[]string{"limit"}, nil)}
 	m.collectors = []prometheus.Collector{gc, m.fillDuration, m.peerRequests, m.handoff, m.refused, m.purges, members, gossipKeys, excluded, limits}
@@ -229,6 +207,18 @@ func newMetrics(n *Node, reg prometheus.Registerer) (*metrics, error) {
 
 func (m *metrics) peerCall(method, code string, _ time.Duration) {
 	m.peerRequests.WithLabelValues(method, code).Inc()
+}
+
+// refuse counts a peer request or connection refused for reason.
+func (m *metrics) refuse(reason string) { m.refused.WithLabelValues(reason).Inc() }
+
+// sent and received count entries handed over (corral_handoff_keys_total).
+func (m *metrics) sent(k int) { m.handoff.WithLabelValues("sent").Add(float64(k)) }
+func (m *metrics) received()  { m.handoff.WithLabelValues("received").Inc() }
+
+// fillObserved records a run of a group's loader (corral_fill_duration_seconds).
+func (m *metrics) fillObserved(group string, d time.Duration) {
+	m.fillDuration.WithLabelValues(group).Observe(d.Seconds())
 }
 
 func (m *metrics) unregister() {

@@ -1,4 +1,4 @@
-package node
+package corral
 
 import (
 	"math/rand/v2"
@@ -33,4 +33,12 @@ func (l *lockedRand) child() *rand.Rand {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return rand.New(rand.NewPCG(l.r.Uint64(), l.r.Uint64()))
+}
+
+// float returns l's Float64 for fill.Config.Rand, or nil (fill's default) for a nil l.
+func (l *lockedRand) float() func() float64 {
+	if l == nil {
+		return nil
+	}
+	return l.Float64
 }

@@ -1,0 +1,156 @@
+package corral
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/corralcache/corral/fill"
+	"github.com/corralcache/corral/internal/group"
+	"github.com/corralcache/corral/internal/handoff"
+	"github.com/corralcache/corral/internal/limit"
+	"github.com/corralcache/corral/internal/owner"
+	"github.com/corralcache/corral/internal/view"
+	"github.com/corralcache/corral/internal/write"
+	"github.com/corralcache/corral/transport"
+)
+
+// groups are the groups registered on a node, by name: what its owner's side serves
+// (owner.Groups), and what the node hands off, reconciles, counts and closes.
+type groups struct {
+	self    string
+	auto    func(name string) error // Config.AutoGroup, bound to the node; nil = none
+	leaving *atomic.Bool            // the node began to close: no more groups
+	limits  *limit.Checker
+	log     *slog.Logger
+
+	mu sync.RWMutex
+	// guards byName
+	byName map[string]handle
+}
+
+// handle is a group whatever its value type (a *group.Group[V]): what the node needs of it.
+type handle interface {
+	owner.Group
+	handoff.Group
+	// LeasesMoved ends the leases of keys whose owner changed in v.
+	LeasesMoved(v *view.View)
+	Stats() group.Stats
+	Close(ctx context.Context) error
+}
+
+var (
+	_ owner.Groups = (*groups)(nil)
+	_ handle       = (*group.Group[string])(nil)
+)
+
+func (gs *groups) init(self string, auto func(name string) error, leaving *atomic.Bool, limits *limit.Checker, log *slog.Logger) {
+	gs.self, gs.auto, gs.leaving, gs.limits, gs.log = self, auto, leaving, limits, log
+	gs.byName = make(map[string]handle)
+}
+
+// register adds g under name. It fails once the node is leaving, or when name is taken.
+func (gs *groups) register(name string, g handle) error {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	if gs.leaving.Load() {
+		return ErrClosed
+	}
+	if _, dup := gs.byName[name]; dup {
+		return fmt.Errorf("corral: group %q is already registered on this node", name)
+	}
+	gs.byName[name] = g
+	return nil
+}
+
+// Lookup returns the group registered as name.
+func (gs *groups) Lookup(name string) (owner.Group, bool) {
+	g, ok := gs.get(name)
+	return g, ok
+}
+
+func (gs *groups) get(name string) (handle, bool) {
+	gs.mu.RLock()
+	defer gs.mu.RUnlock()
+	g, ok := gs.byName[name]
+	return g, ok
+}
+
+// Serve returns the group a peer's request names, registering it first with Config.AutoGroup
+// when there is one and the name is valid.
+func (gs *groups) Serve(name string) (owner.Group, error) {
+	if g, ok := gs.get(name); ok {
+		return g, nil
+	}
+	if fill.CheckName(name) != nil {
+		gs.limits.Count(limit.GroupName)
+	} else if gs.auto != nil && !gs.leaving.Load() {
+		if err := gs.auto(name); err != nil {
+			gs.log.Warn("corral: AutoGroup failed", "group", name, "err", err)
+		}
+		if g, ok := gs.get(name); ok {
+			return g, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: %q on %s", transport.ErrUnknownGroup, name, gs.self)
+}
+
+// list returns the groups, in no order.
+func (gs *groups) list() []handle {
+	gs.mu.RLock()
+	defer gs.mu.RUnlock()
+	out := make([]handle, 0, len(gs.byName))
+	for _, g := range gs.byName {
+		out = append(out, g)
+	}
+	return out
+}
+
+// forWrites returns the groups as the writer exchanges their writes with a member back.
+func (gs *groups) forWrites() []write.Group {
+	var out []write.Group
+	for _, g := range gs.list() {
+		out = append(out, g)
+	}
+	return out
+}
+
+// forHandoff returns the groups as a hand-off reads their entries.
+func (gs *groups) forHandoff() []handoff.Group {
+	var out []handoff.Group
+	for _, g := range gs.list() {
+		out = append(out, g)
+	}
+	return out
+}
+
+// leasesMoved ends, in every group, the leases of keys whose owner changed in v.
+func (gs *groups) leasesMoved(v *view.View) {
+	for _, g := range gs.list() {
+		g.LeasesMoved(v)
+	}
+}
+
+// stats returns the counters of every group, by name.
+func (gs *groups) stats() map[string]GroupStats {
+	gs.mu.RLock()
+	defer gs.mu.RUnlock()
+	out := make(map[string]GroupStats, len(gs.byName))
+	for name, g := range gs.byName {
+		out[name] = statsOf(g.Stats())
+	}
+	return out
+}
+
+// close closes every group, and returns what failed.
+func (gs *groups) close(ctx context.Context) []error {
+	var errs []error
+	for _, g := range gs.list() {
+		if err := g.Close(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}

@@ -54,7 +54,7 @@
 //
 // A refused or reset connection fails over at once. A silent owner — paused, cut off, its
 // answers lost — is found by asking it a question it answers without filling: while Gets wait
-// on an owner's stream it is pinged every half Config.SilentPeerTimeout (300 ms), and a
+// on an owner's stream it is pinged every half Config.SilentPeerTimeout, and a
 // request other than a Get probes it once it has waited that long; an owner that leaves one
 // unanswered for SilentPeerTimeout fails over, so a silent owner costs at most 600 ms, not the
 // request's deadline. A peer found unreachable is skipped by the requests after it for a while (a

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/corralcache/corral"
+	"github.com/corralcache/corral/cmd/corral/internal/objects"
 	"github.com/corralcache/corral/fill"
 )
 
@@ -35,7 +36,7 @@ func (d *daemon) routes() http.Handler {
 
 // keyGroup resolves the request's group, creating it on first use — but with an API token,
 // a request without it (a read) never creates one: it would be state a stranger made.
-func (d *daemon) keyGroup(w http.ResponseWriter, r *http.Request) (*corral.Group[object], string, bool) {
+func (d *daemon) keyGroup(w http.ResponseWriter, r *http.Request) (*corral.Group[objects.Object], string, bool) {
 	name := r.PathValue("group")
 	if d.token != nil && !d.token.bearer(r.Header.Get("Authorization")) {
 		g, ok := d.existingGroup(name)
@@ -88,7 +89,7 @@ func (d *daemon) getKey(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("X-Corral-Source", string(info.Source))
 	if len(info.Tags) > 0 {
-		w.Header().Set(surrogateKeyHeader, strings.Join(info.Tags, " "))
+		w.Header().Set(objects.SurrogateKeyHeader, strings.Join(info.Tags, " "))
 	}
 	if v.Type != "" {
 		w.Header().Set("Content-Type", v.Type)
@@ -115,12 +116,12 @@ func (d *daemon) putKey(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, "reading body: "+err.Error())
 		return
 	}
-	v := object{Body: body, Type: r.Header.Get("Content-Type")}
-	if len(v.Type) > maxTypeBytes {
-		httpError(w, http.StatusBadRequest, fmt.Sprintf("Content-Type of %d bytes exceeds the limit of %d bytes", len(v.Type), maxTypeBytes))
+	v := objects.Object{Body: body, Type: r.Header.Get("Content-Type")}
+	if len(v.Type) > objects.MaxTypeBytes {
+		httpError(w, http.StatusBadRequest, fmt.Sprintf("Content-Type of %d bytes exceeds the limit of %d bytes", len(v.Type), objects.MaxTypeBytes))
 		return
 	}
-	tags := surrogateKeys(r.Header)
+	tags := objects.Tags(r.Header)
 	if d.putExpiry(w, r, g, key, v, tags) {
 		return
 	}
@@ -143,20 +144,6 @@ func (d *daemon) deleteKey(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// Surrogate-Key is the CDNs' header of a response's tags (Fastly, Varnish xkey): space-separated.
-// An origin's response tags the entry it fills, a PUT's request tags the value it writes, and
-// a GET's answer carries the entry's tags; DELETE /v1/tags/{tag} purges one.
-const surrogateKeyHeader = "Surrogate-Key"
-
-// surrogateKeys returns the tags of h's Surrogate-Key headers, nil for none.
-func surrogateKeys(h http.Header) []string {
-	var tags []string
-	for _, v := range h.Values(surrogateKeyHeader) {
-		tags = append(tags, strings.Fields(v)...)
-	}
-	return tags
-}
-
 // deleteTag purges a tag cluster-wide: every entry stored with it before the call is gone from
 // every group on every member. 204, or 202 naming the members that could not be told.
 func (d *daemon) deleteTag(w http.ResponseWriter, r *http.Request) {
@@ -169,7 +156,7 @@ func (d *daemon) deleteTag(w http.ResponseWriter, r *http.Request) {
 
 // peekKey answers what the key's owner holds of key, without filling it: the value (200) with
 // its tags and remaining lifetime in headers, or 404. For corral inspect and people debugging.
-func (d *daemon) peekKey(w http.ResponseWriter, r *http.Request, g *corral.Group[object], key string) {
+func (d *daemon) peekKey(w http.ResponseWriter, r *http.Request, g *corral.Group[objects.Object], key string) {
 	v, info, err := g.Peek(r.Context(), key)
 	if err != nil {
 		d.writeError(w, r, err)
@@ -177,7 +164,7 @@ func (d *daemon) peekKey(w http.ResponseWriter, r *http.Request, g *corral.Group
 	}
 	w.Header().Set("X-Corral-Source", string(info.Source))
 	if len(info.Tags) > 0 {
-		w.Header().Set(surrogateKeyHeader, strings.Join(info.Tags, " "))
+		w.Header().Set(objects.SurrogateKeyHeader, strings.Join(info.Tags, " "))
 	}
 	w.Header().Set("X-Corral-Fresh-For", info.FreshFor.String())
 	w.Header().Set("X-Corral-Stale-For", info.StaleFor.String())

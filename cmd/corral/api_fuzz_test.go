@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/corralcache/corral"
+	"github.com/corralcache/corral/cmd/corral/internal/objects"
 	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/internal/fuzzcorpus"
 )
@@ -83,7 +84,7 @@ func (h panicCounter) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h panicCounter) WithGroup(string) slog.Handler      { return h }
 
 // group returns the daemon's group name, registering it as a request would.
-func (fd *fuzzDaemon) group(tb testing.TB, name string) *corral.Group[object] {
+func (fd *fuzzDaemon) group(tb testing.TB, name string) *corral.Group[objects.Object] {
 	tb.Helper()
 	g, err := fd.d.group(fd.d.node, name)
 	if err != nil {
@@ -93,9 +94,9 @@ func (fd *fuzzDaemon) group(tb testing.TB, name string) *corral.Group[object] {
 }
 
 // writeSentinel writes a new value of fuzzSentinel in g and returns it.
-func (fd *fuzzDaemon) writeSentinel(tb testing.TB, ctx context.Context, g *corral.Group[object]) object {
+func (fd *fuzzDaemon) writeSentinel(tb testing.TB, ctx context.Context, g *corral.Group[objects.Object]) objects.Object {
 	tb.Helper()
-	v := object{Body: fmt.Appendf(nil, "sentinel-%d", fd.seq.Add(1)), Type: "text/plain"}
+	v := objects.Object{Body: fmt.Appendf(nil, "sentinel-%d", fd.seq.Add(1)), Type: "text/plain"}
 	if err := g.Set(ctx, fuzzSentinel, v); err != nil {
 		tb.Fatalf("set the sentinel: %v", err)
 	}
@@ -103,7 +104,7 @@ func (fd *fuzzDaemon) writeSentinel(tb testing.TB, ctx context.Context, g *corra
 }
 
 // checkSentinel fails tb unless g's sentinel holds want.
-func checkSentinel(tb testing.TB, ctx context.Context, g *corral.Group[object], what string, want object) {
+func checkSentinel(tb testing.TB, ctx context.Context, g *corral.Group[objects.Object], what string, want objects.Object) {
 	tb.Helper()
 	if got, err := g.Get(ctx, fuzzSentinel); err != nil || !bytes.Equal(got.Body, want.Body) || got.Type != want.Type {
 		tb.Fatalf("%s changed the sentinel, which it does not name: %q %q, %v; want %q", what, got.Body, got.Type, err, want.Body)

@@ -8,6 +8,7 @@ import (
 	"github.com/corralcache/corral"
 
 	"github.com/corralcache/corral/cmd/corral/internal/debugui"
+	"github.com/corralcache/corral/cmd/corral/internal/objects"
 )
 
 // debugRoutes serves the live page at /debug/corral.
@@ -35,7 +36,7 @@ func (d *daemon) debugState() debugui.State {
 		})
 	}
 	d.mu.Lock()
-	groups := make(map[string]*corral.Group[object], len(d.groups))
+	groups := make(map[string]*corral.Group[objects.Object], len(d.groups))
 	for name, g := range d.groups {
 		groups[name] = g
 	}

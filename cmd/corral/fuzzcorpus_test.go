@@ -14,5 +14,4 @@ func TestFuzzCorpus(t *testing.T) {
 	fuzzcorpus.Check(t, "FuzzCacheControl", cacheControlSeeds())
 	fuzzcorpus.Check(t, "FuzzRESPCommand", respSeeds())
 	fuzzcorpus.Check(t, "FuzzRESPReader", readerSeeds())
-	fuzzcorpus.Check(t, "FuzzObjectCodec", objectSeeds())
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/corralcache/corral"
+	"github.com/corralcache/corral/cmd/corral/internal/objects"
 )
 
 // leaseConfig is what `corral serve` is told about leases for fillers outside Go, the Redis
@@ -141,7 +142,7 @@ func parseWait(name, s string) (time.Duration, error) {
 
 // getLease answers GET …/keys/{key}?lease=5s[&wait=200ms] (see "Leases for fillers outside
 // Go" in the README). getKey sends it only requests that may be granted a lease.
-func (d *daemon) getLease(w http.ResponseWriter, r *http.Request, g *corral.Group[object], key string) {
+func (d *daemon) getLease(w http.ResponseWriter, r *http.Request, g *corral.Group[objects.Object], key string) {
 	if d.origin != nil {
 		httpError(w, http.StatusBadRequest, "leases are for groups without --origin: this node fills from its origin")
 		return
@@ -245,13 +246,13 @@ func newClientLeases(max int, limits *httpLimits) *clientLeases {
 
 // lease calls g.Lease for client within its bound, and maps a full table to a
 // *leasesFullError.
-func (cl *clientLeases) lease(ctx context.Context, g *corral.Group[object], client, key string, o corral.LeaseOptions) (corral.Lease[object], error) {
+func (cl *clientLeases) lease(ctx context.Context, g *corral.Group[objects.Object], client, key string, o corral.LeaseOptions) (corral.Lease[objects.Object], error) {
 	if cl.max == 0 {
 		return cl.leaseFrom(ctx, g, key, o)
 	}
 	if !cl.reserve(client) {
 		cl.limits.hit("client_leases")
-		return corral.Lease[object]{}, &leasesFullError{client: true,
+		return corral.Lease[objects.Object]{}, &leasesFullError{client: true,
 			msg: fmt.Sprintf("this client holds %d leases, the limit (--max-client-leases): store or let some lapse first", cl.max)}
 	}
 	l, err := cl.leaseFrom(ctx, g, key, o)
@@ -260,7 +261,7 @@ func (cl *clientLeases) lease(ctx context.Context, g *corral.Group[object], clie
 }
 
 // leaseFrom calls g.Lease, and maps a full table to a *leasesFullError.
-func (cl *clientLeases) leaseFrom(ctx context.Context, g *corral.Group[object], key string, o corral.LeaseOptions) (corral.Lease[object], error) {
+func (cl *clientLeases) leaseFrom(ctx context.Context, g *corral.Group[objects.Object], key string, o corral.LeaseOptions) (corral.Lease[objects.Object], error) {
 	l, err := g.Lease(ctx, key, o)
 	if errors.Is(err, corral.ErrTooManyLeases) {
 		cl.limits.hit("leases_full")
@@ -360,7 +361,7 @@ func (cl *clientLeases) held(client string) int {
 // putExpiry stores a PUT's body with a lifetime of its own (?ttl=60s[&swr=30s]) and tags,
 // under the lease of its X-Corral-Lease header if it has one: 204 stored, 409 the lease is
 // not live. It reports false when the request is a plain PUT (neither a lease nor a ttl).
-func (d *daemon) putExpiry(w http.ResponseWriter, r *http.Request, g *corral.Group[object], key string, v object, tags []string) bool {
+func (d *daemon) putExpiry(w http.ResponseWriter, r *http.Request, g *corral.Group[objects.Object], key string, v objects.Object, tags []string) bool {
 	q := r.URL.Query()
 	token := r.Header.Get(leaseTokenHeader)
 	if token == "" && !q.Has("ttl") && !q.Has("swr") {
@@ -397,7 +398,7 @@ func (d *daemon) putExpiry(w http.ResponseWriter, r *http.Request, g *corral.Gro
 }
 
 // writeObject sends a cached object as the body of a 200.
-func writeObject(w http.ResponseWriter, v object) {
+func writeObject(w http.ResponseWriter, v objects.Object) {
 	if v.Type != "" {
 		w.Header().Set("Content-Type", v.Type)
 	} else {

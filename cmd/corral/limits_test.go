@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corralcache/corral/cmd/corral/internal/objects"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 )
@@ -204,7 +205,7 @@ func TestValueLimitIsTheUsersBytes(t *testing.T) {
 	if resp, _ := td.do(t, "PUT", "/v1/groups/g/keys/over", over); resp.StatusCode != http.StatusRequestEntityTooLarge {
 		t.Fatalf("PUT of one byte more: %d", resp.StatusCode)
 	}
-	if resp, _ := td.do(t, "PUT", "/v1/groups/g/keys/t", "v", "Content-Type", strings.Repeat("t", maxTypeBytes+1)); resp.StatusCode != http.StatusBadRequest {
+	if resp, _ := td.do(t, "PUT", "/v1/groups/g/keys/t", "v", "Content-Type", strings.Repeat("t", objects.MaxTypeBytes+1)); resp.StatusCode != http.StatusBadRequest {
 		t.Fatalf("PUT with a Content-Type over its bound: %d", resp.StatusCode)
 	}
 	rc := dialRESP(t, td.resp)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/corralcache/corral"
+	"github.com/corralcache/corral/cmd/corral/internal/objects"
 	"github.com/corralcache/corral/fill"
 )
 
@@ -128,46 +129,46 @@ func (o *origin) url(group, key string) string {
 
 // load is a group's loader: origin 200 → the body (its Content-Type kept; Cache-Control
 // max-age and no-store respected); 404 → corral.ErrNotFound; anything else fails the fill.
-func (o *origin) load(group string) corral.LoadFunc[object] {
-	return func(ctx context.Context, key string) (object, error) {
+func (o *origin) load(group string) corral.LoadFunc[objects.Object] {
+	return func(ctx context.Context, key string) (objects.Object, error) {
 		if err := o.check(group, key); err != nil {
-			return object{}, err
+			return objects.Object{}, err
 		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, o.url(group, key), nil)
 		if err != nil {
-			return object{}, err
+			return objects.Object{}, err
 		}
 		resp, err := o.do(ctx, req)
 		if err != nil {
-			return object{}, fmt.Errorf("origin: %w", err)
+			return objects.Object{}, fmt.Errorf("origin: %w", err)
 		}
 		defer resp.Body.Close()
 		switch {
 		case resp.StatusCode == http.StatusNotFound:
 			io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-			return object{}, corral.ErrNotFound
+			return objects.Object{}, corral.ErrNotFound
 		case resp.StatusCode >= 300 && resp.StatusCode < 400:
 			io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-			return object{}, fmt.Errorf("origin answered %s, a redirect, not followed (--origin-redirects)", resp.Status)
+			return objects.Object{}, fmt.Errorf("origin answered %s, a redirect, not followed (--origin-redirects)", resp.Status)
 		case resp.StatusCode != http.StatusOK:
 			io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-			return object{}, fmt.Errorf("origin answered %s", resp.Status)
+			return objects.Object{}, fmt.Errorf("origin answered %s", resp.Status)
 		}
 		body, err := io.ReadAll(io.LimitReader(resp.Body, int64(o.maxBytes)+1))
 		if err != nil {
-			return object{}, fmt.Errorf("origin body: %w", err)
+			return objects.Object{}, fmt.Errorf("origin body: %w", err)
 		}
 		if len(body) > o.maxBytes {
-			return object{}, fmt.Errorf("origin body exceeds the value limit of %d bytes", o.maxBytes)
+			return objects.Object{}, fmt.Errorf("origin body exceeds the value limit of %d bytes", o.maxBytes)
 		}
-		if ct := resp.Header.Get("Content-Type"); len(ct) > maxTypeBytes {
-			return object{}, fmt.Errorf("origin Content-Type of %d bytes exceeds the limit of %d bytes", len(ct), maxTypeBytes)
+		if ct := resp.Header.Get("Content-Type"); len(ct) > objects.MaxTypeBytes {
+			return objects.Object{}, fmt.Errorf("origin Content-Type of %d bytes exceeds the limit of %d bytes", len(ct), objects.MaxTypeBytes)
 		}
 		applyCacheControl(ctx, resp.Header.Get("Cache-Control"), o.grace)
 		// The origin's Surrogate-Key tags the entry for DELETE /v1/tags/{tag}; tags past a
 		// limit fail the fill with the limit named (502).
-		corral.Tag(ctx, surrogateKeys(resp.Header)...)
-		return object{Body: body, Type: resp.Header.Get("Content-Type")}, nil
+		corral.Tag(ctx, objects.Tags(resp.Header)...)
+		return objects.Object{Body: body, Type: resp.Header.Get("Content-Type")}, nil
 	}
 }
 

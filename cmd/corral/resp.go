@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/corralcache/corral"
+	"github.com/corralcache/corral/cmd/corral/internal/objects"
 	"github.com/corralcache/corral/fill"
 )
 
@@ -111,7 +112,7 @@ func respCommandBytes(maxValueBytes int) int { return maxValueBytes + 2*fill.Max
 // respServer serves the Redis protocol for a daemon.
 type respServer struct {
 	d      *daemon
-	group  *corral.Group[object]
+	group  *corral.Group[objects.Object]
 	ln     net.Listener
 	cfg    respConfig
 	lim    respLimits
@@ -741,7 +742,7 @@ func (s *respServer) set(c *respConn, args [][]byte) {
 		wrongArgs(c, "set")
 		return
 	}
-	key, v := string(args[0]), object{Body: args[1]}
+	key, v := string(args[0]), objects.Object{Body: args[1]}
 	if !s.valueFits(c, v.Body) {
 		return
 	}
@@ -903,7 +904,7 @@ func (s *respServer) fillset(c *respConn, args [][]byte) {
 		c.writeInt(0) // no lease has an empty token
 		return
 	}
-	stored, err := s.group.FillSet(s.ctx, string(args[0]), object{Body: args[1]}, token, e)
+	stored, err := s.group.FillSet(s.ctx, string(args[0]), objects.Object{Body: args[1]}, token, e)
 	s.d.leases.stored(token)
 	if err != nil && !(stored && unreached(err)) {
 		s.writeErr(c, err)

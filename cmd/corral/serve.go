@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/corralcache/corral"
+	"github.com/corralcache/corral/cmd/corral/internal/objects"
 	"github.com/corralcache/corral/internal/crash"
 )
 
@@ -177,7 +178,7 @@ type daemon struct {
 	started time.Time
 
 	mu     sync.Mutex // guards groups and srv
-	groups map[string]*corral.Group[object]
+	groups map[string]*corral.Group[objects.Object]
 	srv    *http.Server
 	// configured holds the groups served from the start (configuredGroups): they always
 	// count against --max-groups. Written before the node serves.
@@ -232,7 +233,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 func startDaemon(c *serveConfig, log *slog.Logger) (*daemon, error) {
 	d := &daemon{cfg: c, log: log, reg: prometheus.NewRegistry(), started: time.Now(),
-		groups: map[string]*corral.Group[object]{}, configured: map[string]bool{}}
+		groups: map[string]*corral.Group[objects.Object]{}, configured: map[string]bool{}}
 	for _, name := range c.configuredGroups() {
 		d.configured[name] = true
 	}
@@ -269,7 +270,7 @@ func startDaemon(c *serveConfig, log *slog.Logger) (*daemon, error) {
 		GossipPort: c.gossipPort, PeerPort: c.peerPort, Join: c.join,
 		Registerer: d.reg, Logger: log, Label: c.label,
 		// The node bounds encoded objects; --max-value-bytes bounds bodies, the user's bytes.
-		DrainTimeout: drainOrNone(c.drain), MaxValueBytes: c.maxValueBytes + objectOverhead,
+		DrainTimeout: drainOrNone(c.drain), MaxValueBytes: c.maxValueBytes + objects.Overhead,
 		SilentPeerTimeout: c.silentPeerTimeout,
 		AutoGroup:         func(n *corral.Node, name string) error { _, err := d.group(n, name); return err },
 	}
@@ -321,7 +322,7 @@ func drainOrNone(d time.Duration) time.Duration {
 var errTooManyGroups = errors.New("too many groups")
 
 // existingGroup returns the named group if this node serves it.
-func (d *daemon) existingGroup(name string) (*corral.Group[object], bool) {
+func (d *daemon) existingGroup(name string) (*corral.Group[objects.Object], bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	g, ok := d.groups[name]
@@ -334,7 +335,7 @@ func (d *daemon) existingGroup(name string) (*corral.Group[object], bool) {
 // count; a group that holds nothing (a read of a new name created it) does not keep another
 // out. corral cannot drop a group once registered, and each costs about 100 KiB and three
 // goroutines, so at most as many again that hold nothing may exist.
-func (d *daemon) group(n *corral.Node, name string) (*corral.Group[object], error) {
+func (d *daemon) group(n *corral.Node, name string) (*corral.Group[objects.Object], error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if g, ok := d.groups[name]; ok {
@@ -351,7 +352,7 @@ func (d *daemon) group(n *corral.Node, name string) (*corral.Group[object], erro
 			return nil, fmt.Errorf("%w: this node serves at most %d that hold values (--max-groups), and as many again that hold nothing", errTooManyGroups, d.cfg.maxGroups)
 		}
 	}
-	load := func(context.Context, string) (object, error) { return object{}, corral.ErrNotFound }
+	load := func(context.Context, string) (objects.Object, error) { return objects.Object{}, corral.ErrNotFound }
 	if d.origin != nil {
 		load = d.origin.load(name)
 	}
@@ -359,7 +360,7 @@ func (d *daemon) group(n *corral.Node, name string) (*corral.Group[object], erro
 		corral.WithTTL(d.cfg.ttl), corral.WithJitter(d.cfg.jitter),
 		corral.WithStaleWhileRevalidate(d.cfg.swr), corral.WithNegativeTTL(d.cfg.negativeTTL),
 		corral.WithFillTimeout(d.cfg.fillTimeout), corral.WithMaxBytes(d.cfg.maxBytes),
-		corral.WithCodec[object](objectCodec{}))
+		corral.WithCodec[objects.Object](objects.Codec{}))
 	if err != nil {
 		return nil, err
 	}

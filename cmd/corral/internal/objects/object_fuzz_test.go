@@ -1,4 +1,4 @@
-package main
+package objects
 
 import (
 	"bytes"
@@ -7,12 +7,12 @@ import (
 	"github.com/corralcache/corral/internal/fuzzcorpus"
 )
 
-// FuzzObjectCodec feeds an object's bytes, as a peer sends them, to objectCodec. It refuses
+// FuzzObjectCodec feeds an object's bytes, as a peer sends them, to Codec. It refuses
 // them or decodes an object that encodes and decodes to itself, no larger than the bytes;
 // and any object, split from the bytes, survives a trip.
 func FuzzObjectCodec(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte, split uint16) {
-		var c objectCodec
+		var c Codec
 		if o, err := c.Decode(b); err == nil {
 			if len(o.Type)+len(o.Body) > len(b) {
 				t.Fatalf("%q decoded as %d+%d bytes", b, len(o.Type), len(o.Body))
@@ -24,7 +24,7 @@ func FuzzObjectCodec(f *testing.F) {
 			}
 		}
 		i := min(int(split), len(b))
-		o := object{Type: string(b[:i]), Body: b[i:]}
+		o := Object{Type: string(b[:i]), Body: b[i:]}
 		enc, _ := c.Encode(o)
 		again, err := c.Decode(enc)
 		if err != nil || again.Type != o.Type || !bytes.Equal(again.Body, o.Body) {
@@ -36,7 +36,7 @@ func FuzzObjectCodec(f *testing.F) {
 // objectSeeds are FuzzObjectCodec's seed corpus.
 func objectSeeds() []fuzzcorpus.Seed {
 	enc := func(typ, body string) []byte {
-		b, _ := objectCodec{}.Encode(object{Type: typ, Body: []byte(body)})
+		b, _ := Codec{}.Encode(Object{Type: typ, Body: []byte(body)})
 		return b
 	}
 	seed := func(name string, b []byte, split uint16) fuzzcorpus.Seed {

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/corralcache/corral"
+	"github.com/corralcache/corral/cmd/corral/internal/clip"
 	"github.com/corralcache/corral/cmd/corral/internal/objects"
 	"github.com/corralcache/corral/fill"
 )
@@ -198,12 +199,12 @@ func (d *daemon) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		// The client went away; nobody reads the answer.
 	case errors.Is(err, corral.ErrPeerTimeout):
 		// The time went to peers that did not answer, not to the origin.
-		httpError(w, http.StatusGatewayTimeout, "peers: "+shortReason(fe0(err)))
+		httpError(w, http.StatusGatewayTimeout, "peers: "+clip.Reason(fe0(err)))
 	case errors.As(err, &fe):
-		httpError(w, http.StatusBadGateway, "origin: "+shortReason(fe.Err))
+		httpError(w, http.StatusBadGateway, "origin: "+clip.Reason(fe.Err))
 	default:
 		d.log.Warn("request failed", "method", r.Method, "path", r.URL.EscapedPath(), "err", err)
-		httpError(w, http.StatusBadGateway, shortReason(err))
+		httpError(w, http.StatusBadGateway, clip.Reason(err))
 	}
 }
 
@@ -214,14 +215,6 @@ func fe0(err error) error {
 		return fe.Err
 	}
 	return err
-}
-
-func shortReason(err error) string {
-	s := err.Error()
-	if len(s) > 200 {
-		s = s[:200] + "…"
-	}
-	return s
 }
 
 func httpError(w http.ResponseWriter, status int, msg string) {

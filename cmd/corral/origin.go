@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/corralcache/corral"
+	"github.com/corralcache/corral/cmd/corral/internal/clip"
 	"github.com/corralcache/corral/cmd/corral/internal/objects"
 	"github.com/corralcache/corral/fill"
 )
@@ -103,7 +104,7 @@ func (o *origin) check(group, key string) error {
 	path := o.template[:o.queryFrom]
 	for _, p := range []struct{ what, placeholder, v string }{{"group", "{group}", group}, {"key", "{key}", key}} {
 		if strings.Contains(path, p.placeholder) && hasDotSegment(p.v) {
-			return fmt.Errorf("%s %q %w: it would be a dot segment of the origin's path, another path than the %s's", p.what, clip(p.v, 64), errOriginName, p.what)
+			return fmt.Errorf("%s %q %w: it would be a dot segment of the origin's path, another path than the %s's", p.what, clip.String(p.v, 64), errOriginName, p.what)
 		}
 	}
 	return nil

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/corralcache/corral"
+	"github.com/corralcache/corral/cmd/corral/internal/clip"
 	"github.com/corralcache/corral/cmd/corral/internal/objects"
 	"github.com/corralcache/corral/fill"
 )
@@ -501,9 +502,9 @@ func (s *respServer) serveCommand(c *respConn, args [][]byte) (quit bool) {
 			if len(quoted) == 8 {
 				break
 			}
-			quoted = append(quoted, "'"+clip(string(a), 64)+"'")
+			quoted = append(quoted, "'"+clip.String(string(a), 64)+"'")
 		}
-		c.writeError(fmt.Sprintf("ERR unknown command '%s', with args beginning with: %s", clip(string(cmd), 64), strings.Join(quoted, " ")))
+		c.writeError(fmt.Sprintf("ERR unknown command '%s', with args beginning with: %s", clip.String(string(cmd), 64), strings.Join(quoted, " ")))
 	}
 	return false
 }
@@ -582,13 +583,6 @@ func (s *respServer) needsAuth(name string) bool {
 	return s.d.cfg.apiTokenReads
 }
 
-func clip(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "…"
-	}
-	return s
-}
-
 // maxClientName bounds a connection's name (CLIENT SETNAME, HELLO SETNAME): it is kept as
 // long as the connection, so without a bound every connection could hold a command's worth.
 const maxClientName = 256
@@ -636,7 +630,7 @@ func (s *respServer) hello(c *respConn, args [][]byte) {
 			}
 			name, args = string(args[1]), args[2:]
 		default:
-			c.writeError(fmt.Sprintf("ERR Syntax error in HELLO option '%s'", clip(string(args[0]), 64)))
+			c.writeError(fmt.Sprintf("ERR Syntax error in HELLO option '%s'", clip.String(string(args[0]), 64)))
 			return
 		}
 	}
@@ -711,7 +705,7 @@ func (s *respServer) client(c *respConn, args [][]byte) {
 	case "id":
 		c.writeInt(0)
 	default:
-		c.writeError(fmt.Sprintf("ERR unknown subcommand '%s'. Try CLIENT HELP.", clip(string(args[0]), 64)))
+		c.writeError(fmt.Sprintf("ERR unknown subcommand '%s'. Try CLIENT HELP.", clip.String(string(args[0]), 64)))
 	}
 }
 
@@ -984,7 +978,7 @@ func (s *respServer) writeErr(c *respConn, err error) {
 		// ends after it (a hung-up pipeline would otherwise fail, and warn, once a command).
 	default:
 		s.d.log.Warn("Redis protocol: command failed", "err", err)
-		c.writeError("ERR " + shortReason(err))
+		c.writeError("ERR " + clip.Reason(err))
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/corralcache/corral"
 	"github.com/corralcache/corral/cmd/corral/internal/clip"
+	"github.com/corralcache/corral/cmd/corral/internal/limithits"
 	"github.com/corralcache/corral/cmd/corral/internal/objects"
 	"github.com/corralcache/corral/fill"
 )
@@ -56,7 +57,7 @@ func (d *daemon) keyGroup(w http.ResponseWriter, r *http.Request) (*corral.Group
 		status := http.StatusBadRequest
 		if errors.Is(err, errTooManyGroups) {
 			status = http.StatusTooManyRequests
-			d.limits.hit("groups")
+			d.hits.Hit(limithits.Groups)
 		}
 		httpError(w, status, err.Error())
 		return nil, "", false
@@ -109,7 +110,7 @@ func (d *daemon) putKey(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			d.limits.hit("body")
+			d.hits.Hit(limithits.Body)
 			httpError(w, http.StatusRequestEntityTooLarge,
 				fmt.Sprintf("body exceeds the value limit of %d bytes", d.cfg.maxValueBytes))
 			return

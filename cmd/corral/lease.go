@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/corralcache/corral"
+	"github.com/corralcache/corral/cmd/corral/internal/limithits"
 	"github.com/corralcache/corral/cmd/corral/internal/objects"
 )
 
@@ -191,7 +192,7 @@ func (d *daemon) getLease(w http.ResponseWriter, r *http.Request, g *corral.Grou
 // checkLease refuses a fill time past --max-lease.
 func (d *daemon) checkLease(fill time.Duration) error {
 	if fill > d.cfg.maxLease {
-		d.limits.hit("lease_time")
+		d.hits.Hit(limithits.LeaseTime)
 		return fmt.Errorf("a lease of %v exceeds the limit of %v (--max-lease)", fill, d.cfg.maxLease)
 	}
 	return nil
@@ -225,8 +226,8 @@ func (e *leasesFullError) status() int {
 // up: a lease revoked by a write, or stored through another node, counts until then, which
 // errs on the side of the bound.
 type clientLeases struct {
-	max    int // 0 = no bound
-	limits *httpLimits
+	max  int // 0 = no bound
+	hits *limithits.Counter
 
 	mu sync.Mutex // guards byClient, owner and swept
 	// byClient holds, per client, its slots being granted and the expiry of each token.
@@ -240,8 +241,8 @@ type leaseHolder struct {
 	tokens   map[string]time.Time // token → when its fill time is up
 }
 
-func newClientLeases(max int, limits *httpLimits) *clientLeases {
-	return &clientLeases{max: max, limits: limits, byClient: map[string]*leaseHolder{}, owner: map[string]string{}, swept: time.Now()}
+func newClientLeases(max int, hits *limithits.Counter) *clientLeases {
+	return &clientLeases{max: max, hits: hits, byClient: map[string]*leaseHolder{}, owner: map[string]string{}, swept: time.Now()}
 }
 
 // lease calls g.Lease for client within its bound, and maps a full table to a
@@ -251,7 +252,7 @@ func (cl *clientLeases) lease(ctx context.Context, g *corral.Group[objects.Objec
 		return cl.leaseFrom(ctx, g, key, o)
 	}
 	if !cl.reserve(client) {
-		cl.limits.hit("client_leases")
+		cl.hits.Hit(limithits.ClientLeases)
 		return corral.Lease[objects.Object]{}, &leasesFullError{client: true,
 			msg: fmt.Sprintf("this client holds %d leases, the limit (--max-client-leases): store or let some lapse first", cl.max)}
 	}
@@ -264,7 +265,7 @@ func (cl *clientLeases) lease(ctx context.Context, g *corral.Group[objects.Objec
 func (cl *clientLeases) leaseFrom(ctx context.Context, g *corral.Group[objects.Object], key string, o corral.LeaseOptions) (corral.Lease[objects.Object], error) {
 	l, err := g.Lease(ctx, key, o)
 	if errors.Is(err, corral.ErrTooManyLeases) {
-		cl.limits.hit("leases_full")
+		cl.hits.Hit(limithits.LeasesFull)
 		return l, &leasesFullError{msg: strings.TrimPrefix(err.Error(), "corral: ") + ": try again when leases end"}
 	}
 	return l, err

@@ -7,46 +7,11 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/corralcache/corral/cmd/corral/internal/limithits"
 )
-
-// The HTTP front's limits. Each turns a request away with a clear status and counts in
-// corral_http_limit_hits_total{limit}, and none stops the node serving anyone else:
-//
-//	limit                 status  what
-//	header                431     request line and headers over --max-header-bytes
-//	body                  413     a PUT body over --max-value-bytes
-//	client_requests       429     a client (by IP) with --max-client-requests data requests in flight
-//	ops_requests          429     a client (by IP) with 64 requests in flight to /healthz, /readyz
-//	                              and /metrics: a budget of their own, so that a kubelet's probe
-//	                              or a scrape from an IP whose data requests are at their bound
-//	                              is still answered
-//	groups                429     a new group past --max-groups
-//	lease_time            400     a lease (?lease=, FILLGET's fill_ms) longer than --max-lease
-//	client_leases         429     a lease past the client's --max-client-leases (-BUSY over RESP)
-//	leases_full           503     a lease the key's owner refused: its table of the group is full
-//	                              (-BUSY over RESP)
-//	read_header_timeout   -       a connection closed for not sending a whole request header
-//	                              within --read-header-timeout (a slowloris)
-//	resp_command          -       a Redis-protocol connection cut off for a command over its bound
-//	                              (bytes, arguments, an inline line)
-//	resp_protocol         -       a Redis-protocol connection cut off for a request that is not RESP
-//	resp_pending_bytes    -       a Redis-protocol command refused past --resp-max-pending-bytes
-//	resp_connections      -       a Redis-protocol connection refused past --resp-max-conns
-//	resp_idle_timeout     -       a Redis-protocol connection closed after --resp-idle-timeout idle
-//	resp_command_timeout  -       a Redis-protocol connection closed for a command not whole within
-//	                              --resp-command-timeout, or a reply not read within it
-//
-// The library's own limits (keys, values, peers, fills) count in corral_limit_hits_total.
-
-// limitLabels are the values of corral_http_limit_hits_total's label limit.
-var limitLabels = []string{"header", "body", "client_requests", "ops_requests", "groups", "read_header_timeout",
-	"resp_command", "resp_protocol", "resp_pending_bytes", "resp_connections", "resp_idle_timeout", "resp_command_timeout",
-	"lease_time", "client_leases", "leases_full"}
 
 // limitConfig is what `corral serve` is told about the HTTP front's limits.
 type limitConfig struct {
@@ -107,7 +72,7 @@ func (c *limitConfig) validate() error {
 // httpLimits enforces the HTTP front's limits and counts their hits.
 type httpLimits struct {
 	cfg  limitConfig
-	hits *prometheus.CounterVec
+	hits *limithits.Counter
 
 	mu sync.Mutex // guards inFlight, opsInFlight and born
 	// inFlight counts each client IP's data requests being served, opsInFlight its requests
@@ -118,22 +83,9 @@ type httpLimits struct {
 	born map[net.Conn]time.Time
 }
 
-func newHTTPLimits(cfg limitConfig, reg prometheus.Registerer) (*httpLimits, error) {
-	l := &httpLimits{cfg: cfg.withDefaults(), inFlight: map[string]int{}, opsInFlight: map[string]int{}, born: map[net.Conn]time.Time{},
-		hits: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "corral_http_limit_hits_total",
-			Help: "Requests and connections the HTTP and Redis-protocol fronts turned away, by limit (" + strings.Join(limitLabels, ", ") + ").",
-		}, []string{"limit"})}
-	for _, limit := range limitLabels {
-		l.hits.WithLabelValues(limit) // every series exists from the start, at 0
-	}
-	if err := reg.Register(l.hits); err != nil {
-		return nil, err
-	}
-	return l, nil
+func newHTTPLimits(cfg limitConfig, hits *limithits.Counter) *httpLimits {
+	return &httpLimits{cfg: cfg.withDefaults(), hits: hits, inFlight: map[string]int{}, opsInFlight: map[string]int{}, born: map[net.Conn]time.Time{}}
 }
-
-func (l *httpLimits) hit(limit string) { l.hits.WithLabelValues(limit).Inc() }
 
 // server applies the limits that live on the http.Server: its own header bound, twice ours
 // and a page over, is the hard cap behind the middleware's check (a header between the two
@@ -171,7 +123,7 @@ func (l *httpLimits) connState(c net.Conn, st http.ConnState) {
 			delete(l.born, c)
 			// The server's timer started a moment after ours: allow it a little.
 			if time.Since(at) >= l.cfg.readHeaderTimeout*9/10 {
-				l.hits.WithLabelValues("read_header_timeout").Inc()
+				l.hits.Hit(limithits.ReadHeaderTimeout)
 			}
 		}
 	}
@@ -192,20 +144,20 @@ func (l *httpLimits) middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		l.headerArrived(r)
 		if size := headerSize(r); size > l.cfg.maxHeaderBytes {
-			l.hit("header")
+			l.hits.Hit(limithits.Header)
 			httpError(w, http.StatusRequestHeaderFieldsTooLarge,
 				fmt.Sprintf("request line and headers of %d bytes exceed the limit of %d bytes (--max-header-bytes)", size, l.cfg.maxHeaderBytes))
 			return
 		}
-		inFlight, max, limit, what := l.inFlight, l.cfg.maxClientRequests, "client_requests", "requests in flight, the limit (--max-client-requests)"
+		inFlight, max, limit, what := l.inFlight, l.cfg.maxClientRequests, limithits.ClientRequests, "requests in flight, the limit (--max-client-requests)"
 		switch r.URL.Path {
 		case "/healthz", "/readyz", "/metrics":
-			inFlight, max, limit, what = l.opsInFlight, opsRequestsPerClient, "ops_requests", "requests in flight to /healthz, /readyz and /metrics, the limit"
+			inFlight, max, limit, what = l.opsInFlight, opsRequestsPerClient, limithits.OpsRequests, "requests in flight to /healthz, /readyz and /metrics, the limit"
 		}
 		if max > 0 {
 			ip := clientIP(r)
 			if !l.enter(inFlight, ip, max) {
-				l.hit(limit)
+				l.hits.Hit(limit)
 				w.Header().Set("Retry-After", "1")
 				httpError(w, http.StatusTooManyRequests, fmt.Sprintf("this client has %d %s", max, what))
 				return

@@ -11,19 +11,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corralcache/corral/cmd/corral/internal/limithits"
 	"github.com/corralcache/corral/cmd/corral/internal/objects"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 )
 
 // limitHits reads corral_http_limit_hits_total{limit} of the daemon.
-func (td *testDaemon) limitHits(limit string) float64 {
-	var m dto.Metric
-	if err := td.d.limits.hits.WithLabelValues(limit).Write(&m); err != nil {
-		return -1
-	}
-	return m.GetCounter().GetValue()
-}
+func (td *testDaemon) limitHits(limit string) float64 { return td.d.hits.Count(limithits.Limit(limit)) }
 
 // counterValue reads a counter.
 func counterValue(c prometheus.Counter) float64 {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/corralcache/corral"
 	"github.com/corralcache/corral/cmd/corral/internal/clip"
+	"github.com/corralcache/corral/cmd/corral/internal/limithits"
 	"github.com/corralcache/corral/cmd/corral/internal/objects"
 	"github.com/corralcache/corral/fill"
 )
@@ -243,7 +244,7 @@ func (s *respServer) acceptLoop() {
 			return
 		case len(s.conns) >= s.cfg.maxConns:
 			s.mu.Unlock()
-			s.d.limits.hit("resp_connections")
+			s.d.hits.Hit(limithits.RESPConnections)
 			s.refuse(nc, fmt.Sprintf("-ERR max number of clients reached (%d, --resp-max-conns)\r\n", s.cfg.maxConns))
 			continue
 		}
@@ -420,14 +421,14 @@ func (c *respConn) readFailed(err error) {
 	reply := ""
 	switch {
 	case errors.As(err, &pe):
-		c.s.d.limits.hit(pe.limit)
+		c.s.d.hits.Hit(pe.limit)
 		reply = pe.Error()
 	case errors.As(err, &ne) && ne.Timeout() && c.s.ctx.Err() == nil:
 		if c.rd.reading {
-			c.s.d.limits.hit("resp_command_timeout")
+			c.s.d.hits.Hit(limithits.RESPCommandTimeout)
 			reply = fmt.Sprintf("Protocol error: the command did not arrive whole within %v (--resp-command-timeout)", c.s.cfg.commandTimeout)
 		} else {
-			c.s.d.limits.hit("resp_idle_timeout")
+			c.s.d.hits.Hit(limithits.RESPIdleTimeout)
 			reply = fmt.Sprintf("idle for %v (--resp-idle-timeout): closing the connection", c.s.cfg.idleTimeout)
 		}
 	}

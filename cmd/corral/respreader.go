@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
+
+	"github.com/corralcache/corral/cmd/corral/internal/limithits"
 )
 
 // The Redis protocol's request reader. A request is a multibulk array
@@ -52,13 +54,13 @@ const (
 // respProtoError is a request the reader refuses: the client is told (-ERR Protocol error:
 // …) and the connection closes, as Redis does, since what follows cannot be framed.
 type respProtoError struct {
-	limit string // the label counted in corral_http_limit_hits_total
+	limit limithits.Limit // counted in corral_http_limit_hits_total
 	msg   string
 }
 
 func (e *respProtoError) Error() string { return "Protocol error: " + e.msg }
 
-func protoErr(limit, format string, args ...any) error {
+func protoErr(limit limithits.Limit, format string, args ...any) error {
 	return &respProtoError{limit: limit, msg: fmt.Sprintf(format, args...)}
 }
 
@@ -187,11 +189,11 @@ func (rr *respReader) multibulk() ([][]byte, error) {
 	case err != nil:
 		return nil, err
 	case !ok:
-		return nil, protoErr("resp_protocol", "invalid multibulk length")
+		return nil, protoErr(limithits.RESPProtocol, "invalid multibulk length")
 	case count <= 0:
 		return nil, nil // *0 and *-1: nothing to do
 	case count > rr.lim.args:
-		return nil, protoErr("resp_command", "a command of %d arguments exceeds the limit of %d", count, rr.lim.args)
+		return nil, protoErr(limithits.RESPCommand, "a command of %d arguments exceeds the limit of %d", count, rr.lim.args)
 	}
 	args := make([][]byte, 0, min(count, 8))
 	for range count {
@@ -200,7 +202,7 @@ func (rr *respReader) multibulk() ([][]byte, error) {
 			return nil, err
 		}
 		if c[0] != '$' {
-			return nil, protoErr("resp_protocol", "expected '$', got '%s'", printable(c[0]))
+			return nil, protoErr(limithits.RESPProtocol, "expected '$', got '%s'", printable(c[0]))
 		}
 		n, size, ok, err := rr.header('$')
 		used += size
@@ -208,7 +210,7 @@ func (rr *respReader) multibulk() ([][]byte, error) {
 		case err != nil:
 			return nil, err
 		case !ok || n < 0:
-			return nil, protoErr("resp_protocol", "invalid bulk length")
+			return nil, protoErr(limithits.RESPProtocol, "invalid bulk length")
 		case n > rr.lim.command-used-2:
 			return nil, rr.tooLarge()
 		}
@@ -220,13 +222,13 @@ func (rr *respReader) multibulk() ([][]byte, error) {
 		args = append(args, arg)
 	}
 	if len(args[0]) == 0 {
-		return nil, protoErr("resp_protocol", "empty command name")
+		return nil, protoErr(limithits.RESPProtocol, "empty command name")
 	}
 	return args, nil
 }
 
 func (rr *respReader) tooLarge() error {
-	return protoErr("resp_command", "command exceeds the %d-byte limit", rr.lim.command)
+	return protoErr(limithits.RESPCommand, "command exceeds the %d-byte limit", rr.lim.command)
 }
 
 // bulk reads n bytes and their CRLF. The buffer grows as bytes arrive.
@@ -253,7 +255,7 @@ func (rr *respReader) bulk(n int) ([]byte, error) {
 			return nil, unexpectedEOF(err)
 		}
 		if c != want {
-			return nil, protoErr("resp_protocol", "a bulk string is not followed by CRLF")
+			return nil, protoErr(limithits.RESPProtocol, "a bulk string is not followed by CRLF")
 		}
 	}
 	return buf, nil
@@ -282,7 +284,7 @@ func (rr *respReader) alloc(buf []byte, size int) []byte {
 }
 
 func (rr *respReader) budgetFull() error {
-	return &respProtoError{limit: "resp_pending_bytes",
+	return &respProtoError{limit: limithits.RESPPendingBytes,
 		msg: fmt.Sprintf("the node holds %d bytes of commands still being read, its limit (--resp-max-pending-bytes): try again", rr.budget.max)}
 }
 
@@ -293,7 +295,7 @@ func (rr *respReader) inlineCommand() ([][]byte, error) {
 	case err != nil:
 		return nil, unexpectedEOF(err)
 	case !fits:
-		return nil, protoErr("resp_command", "an inline command exceeds the %d-byte limit", rr.lim.inline)
+		return nil, protoErr(limithits.RESPCommand, "an inline command exceeds the %d-byte limit", rr.lim.inline)
 	}
 	var args [][]byte
 	for i := 0; i < len(line); {
@@ -306,7 +308,7 @@ func (rr *respReader) inlineCommand() ([][]byte, error) {
 		}
 		if j > i {
 			if len(args) == rr.lim.args {
-				return nil, protoErr("resp_command", "a command of more than %d arguments exceeds the limit", rr.lim.args)
+				return nil, protoErr(limithits.RESPCommand, "a command of more than %d arguments exceeds the limit", rr.lim.args)
 			}
 			arg := make([]byte, j-i) // the line is the bufio buffer's: copy
 			copy(arg, line[i:j])

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/corralcache/corral"
+	"github.com/corralcache/corral/cmd/corral/internal/limithits"
 	"github.com/corralcache/corral/cmd/corral/internal/objects"
 	"github.com/corralcache/corral/internal/crash"
 )
@@ -189,6 +190,7 @@ type daemon struct {
 	keys      *keyFile // nil = no --secret-key-file
 	stopWatch func()   // stops and waits for the key file's watch; set once the node runs
 
+	hits        *limithits.Counter
 	limits      *httpLimits
 	leases      *clientLeases
 	respMetrics *respMetrics
@@ -244,12 +246,12 @@ func startDaemon(c *serveConfig, log *slog.Logger) (*daemon, error) {
 	d.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), suppressed)
 	log = slog.New(newFloodHandler(log.Handler(), suppressed))
 	d.log = log
-	limits, err := newHTTPLimits(c.limitConfig, d.reg)
-	if err != nil {
+	var err error
+	if d.hits, err = limithits.New(d.reg); err != nil {
 		return nil, err
 	}
-	d.limits = limits
-	d.leases = newClientLeases(c.maxClientLeases, limits)
+	d.limits = newHTTPLimits(c.limitConfig, d.hits)
+	d.leases = newClientLeases(c.maxClientLeases, d.hits)
 	if d.respMetrics, err = newRESPMetrics(d.reg); err != nil {
 		return nil, err
 	}

@@ -40,7 +40,7 @@ func (d *daemon) routes() http.Handler {
 // a request without it (a read) never creates one: it would be state a stranger made.
 func (d *daemon) keyGroup(w http.ResponseWriter, r *http.Request) (*corral.Group[objects.Object], string, bool) {
 	name := r.PathValue("group")
-	if d.token != nil && !d.token.bearer(r.Header.Get("Authorization")) {
+	if d.token != nil && !d.token.Bearer(r.Header.Get("Authorization")) {
 		g, ok := d.existingGroup(name)
 		if !ok {
 			if fill.CheckName(name) != nil {

@@ -2,14 +2,11 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"flag"
 	"fmt"
 	"math"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -64,37 +61,6 @@ func (c *leaseConfig) validate() error {
 	return nil
 }
 
-// apiToken is the API token, kept as its SHA-256 so that a comparison takes the same time
-// whatever the length or the content of what a client sent. It is never logged.
-type apiToken struct{ sum [sha256.Size]byte }
-
-func loadToken(path string) (*apiToken, error) {
-	if path == "" {
-		return nil, nil
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("--api-token-file: %w", err)
-	}
-	tok := strings.TrimSpace(string(b)) // editors and `echo` add a newline
-	if tok == "" {
-		return nil, errors.New("--api-token-file: the file is empty")
-	}
-	return &apiToken{sum: sha256.Sum256([]byte(tok))}, nil
-}
-
-// matches reports, in constant time, whether s is the token.
-func (t *apiToken) matches(s string) bool {
-	sum := sha256.Sum256([]byte(s))
-	return subtle.ConstantTimeCompare(sum[:], t.sum[:]) == 1
-}
-
-// bearer reports whether an Authorization header carries the token.
-func (t *apiToken) bearer(header string) bool {
-	scheme, cred, ok := strings.Cut(header, " ")
-	return ok && strings.EqualFold(scheme, "Bearer") && t.matches(strings.TrimSpace(cred))
-}
-
 // authorize wraps the HTTP API: with a token, every request that changes something needs
 // it, and with --api-token-reads every other request too, except the probes and /metrics,
 // which a kubelet and a Prometheus scrape without credentials. A request without it gets
@@ -110,7 +76,7 @@ func (d *daemon) authorize(next http.Handler) http.Handler {
 			return
 		}
 		read := r.Method == http.MethodGet || r.Method == http.MethodHead
-		if (read && !d.cfg.apiTokenReads) || d.token.bearer(r.Header.Get("Authorization")) {
+		if (read && !d.cfg.apiTokenReads) || d.token.Bearer(r.Header.Get("Authorization")) {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -201,7 +167,7 @@ func (d *daemon) checkLease(fill time.Duration) error {
 // mayLease reports whether r may be granted a lease: with an API token, only a request that
 // carries it (without it, ?lease is a plain read).
 func (d *daemon) mayLease(r *http.Request) bool {
-	return d.token == nil || d.token.bearer(r.Header.Get("Authorization"))
+	return d.token == nil || d.token.Bearer(r.Header.Get("Authorization"))
 }
 
 // leasesFullError is a lease refused because a table is full: this client's leases

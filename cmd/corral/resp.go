@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/corralcache/corral"
+	"github.com/corralcache/corral/cmd/corral/internal/apitoken"
 	"github.com/corralcache/corral/cmd/corral/internal/clip"
 	"github.com/corralcache/corral/cmd/corral/internal/limithits"
 	"github.com/corralcache/corral/cmd/corral/internal/objects"
@@ -615,7 +616,7 @@ func (s *respServer) hello(c *respConn, args [][]byte) {
 				c.writeError("ERR Syntax error in HELLO option 'auth'")
 				return
 			}
-			if s.d.token == nil || !s.d.token.matches(string(args[2])) {
+			if s.d.token == nil || !s.d.token.Matches(string(args[2])) {
 				c.writeError(wrongPass(s.d.token))
 				return
 			}
@@ -657,7 +658,7 @@ func (s *respServer) hello(c *respConn, args [][]byte) {
 	c.writeArray(0)
 }
 
-func wrongPass(tok *apiToken) string {
+func wrongPass(tok *apitoken.Token) string {
 	if tok == nil {
 		return "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"
 	}
@@ -670,7 +671,7 @@ func (s *respServer) auth(c *respConn, args [][]byte) {
 		wrongArgs(c, "auth")
 		return
 	}
-	if s.d.token == nil || !s.d.token.matches(string(args[len(args)-1])) {
+	if s.d.token == nil || !s.d.token.Matches(string(args[len(args)-1])) {
 		c.writeError(wrongPass(s.d.token))
 		return
 	}

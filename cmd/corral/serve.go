@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/corralcache/corral"
+	"github.com/corralcache/corral/cmd/corral/internal/apitoken"
 	"github.com/corralcache/corral/cmd/corral/internal/limithits"
 	"github.com/corralcache/corral/cmd/corral/internal/objects"
 	"github.com/corralcache/corral/internal/crash"
@@ -194,8 +195,8 @@ type daemon struct {
 	limits      *httpLimits
 	leases      *clientLeases
 	respMetrics *respMetrics
-	token       *apiToken   // nil = no API token (--api-token-file)
-	resp        *respServer // nil = no Redis protocol front (--resp-port 0); set before serving
+	token       *apitoken.Token // nil = no API token (--api-token-file)
+	resp        *respServer     // nil = no Redis protocol front (--resp-port 0); set before serving
 }
 
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {

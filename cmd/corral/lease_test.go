@@ -467,8 +467,8 @@ func TestLeaseBounds(t *testing.T) {
 	file := writeTokenFile(t, "s3cret")
 	td := startTestDaemon(t, func(c *serveConfig) {
 		c.apiTokenFile = file
-		c.maxLease = 10 * time.Second
-		c.maxClientLeases = 2
+		c.leases.MaxLease = 10 * time.Second
+		c.leases.MaxClientLeases = 2
 		c.groups = listFlag{"pages"}
 	})
 	auth := []string{"Authorization", "Bearer s3cret"}
@@ -505,7 +505,7 @@ func TestLeaseBounds(t *testing.T) {
 	}
 
 	// 127.0.0.1 holds two leases: pages/k over HTTP, resp/k over RESP.
-	if got := td.d.leases.held("127.0.0.1"); got != 2 {
+	if got := td.d.leases.Held("127.0.0.1"); got != 2 {
 		t.Fatalf("127.0.0.1 holds %d leases, want 2", got)
 	}
 	if got := rc.do(t, "FILLGET", "third", "5000"); !strings.HasPrefix(got, "-BUSY ") || !strings.Contains(got, "--max-client-leases") {

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/corralcache/corral/cmd/corral/internal/clientlease"
 	"github.com/corralcache/corral/cmd/corral/internal/limithits"
 )
 
@@ -155,7 +156,7 @@ func (l *httpLimits) middleware(next http.Handler) http.Handler {
 			inFlight, max, limit, what = l.opsInFlight, opsRequestsPerClient, limithits.OpsRequests, "requests in flight to /healthz, /readyz and /metrics, the limit"
 		}
 		if max > 0 {
-			ip := clientIP(r)
+			ip := clientlease.ClientOf(r.RemoteAddr)
 			if !l.enter(inFlight, ip, max) {
 				l.hits.Hit(limit)
 				w.Header().Set("Retry-After", "1")
@@ -196,14 +197,4 @@ func headerSize(r *http.Request) int {
 		}
 	}
 	return n + len(r.Host) + 8
-}
-
-// clientIP is the IP of the request's connection: what a client cannot choose. (Behind a
-// proxy every request has the proxy's: give the proxy its own bound.)
-func clientIP(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
 }

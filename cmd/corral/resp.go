@@ -19,6 +19,7 @@ import (
 
 	"github.com/corralcache/corral"
 	"github.com/corralcache/corral/cmd/corral/internal/apitoken"
+	"github.com/corralcache/corral/cmd/corral/internal/clientlease"
 	"github.com/corralcache/corral/cmd/corral/internal/clip"
 	"github.com/corralcache/corral/cmd/corral/internal/limithits"
 	"github.com/corralcache/corral/cmd/corral/internal/objects"
@@ -310,19 +311,10 @@ type respConn struct {
 }
 
 func (s *respServer) newConn(nc net.Conn) *respConn {
-	c := &respConn{s: s, nc: nc, proto: 2, client: hostOf(nc.RemoteAddr().String())}
+	c := &respConn{s: s, nc: nc, proto: 2, client: clientlease.ClientOf(nc.RemoteAddr().String())}
 	c.rd = newRESPReader(bufio.NewReaderSize(c, 8<<10), s.lim, s.budget)
 	c.w = bufio.NewWriterSize(respWriteTo{c}, 4<<10)
 	return c
-}
-
-// hostOf is the host of a "host:port" address, or the address.
-func hostOf(addr string) string {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return addr
-	}
-	return host
 }
 
 // Read is the connection as the request reader sees it: first the bytes a watch read
@@ -813,7 +805,7 @@ func (s *respServer) fillget(c *respConn, args [][]byte) {
 		c.writeError("ERR fill_ms is not a positive integer")
 		return
 	}
-	if err := s.d.checkLease(o.Fill); err != nil {
+	if err := s.d.leases.Check(o.Fill); err != nil {
 		c.writeError("ERR " + err.Error())
 		return
 	}
@@ -836,7 +828,7 @@ func (s *respServer) fillget(c *respConn, args [][]byte) {
 		defer cancel()
 		defer c.watch(func() { c.hungUp.Store(true); cancel() })()
 	}
-	l, err := s.d.leases.lease(ctx, s.group, c.client, string(args[0]), o)
+	l, err := s.d.leases.Lease(ctx, s.group, c.client, string(args[0]), o)
 	if err != nil {
 		s.writeErr(c, err)
 		return
@@ -901,7 +893,7 @@ func (s *respServer) fillset(c *respConn, args [][]byte) {
 		return
 	}
 	stored, err := s.group.FillSet(s.ctx, string(args[0]), objects.Object{Body: args[1]}, token, e)
-	s.d.leases.stored(token)
+	s.d.leases.Stored(token)
 	if err != nil && !(stored && unreached(err)) {
 		s.writeErr(c, err)
 		return
@@ -967,7 +959,7 @@ func unreached(err error) bool {
 
 func (s *respServer) writeErr(c *respConn, err error) {
 	var le *corral.LimitError
-	var full *leasesFullError
+	var full *clientlease.FullError
 	switch {
 	case errors.As(err, &full):
 		c.writeError("BUSY " + full.Error())

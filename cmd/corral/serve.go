@@ -21,6 +21,7 @@ import (
 
 	"github.com/corralcache/corral"
 	"github.com/corralcache/corral/cmd/corral/internal/apitoken"
+	"github.com/corralcache/corral/cmd/corral/internal/clientlease"
 	"github.com/corralcache/corral/cmd/corral/internal/limithits"
 	"github.com/corralcache/corral/cmd/corral/internal/objects"
 	"github.com/corralcache/corral/internal/crash"
@@ -47,6 +48,7 @@ type serveConfig struct {
 	label                          string
 	logFormat, logLevel            string
 	leaseConfig
+	leases clientlease.Limits
 	respConfig
 	limitConfig
 	secretsConfig
@@ -83,7 +85,7 @@ func serveFlags(out io.Writer) (*flag.FlagSet, *serveConfig) {
 	fs.StringVar(&c.label, "label", "", "cluster label; members with another label are never admitted")
 	fs.StringVar(&c.logFormat, "log-format", "auto", "auto (text on a terminal, JSON otherwise), json or text")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
-	addLeaseFlags(fs, &c.leaseConfig)
+	addLeaseFlags(fs, &c.leaseConfig, &c.leases)
 	addRESPFlags(fs, &c.respConfig)
 	addLimitFlags(fs, &c.limitConfig)
 	addSecretsFlags(fs, &c.secretsConfig)
@@ -167,7 +169,10 @@ func (c *serveConfig) validate() error {
 	if err := c.respConfig.validate(); err != nil {
 		return err
 	}
-	return c.leaseConfig.validate()
+	if err := c.leaseConfig.validate(); err != nil {
+		return err
+	}
+	return c.leases.Validate()
 }
 
 // daemon is a running `corral serve`.
@@ -193,7 +198,7 @@ type daemon struct {
 
 	hits        *limithits.Counter
 	limits      *httpLimits
-	leases      *clientLeases
+	leases      *clientlease.Leases
 	respMetrics *respMetrics
 	token       *apitoken.Token // nil = no API token (--api-token-file)
 	resp        *respServer     // nil = no Redis protocol front (--resp-port 0); set before serving
@@ -252,7 +257,9 @@ func startDaemon(c *serveConfig, log *slog.Logger) (*daemon, error) {
 		return nil, err
 	}
 	d.limits = newHTTPLimits(c.limitConfig, d.hits)
-	d.leases = newClientLeases(c.maxClientLeases, d.hits)
+	if d.leases, err = clientlease.New(c.leases, d.hits); err != nil {
+		return nil, err
+	}
 	if d.respMetrics, err = newRESPMetrics(d.reg); err != nil {
 		return nil, err
 	}

@@ -41,7 +41,7 @@ func (d *daemon) routes() http.Handler {
 func (d *daemon) keyGroup(w http.ResponseWriter, r *http.Request) (*corral.Group[objects.Object], string, bool) {
 	name := r.PathValue("group")
 	if d.token != nil && !d.token.Bearer(r.Header.Get("Authorization")) {
-		g, ok := d.existingGroup(name)
+		g, ok := d.groups.Existing(name)
 		if !ok {
 			if fill.CheckName(name) != nil {
 				httpError(w, http.StatusBadRequest, fill.CheckName(name).Error())
@@ -52,10 +52,10 @@ func (d *daemon) keyGroup(w http.ResponseWriter, r *http.Request) (*corral.Group
 		}
 		return g, r.PathValue("key"), true
 	}
-	g, err := d.group(d.node, name)
+	g, err := d.groups.Group(d.node, name)
 	if err != nil {
 		status := http.StatusBadRequest
-		if errors.Is(err, errTooManyGroups) {
+		if errors.Is(err, objects.ErrTooManyGroups) {
 			status = http.StatusTooManyRequests
 			d.hits.Hit(limithits.Groups)
 		}

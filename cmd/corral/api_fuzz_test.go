@@ -86,7 +86,7 @@ func (h panicCounter) WithGroup(string) slog.Handler      { return h }
 // group returns the daemon's group name, registering it as a request would.
 func (fd *fuzzDaemon) group(tb testing.TB, name string) *corral.Group[objects.Object] {
 	tb.Helper()
-	g, err := fd.d.group(fd.d.node, name)
+	g, err := fd.d.groups.Group(fd.d.node, name)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -166,9 +166,7 @@ func FuzzHTTPAPI(f *testing.F) {
 		if !(write && res.StatusCode < 300 && group == "pages" && key == fuzzSentinel) {
 			checkSentinel(t, ctx, pages, what, want)
 		}
-		fd.d.mu.Lock()
-		g := fd.d.groups[group]
-		fd.d.mu.Unlock()
+		g, _ := fd.d.groups.Existing(group)
 		if g == nil || fill.CheckKey(key) != nil {
 			return
 		}

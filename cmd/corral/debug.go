@@ -5,10 +5,7 @@ import (
 	"net/http"
 	"sort"
 
-	"github.com/corralcache/corral"
-
 	"github.com/corralcache/corral/cmd/corral/internal/debugui"
-	"github.com/corralcache/corral/cmd/corral/internal/objects"
 )
 
 // debugRoutes serves the live page at /debug/corral.
@@ -35,12 +32,7 @@ func (d *daemon) debugState() debugui.State {
 			Share: shares[m.Name], Self: m.Name == st.Self, Status: status,
 		})
 	}
-	d.mu.Lock()
-	groups := make(map[string]*corral.Group[objects.Object], len(d.groups))
-	for name, g := range d.groups {
-		groups[name] = g
-	}
-	d.mu.Unlock()
+	groups := d.groups.All()
 	for name, s := range d.node.Stats() {
 		g := debugui.Group{
 			Name: name, Gets: s.Gets, Fills: s.Fills, Coalesced: s.Coalesced, StaleServed: s.StaleServed,

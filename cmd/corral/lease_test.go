@@ -543,13 +543,13 @@ func TestLeaseBounds(t *testing.T) {
 	if resp, body := td.do(t, "GET", "/v1/groups/junk/keys/k", ""); resp.StatusCode != http.StatusNotFound || !strings.Contains(body, "no group") {
 		t.Fatalf("a read of a new group without the token: %d %s", resp.StatusCode, body)
 	}
-	if _, ok := td.d.existingGroup("junk"); ok {
+	if _, ok := td.d.groups.Existing("junk"); ok {
 		t.Fatal("a read without the token created a group")
 	}
 	if resp, _ := td.do(t, "GET", "/v1/groups/junk/keys/k", "", auth...); resp.StatusCode != http.StatusNotFound {
 		t.Fatalf("a read of a new group with the token: %d", resp.StatusCode)
 	}
-	if _, ok := td.d.existingGroup("junk"); !ok {
+	if _, ok := td.d.groups.Existing("junk"); !ok {
 		t.Fatal("a read with the token did not create the group")
 	}
 }

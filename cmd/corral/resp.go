@@ -162,7 +162,7 @@ func newRESPMetrics(reg prometheus.Registerer) (*respMetrics, error) {
 
 // startRESP serves the Redis protocol on ln until stopRESP.
 func (d *daemon) startRESP(ln net.Listener) error {
-	g, err := d.group(d.node, d.cfg.respGroup)
+	g, err := d.groups.Group(d.node, d.cfg.respGroup)
 	if err != nil {
 		ln.Close()
 		return fmt.Errorf("--resp-group: %w", err)

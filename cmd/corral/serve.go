@@ -184,12 +184,10 @@ type daemon struct {
 	reg     *prometheus.Registry
 	started time.Time
 
-	mu     sync.Mutex // guards groups and srv
-	groups map[string]*corral.Group[objects.Object]
-	srv    *http.Server
-	// configured holds the groups served from the start (configuredGroups): they always
-	// count against --max-groups. Written before the node serves.
-	configured map[string]bool
+	groups *objects.Groups
+
+	mu  sync.Mutex // guards srv
+	srv *http.Server
 
 	stopping atomic.Bool // SIGTERM arrived: not ready
 
@@ -240,11 +238,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 }
 
 func startDaemon(c *serveConfig, log *slog.Logger) (*daemon, error) {
-	d := &daemon{cfg: c, log: log, reg: prometheus.NewRegistry(), started: time.Now(),
-		groups: map[string]*corral.Group[objects.Object]{}, configured: map[string]bool{}}
-	for _, name := range c.configuredGroups() {
-		d.configured[name] = true
-	}
+	d := &daemon{cfg: c, log: log, reg: prometheus.NewRegistry(), started: time.Now()}
 	suppressed := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "corral_log_suppressed_total",
 		Help: "Warnings and errors not logged because too many of their kind came at once (the next one logged says how many).",
@@ -270,6 +264,18 @@ func startDaemon(c *serveConfig, log *slog.Logger) (*daemon, error) {
 		}
 		d.origin = o
 	}
+	gcfg := objects.GroupsConfig{
+		Options: []corral.GroupOption{corral.WithTTL(c.ttl), corral.WithJitter(c.jitter),
+			corral.WithStaleWhileRevalidate(c.swr), corral.WithNegativeTTL(c.negativeTTL),
+			corral.WithFillTimeout(c.fillTimeout), corral.WithMaxBytes(c.maxBytes)},
+		MaxGroups: c.maxGroups, Configured: c.configuredGroups(),
+	}
+	if d.origin != nil {
+		gcfg.Load = d.origin.load
+	}
+	if d.groups, err = objects.NewGroups(gcfg); err != nil {
+		return nil, err
+	}
 	tok, err := loadToken(c.apiTokenFile)
 	if err != nil {
 		return nil, err
@@ -282,7 +288,7 @@ func startDaemon(c *serveConfig, log *slog.Logger) (*daemon, error) {
 		// The node bounds encoded objects; --max-value-bytes bounds bodies, the user's bytes.
 		DrainTimeout: drainOrNone(c.drain), MaxValueBytes: c.maxValueBytes + objects.Overhead,
 		SilentPeerTimeout: c.silentPeerTimeout,
-		AutoGroup:         func(n *corral.Node, name string) error { _, err := d.group(n, name); return err },
+		AutoGroup:         func(n *corral.Node, name string) error { _, err := d.groups.Group(n, name); return err },
 	}
 	if d.keys, err = c.secretsConfig.apply(&cfg, log); err != nil {
 		return nil, err
@@ -292,8 +298,8 @@ func startDaemon(c *serveConfig, log *slog.Logger) (*daemon, error) {
 		return nil, err
 	}
 	d.node = node
-	for name := range d.configured {
-		if _, err := d.group(node, name); err != nil {
+	for _, name := range c.configuredGroups() {
+		if _, err := d.groups.Group(node, name); err != nil {
 			node.Close(context.Background())
 			return nil, fmt.Errorf("--group %q: %w", name, err)
 		}
@@ -327,55 +333,6 @@ func drainOrNone(d time.Duration) time.Duration {
 		return -1
 	}
 	return d
-}
-
-var errTooManyGroups = errors.New("too many groups")
-
-// existingGroup returns the named group if this node serves it.
-func (d *daemon) existingGroup(name string) (*corral.Group[objects.Object], bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	g, ok := d.groups[name]
-	return g, ok
-}
-
-// group returns the named group, registering it on first use with the daemon's defaults.
-//
-// The bound: at most --max-groups groups that were configured or hold a value on this node
-// count; a group that holds nothing (a read of a new name created it) does not keep another
-// out. corral cannot drop a group once registered, and each costs about 100 KiB and three
-// goroutines, so at most as many again that hold nothing may exist.
-func (d *daemon) group(n *corral.Node, name string) (*corral.Group[objects.Object], error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if g, ok := d.groups[name]; ok {
-		return g, nil
-	}
-	if len(d.groups) >= d.cfg.maxGroups {
-		counted := 0
-		for gname, g := range d.groups {
-			if d.configured[gname] || g.Stats().Entries > 0 {
-				counted++
-			}
-		}
-		if counted >= d.cfg.maxGroups || len(d.groups) >= 2*d.cfg.maxGroups {
-			return nil, fmt.Errorf("%w: this node serves at most %d that hold values (--max-groups), and as many again that hold nothing", errTooManyGroups, d.cfg.maxGroups)
-		}
-	}
-	load := func(context.Context, string) (objects.Object, error) { return objects.Object{}, corral.ErrNotFound }
-	if d.origin != nil {
-		load = d.origin.load(name)
-	}
-	g, err := corral.NewGroup(n, name, load,
-		corral.WithTTL(d.cfg.ttl), corral.WithJitter(d.cfg.jitter),
-		corral.WithStaleWhileRevalidate(d.cfg.swr), corral.WithNegativeTTL(d.cfg.negativeTTL),
-		corral.WithFillTimeout(d.cfg.fillTimeout), corral.WithMaxBytes(d.cfg.maxBytes),
-		corral.WithCodec[objects.Object](objects.Codec{}))
-	if err != nil {
-		return nil, err
-	}
-	d.groups[name] = g
-	return g, nil
 }
 
 // run serves HTTP until ctx ends (SIGTERM or SIGINT), then stops gracefully: readiness

@@ -75,7 +75,7 @@ func (d *daemon) getKey(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if d.origin != nil {
-		if err := d.origin.check(g.Name(), key); err != nil {
+		if err := d.origin.Check(g.Name(), key); err != nil {
 			httpError(w, http.StatusBadRequest, err.Error())
 			return
 		}

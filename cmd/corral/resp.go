@@ -709,7 +709,7 @@ func (s *respServer) get(c *respConn, args [][]byte) {
 		return
 	}
 	if s.d.origin != nil {
-		if err := s.d.origin.check(s.group.Name(), string(args[0])); err != nil {
+		if err := s.d.origin.Check(s.group.Name(), string(args[0])); err != nil {
 			c.writeError("ERR " + err.Error())
 			return
 		}

@@ -24,6 +24,7 @@ import (
 	"github.com/corralcache/corral/cmd/corral/internal/clientlease"
 	"github.com/corralcache/corral/cmd/corral/internal/limithits"
 	"github.com/corralcache/corral/cmd/corral/internal/objects"
+	"github.com/corralcache/corral/cmd/corral/internal/origin"
 	"github.com/corralcache/corral/internal/crash"
 )
 
@@ -67,7 +68,7 @@ func serveFlags(out io.Writer) (*flag.FlagSet, *serveConfig) {
 	fs.IntVar(&c.httpPort, "http-port", 8080, "HTTP API, metrics and debug page port (0 = any free port)")
 	fs.Var(&c.join, "join", "seed to join, repeatable: host:port, dns+name:port, k8s://namespace/service (EndpointSlices; KUBECONFIG or in-cluster), k8s://service (namespace $POD_NAMESPACE)")
 	fs.StringVar(&c.origin, "origin", "", "origin URL template, e.g. http://api:9000/items/{key}; {group} and {key} are path-escaped in the path (a name that would be a dot segment, such as \"..\", is refused: 400) and query-escaped in the query (default: none, values come only from PUT)")
-	fs.StringVar(&c.originRedirects, "origin-redirects", redirectsNone, "redirects of the origin: none (a 3xx fails the fill: 502) or same-host (followed, up to 5, to the same scheme, host and port)")
+	fs.StringVar(&c.originRedirects, "origin-redirects", origin.RedirectsNone, "redirects of the origin: none (a 3xx fails the fill: 502) or same-host (followed, up to 5, to the same scheme, host and port)")
 	fs.DurationVar(&c.ttl, "ttl", time.Minute, "how long a value stays fresh (0 = forever)")
 	fs.DurationVar(&c.swr, "swr", 0, "stale-while-revalidate: serve a stale value this long past --ttl while one refresh runs")
 	fs.Float64Var(&c.jitter, "jitter", 0.1, "spread each TTL uniformly over ±this fraction, in [0, 1)")
@@ -180,7 +181,7 @@ type daemon struct {
 	cfg     *serveConfig
 	log     *slog.Logger
 	node    *corral.Node
-	origin  *origin // nil = values only from PUT
+	origin  *origin.Origin // nil = values only from PUT
 	reg     *prometheus.Registry
 	started time.Time
 
@@ -258,7 +259,8 @@ func startDaemon(c *serveConfig, log *slog.Logger) (*daemon, error) {
 		return nil, err
 	}
 	if c.origin != "" {
-		o, err := newOrigin(c.origin, c.fillTimeout, c.swr, c.maxValueBytes, c.originRedirects)
+		o, err := origin.New(origin.Config{Template: c.origin, FillTimeout: c.fillTimeout, Grace: c.swr,
+			MaxBytes: c.maxValueBytes, Redirects: c.originRedirects})
 		if err != nil {
 			return nil, err
 		}
@@ -271,7 +273,7 @@ func startDaemon(c *serveConfig, log *slog.Logger) (*daemon, error) {
 		MaxGroups: c.maxGroups, Configured: c.configuredGroups(),
 	}
 	if d.origin != nil {
-		gcfg.Load = d.origin.load
+		gcfg.Load = d.origin.Load
 	}
 	if d.groups, err = objects.NewGroups(gcfg); err != nil {
 		return nil, err

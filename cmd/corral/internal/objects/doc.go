@@ -7,7 +7,7 @@
 // # Usage
 //
 //	groups, err := objects.NewGroups(objects.GroupsConfig{
-//		Load:       origin.Load, // nil: values only from writes
+//		Load:       o.Load, // an *origin.Origin's; nil: values only from writes
 //		Options:    []corral.GroupOption{corral.WithTTL(time.Minute)},
 //		MaxGroups:  64,
 //		Configured: []string{"pages"},

@@ -1,4 +1,4 @@
-package main
+package origin
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 	"github.com/corralcache/corral/fill"
 )
 
-// origin loads values from an HTTP origin through a URL template with {group} and {key}.
+// Origin loads values from an HTTP origin through a URL template with {group} and {key}.
 //
 // The origin is asked for exactly the key. In the template's path, {group} and {key} are
 // path-escaped ("/" as %2F), and a name that would be a dot segment — "." or "..", or one
@@ -27,8 +27,8 @@ import (
 // "/" page must not be cached under the key "..". In the query ({key} after "?"), they are
 // query-escaped, so "&" cannot add a parameter. Redirects are not followed: a 3xx fails the
 // fill like any answer but 200 and 404 (502), unless --origin-redirects=same-host, which
-// follows up to originMaxRedirects to the same scheme, host and port.
-type origin struct {
+// follows up to maxRedirects to the same scheme, host and port.
+type Origin struct {
 	grace     time.Duration // the groups' stale-while-revalidate, kept with a max-age
 	template  string
 	client    *http.Client
@@ -36,16 +36,36 @@ type origin struct {
 	queryFrom int // index in template where its query begins; len(template) if none
 }
 
-// originMaxRedirects bounds the same-host redirects one fill follows.
-const originMaxRedirects = 5
+// maxRedirects bounds the same-host redirects one fill follows.
+const maxRedirects = 5
 
 // Values of --origin-redirects.
 const (
-	redirectsNone     = "none"
-	redirectsSameHost = "same-host"
+	RedirectsNone     = "none"
+	RedirectsSameHost = "same-host"
 )
 
-func newOrigin(template string, fillTimeout, grace time.Duration, maxBytes int, redirects string) (*origin, error) {
+// Config is what Origin is told.
+type Config struct {
+	// Template is the origin's URL template (--origin): http or https, with {key} in its path
+	// or query, and {group} there too if the origin needs it; never in the host.
+	Template string
+	// FillTimeout bounds one fetch, retries included (--fill-timeout). Must be positive.
+	FillTimeout time.Duration
+	// Grace is the groups' stale-while-revalidate (--swr), kept with an origin's max-age.
+	Grace time.Duration
+	// MaxBytes bounds a body (--max-value-bytes): a longer one fails the fill. Must be positive.
+	MaxBytes int
+	// Redirects is RedirectsNone (or "") or RedirectsSameHost (--origin-redirects).
+	Redirects string
+}
+
+// New returns the origin of cfg, or an error that says what is wrong with cfg.
+func New(cfg Config) (*Origin, error) {
+	if cfg.FillTimeout <= 0 || cfg.MaxBytes <= 0 {
+		return nil, fmt.Errorf("origin: FillTimeout %v and MaxBytes %d must be positive", cfg.FillTimeout, cfg.MaxBytes)
+	}
+	template := cfg.Template
 	u, err := url.Parse(strings.NewReplacer("{group}", "g", "{key}", "k").Replace(template))
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("--origin %q: want an http(s) URL template with {key}", template)
@@ -62,22 +82,22 @@ func newOrigin(template string, fillTimeout, grace time.Duration, maxBytes int, 
 		return nil, fmt.Errorf("--origin %q: {group} and {key} go in the path or the query, not the host", template)
 	}
 	var checkRedirect func(*http.Request, []*http.Request) error
-	switch redirects {
-	case redirectsNone, "":
+	switch cfg.Redirects {
+	case RedirectsNone, "":
 		checkRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	case redirectsSameHost:
+	case RedirectsSameHost:
 		checkRedirect = func(req *http.Request, via []*http.Request) error {
 			first := via[0].URL
 			switch {
 			case req.URL.Scheme != first.Scheme || req.URL.Host != first.Host:
 				return fmt.Errorf("redirected to another host (%s), not followed (--origin-redirects=same-host)", req.URL.Host)
-			case len(via) > originMaxRedirects:
-				return fmt.Errorf("more than %d redirects", originMaxRedirects)
+			case len(via) > maxRedirects:
+				return fmt.Errorf("more than %d redirects", maxRedirects)
 			}
 			return nil
 		}
 	default:
-		return nil, fmt.Errorf("--origin-redirects %q: want %s or %s", redirects, redirectsNone, redirectsSameHost)
+		return nil, fmt.Errorf("--origin-redirects %q: want %s or %s", cfg.Redirects, RedirectsNone, RedirectsSameHost)
 	}
 	tr := &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
@@ -86,25 +106,26 @@ func newOrigin(template string, fillTimeout, grace time.Duration, maxBytes int, 
 		MaxIdleConnsPerHost:   64, // one origin host: keep connections for concurrent fills
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   5 * time.Second,
-		ResponseHeaderTimeout: fillTimeout,
+		ResponseHeaderTimeout: cfg.FillTimeout,
 	}
 	queryFrom := len(template)
 	if i := strings.IndexAny(template, "?#"); i >= 0 {
 		queryFrom = i
 	}
-	return &origin{grace: grace, template: template, maxBytes: maxBytes, queryFrom: queryFrom,
-		client: &http.Client{Transport: tr, Timeout: fillTimeout, CheckRedirect: checkRedirect}}, nil
+	return &Origin{grace: cfg.Grace, template: template, maxBytes: cfg.MaxBytes, queryFrom: queryFrom,
+		client: &http.Client{Transport: tr, Timeout: cfg.FillTimeout, CheckRedirect: checkRedirect}}, nil
 }
 
-// errOriginName is wrapped by the error for a group or key the origin cannot be asked for.
-var errOriginName = errors.New("cannot be sent to the origin")
+// errName is wrapped by the error for a group or key the origin cannot be asked for.
+var errName = errors.New("cannot be sent to the origin")
 
-// check refuses a group or key that would be a dot segment of the origin's path.
-func (o *origin) check(group, key string) error {
+// Check refuses a group or key that would be a dot segment of the origin's path: its error
+// says why, and Load refuses it too.
+func (o *Origin) Check(group, key string) error {
 	path := o.template[:o.queryFrom]
 	for _, p := range []struct{ what, placeholder, v string }{{"group", "{group}", group}, {"key", "{key}", key}} {
 		if strings.Contains(path, p.placeholder) && hasDotSegment(p.v) {
-			return fmt.Errorf("%s %q %w: it would be a dot segment of the origin's path, another path than the %s's", p.what, clip.String(p.v, 64), errOriginName, p.what)
+			return fmt.Errorf("%s %q %w: it would be a dot segment of the origin's path, another path than the %s's", p.what, clip.String(p.v, 64), errName, p.what)
 		}
 	}
 	return nil
@@ -121,18 +142,18 @@ func hasDotSegment(s string) bool {
 }
 
 // url is the origin's URL of key in group: path-escaped in the template's path,
-// query-escaped in its query. check must have passed.
-func (o *origin) url(group, key string) string {
+// query-escaped in its query. Check must have passed.
+func (o *Origin) url(group, key string) string {
 	path := strings.NewReplacer("{group}", url.PathEscape(group), "{key}", url.PathEscape(key)).Replace(o.template[:o.queryFrom])
 	query := strings.NewReplacer("{group}", url.QueryEscape(group), "{key}", url.QueryEscape(key)).Replace(o.template[o.queryFrom:])
 	return path + query
 }
 
-// load is a group's loader: origin 200 → the body (its Content-Type kept; Cache-Control
+// Load is a group's loader: origin 200 → the body (its Content-Type kept; Cache-Control
 // max-age and no-store respected); 404 → corral.ErrNotFound; anything else fails the fill.
-func (o *origin) load(group string) corral.LoadFunc[objects.Object] {
+func (o *Origin) Load(group string) corral.LoadFunc[objects.Object] {
 	return func(ctx context.Context, key string) (objects.Object, error) {
-		if err := o.check(group, key); err != nil {
+		if err := o.Check(group, key); err != nil {
 			return objects.Object{}, err
 		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, o.url(group, key), nil)
@@ -210,7 +231,7 @@ const (
 )
 
 // do sends req, again when the connection could not be made, up to dialAttempts times.
-func (o *origin) do(ctx context.Context, req *http.Request) (*http.Response, error) {
+func (o *Origin) do(ctx context.Context, req *http.Request) (*http.Response, error) {
 	for attempt := 1; ; attempt++ {
 		resp, err := o.client.Do(req)
 		if err == nil {

@@ -1,4 +1,4 @@
-package main
+package origin
 
 import (
 	"context"
@@ -32,7 +32,7 @@ func TestOriginRetriesAConnectionNotMade(t *testing.T) {
 	})}
 	t.Cleanup(func() { srv.Close() })
 
-	o, err := newOrigin("http://"+addr+"/{key}", 5*time.Second, 0, 1<<20, redirectsNone)
+	o, err := New(Config{Template: "http://" + addr + "/{key}", FillTimeout: 5 * time.Second, MaxBytes: 1 << 20, Redirects: RedirectsNone})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func TestOriginRetriesAConnectionNotMade(t *testing.T) {
 		}
 		return c, err
 	}
-	v, err := o.load("g")(context.Background(), "k")
+	v, err := o.Load("g")(context.Background(), "k")
 	if err != nil {
 		t.Fatalf("load after one refused dial: %v", err)
 	}
@@ -62,7 +62,7 @@ func TestOriginRetriesAConnectionNotMade(t *testing.T) {
 		t.Errorf("got %q from %d origin requests, want %q from 1", v.Body, served.Load(), "v:/k")
 	}
 
-	never, err := newOrigin("http://"+freeAddr(t)+"/{key}", 5*time.Second, 0, 1<<20, redirectsNone)
+	never, err := New(Config{Template: "http://" + freeAddr(t) + "/{key}", FillTimeout: 5 * time.Second, MaxBytes: 1 << 20, Redirects: RedirectsNone})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func TestOriginRetriesAConnectionNotMade(t *testing.T) {
 		dials.Add(1)
 		return (&net.Dialer{}).DialContext(ctx, network, a)
 	}
-	_, err = never.load("g")(context.Background(), "k")
+	_, err = never.Load("g")(context.Background(), "k")
 	if err == nil || !strings.Contains(err.Error(), "connection refused") || !strings.Contains(err.Error(), "(3 attempts)") {
 		t.Errorf("load from an origin that never listens: %v, want connection refused after 3 attempts", err)
 	}
@@ -113,11 +113,11 @@ func TestOriginAsksForExactlyTheKey(t *testing.T) {
 		{"http://api/items?id={key}", "g", "..", "http://api/items?id=.."}, // a query value is no path
 	}
 	for _, tt := range tests {
-		o, err := newOrigin(tt.template, time.Second, 0, 1<<20, redirectsNone)
+		o, err := New(Config{Template: tt.template, FillTimeout: time.Second, MaxBytes: 1 << 20, Redirects: RedirectsNone})
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = o.check(tt.group, tt.key)
+		err = o.Check(tt.group, tt.key)
 		switch {
 		case tt.want == "" && err == nil:
 			t.Errorf("%s with %q/%q: asked for %s, want refused", tt.template, tt.group, tt.key, o.url(tt.group, tt.key))
@@ -131,12 +131,12 @@ func TestOriginAsksForExactlyTheKey(t *testing.T) {
 	var asked atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { asked.Add(1) }))
 	defer srv.Close()
-	o, _ := newOrigin(srv.URL+"/items/{key}", time.Second, 0, 1<<20, redirectsNone)
-	if _, err := o.load("g")(context.Background(), ".."); !errors.Is(err, errOriginName) || asked.Load() != 0 {
+	o, _ := New(Config{Template: srv.URL + "/items/{key}", FillTimeout: time.Second, MaxBytes: 1 << 20, Redirects: RedirectsNone})
+	if _, err := o.Load("g")(context.Background(), ".."); !errors.Is(err, errName) || asked.Load() != 0 {
 		t.Errorf("load of %q: %v, %d requests; want refused, none sent", "..", err, asked.Load())
 	}
 	for _, tmpl := range []string{"http://{key}.api/x", "http://api:{key}/x", "http://{group}/{key}"} {
-		if _, err := newOrigin(tmpl, time.Second, 0, 1<<20, redirectsNone); err == nil {
+		if _, err := New(Config{Template: tmpl, FillTimeout: time.Second, MaxBytes: 1 << 20, Redirects: RedirectsNone}); err == nil {
 			t.Errorf("template %s, which lets a key choose the host, was accepted", tmpl)
 		}
 	}
@@ -164,26 +164,26 @@ func TestOriginRedirects(t *testing.T) {
 	}))
 	defer origin.Close()
 
-	none, _ := newOrigin(origin.URL+"/items/{key}", 5*time.Second, 0, 1<<20, redirectsNone)
+	none, _ := New(Config{Template: origin.URL + "/items/{key}", FillTimeout: 5 * time.Second, MaxBytes: 1 << 20, Redirects: RedirectsNone})
 	for _, key := range []string{"away", "moved"} {
-		if v, err := none.load("g")(context.Background(), key); err == nil || !strings.Contains(err.Error(), "30") {
+		if v, err := none.Load("g")(context.Background(), key); err == nil || !strings.Contains(err.Error(), "30") {
 			t.Errorf("%s without redirects: %q, %v; want the 3xx as an error", key, v.Body, err)
 		}
 	}
-	same, err := newOrigin(origin.URL+"/items/{key}", 5*time.Second, 0, 1<<20, redirectsSameHost)
+	same, err := New(Config{Template: origin.URL + "/items/{key}", FillTimeout: 5 * time.Second, MaxBytes: 1 << 20, Redirects: RedirectsSameHost})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v, err := same.load("g")(context.Background(), "moved"); err != nil || string(v.Body) != "here" {
+	if v, err := same.Load("g")(context.Background(), "moved"); err != nil || string(v.Body) != "here" {
 		t.Errorf("same-host redirect: %q, %v", v.Body, err)
 	}
-	if v, err := same.load("g")(context.Background(), "away"); err == nil || !strings.Contains(err.Error(), "another host") {
+	if v, err := same.Load("g")(context.Background(), "away"); err == nil || !strings.Contains(err.Error(), "another host") {
 		t.Errorf("redirect to another host with same-host: %q, %v", v.Body, err)
 	}
 	if n := elsewhere.Load(); n != 0 {
 		t.Errorf("the other host was asked %d times", n)
 	}
-	if _, err := newOrigin(origin.URL+"/{key}", time.Second, 0, 1<<20, "all"); err == nil {
+	if _, err := New(Config{Template: origin.URL + "/{key}", FillTimeout: time.Second, MaxBytes: 1 << 20, Redirects: "all"}); err == nil {
 		t.Error("--origin-redirects=all accepted")
 	}
 }

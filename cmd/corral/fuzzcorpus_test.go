@@ -11,6 +11,4 @@ import (
 func TestFuzzCorpus(t *testing.T) {
 	fuzzcorpus.Check(t, "FuzzHTTPAPI", httpSeeds())
 	fuzzcorpus.Check(t, "FuzzParseWait", waitSeeds())
-	fuzzcorpus.Check(t, "FuzzRESPCommand", respSeeds())
-	fuzzcorpus.Check(t, "FuzzRESPReader", readerSeeds())
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -10,10 +9,11 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/corralcache/corral/cmd/corral/internal/servetest"
 )
 
 // testDaemon is a one-node `corral serve` in this process, with the Redis protocol on.
@@ -219,245 +219,6 @@ func TestAPITokenFlags(t *testing.T) {
 	}
 }
 
-// respClient speaks raw RESP: the replies are compared byte for byte.
-type respClient struct {
-	c net.Conn
-	r *bufio.Reader
-}
-
-func dialRESP(tb testing.TB, addr string) *respClient {
-	tb.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { c.Close() })
-	c.SetDeadline(time.Now().Add(30 * time.Second))
-	return &respClient{c: c, r: bufio.NewReader(c)}
-}
-
-// do sends a command and returns its reply's raw bytes.
-func (rc *respClient) do(tb testing.TB, args ...string) string {
-	tb.Helper()
-	var b strings.Builder
-	fmt.Fprintf(&b, "*%d\r\n", len(args))
-	for _, a := range args {
-		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
-	}
-	if _, err := rc.c.Write([]byte(b.String())); err != nil {
-		tb.Fatal(err)
-	}
-	reply, err := rc.reply()
-	if err != nil {
-		tb.Fatalf("%q: %v", args, err)
-	}
-	return reply
-}
-
-// reply reads one whole reply.
-func (rc *respClient) reply() (string, error) {
-	line, err := rc.r.ReadString('\n')
-	if err != nil {
-		return line, err
-	}
-	out := line
-	n, _ := strconv.Atoi(strings.TrimSpace(line[1:]))
-	switch line[0] {
-	case '$':
-		if n >= 0 {
-			buf := make([]byte, n+2)
-			if _, err := io.ReadFull(rc.r, buf); err != nil {
-				return out, err
-			}
-			out += string(buf)
-		}
-	case '*', '%':
-		if line[0] == '%' {
-			n *= 2
-		}
-		for range n {
-			s, err := rc.reply()
-			out += s
-			if err != nil {
-				return out, err
-			}
-		}
-	}
-	return out, nil
-}
-
-func bulk(s string) string { return fmt.Sprintf("$%d\r\n%s\r\n", len(s), s) }
-
-func TestRESPCommands(t *testing.T) {
-	td := startTestDaemon(t, nil)
-	rc := dialRESP(t, td.resp)
-	for _, tt := range []struct {
-		args []string
-		want string
-	}{
-		{[]string{"PING"}, "+PONG\r\n"},
-		{[]string{"ping", "hi"}, bulk("hi")},
-		{[]string{"GET", "k"}, "$-1\r\n"},
-		{[]string{"SET", "k", "v"}, "+OK\r\n"},
-		{[]string{"GET", "k"}, bulk("v")},
-		{[]string{"SET", "k", "v2", "PX", "60000"}, "+OK\r\n"},
-		{[]string{"GET", "k"}, bulk("v2")},
-		{[]string{"SET", "k", "v", "EX", "0"}, "-ERR invalid expire time in 'set' command\r\n"},
-		{[]string{"SET", "k", "v", "NX"}, "-ERR syntax error\r\n"},
-		{[]string{"DEL", "k", "other"}, ":2\r\n"},
-		{[]string{"GET", "k"}, "$-1\r\n"},
-		{[]string{"GET"}, "-ERR wrong number of arguments for 'get' command\r\n"},
-		{[]string{"FLUSHALL", "ASYNC"}, "-ERR unknown command 'FLUSHALL', with args beginning with: 'ASYNC'\r\n"},
-		{[]string{"FILLGET", "f", "0"}, "-ERR fill_ms is not a positive integer\r\n"},
-		{[]string{"FILLGET", "f", "5000", "WAIT", "x"}, "-ERR WAIT is not a non-negative integer\r\n"},
-		{[]string{"FILLSET", "f", "v", "0", "tok"}, "-ERR invalid expire time in 'fillset' command\r\n"},
-		{[]string{"FILLSET", "f", "v", "1000", "tok"}, ":0\r\n"},
-		{[]string{"GET", strings.Repeat("k", 5000)}, "-ERR key of 5000 bytes exceeds the key limit of 4096 bytes\r\n"},
-		{[]string{"AUTH", "x"}, "-ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?\r\n"},
-		{[]string{"CLIENT", "SETINFO", "LIB-NAME", "test"}, "+OK\r\n"},
-		{[]string{"SELECT", "0"}, "+OK\r\n"},
-	} {
-		if got := rc.do(t, tt.args...); got != tt.want {
-			t.Errorf("%q = %q, want %q", tt.args, got, tt.want)
-		}
-	}
-
-	// The lease flow, in RESP2 and then RESP3.
-	fill := rc.do(t, "FILLGET", "p", "5000")
-	token := strings.TrimSuffix(fill[strings.LastIndex(fill[:len(fill)-2], "\n")+1:], "\r\n")
-	if want := "*2\r\n+FILL\r\n" + bulk(token); fill != want || len(token) != 16 {
-		t.Fatalf("FILLGET = %q", fill)
-	}
-	if got := rc.do(t, "FILLGET", "p", "5000"); got != "*2\r\n+BUSY\r\n$-1\r\n" {
-		t.Fatalf("FILLGET busy = %q", got)
-	}
-	hello := rc.do(t, "HELLO", "3")
-	if !strings.HasPrefix(hello, "%7\r\n"+bulk("server")+bulk("corral")) || !strings.Contains(hello, bulk("proto")+":3\r\n") {
-		t.Fatalf("HELLO 3 = %q", hello)
-	}
-	if got := rc.do(t, "FILLGET", "p", "5000", "WAIT", "0"); got != "*2\r\n+BUSY\r\n_\r\n" {
-		t.Fatalf("FILLGET busy in RESP3 = %q", got)
-	}
-	if got := rc.do(t, "FILLSET", "p", "page", "60", token, "SWR", "60000"); got != ":1\r\n" {
-		t.Fatalf("FILLSET = %q", got)
-	}
-	if got := rc.do(t, "FILLSET", "p", "page", "60", token); got != ":0\r\n" {
-		t.Fatalf("second FILLSET = %q", got)
-	}
-	// Past its 60 ms, within its SWR: stale, one refresh token.
-	var stale string
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.HasPrefix(stale, "*3\r\n+STALE\r\n") && time.Now().Before(deadline) {
-		stale = rc.do(t, "FILLGET", "p", "5000")
-	}
-	if !strings.HasPrefix(stale, "*3\r\n+STALE\r\n"+bulk("page")+"$16\r\n") {
-		t.Fatalf("FILLGET stale = %q", stale)
-	}
-	if got := rc.do(t, "FILLGET", "p", "5000"); got != "*3\r\n+STALE\r\n"+bulk("page")+"_\r\n" {
-		t.Fatalf("second stale FILLGET = %q", got)
-	}
-	if got := rc.do(t, "HELLO", "4"); got != "-NOPROTO unsupported protocol version\r\n" {
-		t.Fatalf("HELLO 4 = %q", got)
-	}
-	if got := rc.do(t, "QUIT"); got != "+OK\r\n" {
-		t.Fatalf("QUIT = %q", got)
-	}
-}
-
-func TestRESPAuth(t *testing.T) {
-	file := writeTokenFile(t, "s3cret")
-	td := startTestDaemon(t, func(c *serveConfig) { c.apiTokenFile = file })
-	rc := dialRESP(t, td.resp)
-	for _, tt := range []struct {
-		args []string
-		want string
-	}{
-		{[]string{"SET", "k", "v"}, "-NOAUTH Authentication required.\r\n"},
-		{[]string{"GET", "k"}, "$-1\r\n"}, // reads are open without --api-token-reads, as over HTTP
-		{[]string{"FILLSET", "k", "v", "1000", "t"}, "-NOAUTH Authentication required.\r\n"},
-		{[]string{"AUTH", "wrong"}, "-WRONGPASS invalid username-password pair or user is disabled.\r\n"},
-		{[]string{"SET", "k", "v"}, "-NOAUTH Authentication required.\r\n"},
-		{[]string{"AUTH", "default", "s3cret"}, "+OK\r\n"},
-		{[]string{"SET", "k", "v"}, "+OK\r\n"},
-		{[]string{"GET", "k"}, bulk("v")},
-	} {
-		if got := rc.do(t, tt.args...); got != tt.want {
-			t.Errorf("%q = %q, want %q", tt.args, got, tt.want)
-		}
-	}
-	// HELLO with AUTH, as RESP3 clients authenticate.
-	rc2 := dialRESP(t, td.resp)
-	if got := rc2.do(t, "HELLO", "3", "AUTH", "default", "wrong"); !strings.HasPrefix(got, "-WRONGPASS") {
-		t.Fatalf("HELLO AUTH wrong = %q", got)
-	}
-	if got := rc2.do(t, "HELLO", "3", "AUTH", "default", "s3cret"); !strings.HasPrefix(got, "%7\r\n") {
-		t.Fatalf("HELLO AUTH = %q", got)
-	}
-	if got := rc2.do(t, "DEL", "k"); got != ":1\r\n" {
-		t.Fatalf("DEL after HELLO AUTH = %q", got)
-	}
-}
-
-// A client that sends more than a value's worth without completing a command is cut off
-// with an error; the daemon goes on serving others.
-func TestRESPCommandTooLarge(t *testing.T) {
-	td := startTestDaemon(t, func(c *serveConfig) { c.maxValueBytes = 1 << 10 })
-	rc := dialRESP(t, td.resp)
-	if _, err := rc.c.Write([]byte("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$999999\r\n")); err != nil {
-		t.Fatal(err)
-	}
-	chunk := []byte(strings.Repeat("x", 4096))
-	var reply string
-	for i := 0; i < 64; i++ {
-		if _, err := rc.c.Write(chunk); err != nil {
-			break // the server closed the connection
-		}
-	}
-	reply, _ = rc.reply()
-	if !strings.HasPrefix(reply, "-ERR Protocol error: command exceeds") {
-		t.Fatalf("reply = %q", reply)
-	}
-	if got := td.limitHits("resp_command"); got != 1 {
-		t.Fatalf("resp_command hits = %v, want 1", got)
-	}
-	if got := dialRESP(t, td.resp).do(t, "PING"); got != "+PONG\r\n" {
-		t.Fatalf("PING after = %q", got)
-	}
-}
-
-// A waiter whose client hangs up is never handed the lease: when the holder's lease lapses,
-// a caller that is still there gets it. A command pipelined behind a waiting FILLGET is
-// answered after it.
-func TestRESPWaiterThatHangsUp(t *testing.T) {
-	td := startTestDaemon(t, nil)
-	holder := dialRESP(t, td.resp)
-	// The holder's lease lapses after 1.5 s: time enough, on a busy machine, for the node to
-	// read the hung-up waiter's request while the lease is held, and see it gone.
-	if got := holder.do(t, "FILLGET", "k", "1500"); !strings.HasPrefix(got, "*2\r\n+FILL\r\n") {
-		t.Fatalf("holder = %q", got)
-	}
-	gone := dialRESP(t, td.resp)
-	if _, err := gone.c.Write([]byte("*5\r\n$7\r\nFILLGET\r\n$1\r\nk\r\n$4\r\n5000\r\n$4\r\nWAIT\r\n$5\r\n20000\r\n")); err != nil {
-		t.Fatal(err)
-	}
-	gone.c.Close()
-	// The hung-up waiter asked for 5 s: had it been handed the lease, this caller, waiting 3 s,
-	// would be answered busy.
-	if got := dialRESP(t, td.resp).do(t, "FILLGET", "k", "5000", "WAIT", "3000"); !strings.HasPrefix(got, "*2\r\n+FILL\r\n") {
-		t.Fatalf("after the lapse, the caller still there got %q", got)
-	}
-
-	p := dialRESP(t, td.resp)
-	if _, err := p.c.Write([]byte("*5\r\n$7\r\nFILLGET\r\n$1\r\nk\r\n$4\r\n5000\r\n$4\r\nWAIT\r\n$2\r\n50\r\n*1\r\n$4\r\nPING\r\n")); err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{"*2\r\n+BUSY\r\n$-1\r\n", "+PONG\r\n"} {
-		if got, err := p.reply(); got != want || err != nil {
-			t.Fatalf("pipelined reply = %q, %v; want %q", got, err, want)
-		}
-	}
-}
-
 // With an API token, a lease needs it: without it, ?lease is a plain read and FILLGET is
 // refused, and neither holds the key up for a caller with the token. A lease past
 // --max-lease is refused; a client's leases are bounded by --max-client-leases (429, -BUSY)
@@ -478,8 +239,8 @@ func TestLeaseBounds(t *testing.T) {
 	if resp.StatusCode != http.StatusNotFound || resp.Header.Get(leaseTokenHeader) != "" || resp.Header.Get(leaseStateHeader) != "" {
 		t.Fatalf("?lease without the token: %d %v, want a plain read (404)", resp.StatusCode, resp.Header)
 	}
-	rc := dialRESP(t, td.resp)
-	if got := rc.do(t, "FILLGET", "k", "5000"); got != "-NOAUTH Authentication required.\r\n" {
+	rc := servetest.DialRESP(t, td.resp)
+	if got := rc.Do(t, "FILLGET", "k", "5000"); got != "-NOAUTH Authentication required.\r\n" {
 		t.Fatalf("FILLGET without AUTH = %q", got)
 	}
 	// The caller with the token is granted the lease: nobody took it.
@@ -487,10 +248,10 @@ func TestLeaseBounds(t *testing.T) {
 	if resp.StatusCode != http.StatusAccepted || resp.Header.Get(leaseTokenHeader) == "" {
 		t.Fatalf("?lease with the token: %d %v", resp.StatusCode, resp.Header)
 	}
-	if got := rc.do(t, "AUTH", "s3cret"); got != "+OK\r\n" {
+	if got := rc.Do(t, "AUTH", "s3cret"); got != "+OK\r\n" {
 		t.Fatalf("AUTH = %q", got)
 	}
-	fill := rc.do(t, "FILLGET", "k", "5000")
+	fill := rc.Do(t, "FILLGET", "k", "5000")
 	if !strings.HasPrefix(fill, "*2\r\n+FILL\r\n") {
 		t.Fatalf("FILLGET after AUTH = %q", fill)
 	}
@@ -500,7 +261,7 @@ func TestLeaseBounds(t *testing.T) {
 	if resp, body := td.do(t, "GET", "/v1/groups/pages/keys/long?lease=11s", "", auth...); resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "--max-lease") {
 		t.Fatalf("?lease=11s: %d %s", resp.StatusCode, body)
 	}
-	if got := rc.do(t, "FILLGET", "long", "3600000"); !strings.HasPrefix(got, "-ERR ") || !strings.Contains(got, "--max-lease") {
+	if got := rc.Do(t, "FILLGET", "long", "3600000"); !strings.HasPrefix(got, "-ERR ") || !strings.Contains(got, "--max-lease") {
 		t.Fatalf("FILLGET long 3600000 = %q", got)
 	}
 
@@ -508,7 +269,7 @@ func TestLeaseBounds(t *testing.T) {
 	if got := td.d.leases.Held("127.0.0.1"); got != 2 {
 		t.Fatalf("127.0.0.1 holds %d leases, want 2", got)
 	}
-	if got := rc.do(t, "FILLGET", "third", "5000"); !strings.HasPrefix(got, "-BUSY ") || !strings.Contains(got, "--max-client-leases") {
+	if got := rc.Do(t, "FILLGET", "third", "5000"); !strings.HasPrefix(got, "-BUSY ") || !strings.Contains(got, "--max-client-leases") {
 		t.Fatalf("a third lease over RESP = %q", got)
 	}
 	if resp, body := td.do(t, "GET", "/v1/groups/pages/keys/third?lease=5s", "", auth...); resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(body, "--max-client-leases") {
@@ -532,10 +293,10 @@ func TestLeaseBounds(t *testing.T) {
 		t.Fatalf("another client's lease: %d", r2.StatusCode)
 	}
 	// A FILLSET through this node gives the client's slot back.
-	if got := rc.do(t, "FILLSET", "k", "v", "60000", token); got != ":1\r\n" {
+	if got := rc.Do(t, "FILLSET", "k", "v", "60000", token); got != ":1\r\n" {
 		t.Fatalf("FILLSET = %q", got)
 	}
-	if got := rc.do(t, "FILLGET", "third", "5000"); !strings.HasPrefix(got, "*2\r\n+FILL\r\n") {
+	if got := rc.Do(t, "FILLGET", "third", "5000"); !strings.HasPrefix(got, "*2\r\n+FILL\r\n") {
 		t.Fatalf("a lease after a FILLSET gave a slot back = %q", got)
 	}
 

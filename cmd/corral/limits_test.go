@@ -13,6 +13,7 @@ import (
 
 	"github.com/corralcache/corral/cmd/corral/internal/limithits"
 	"github.com/corralcache/corral/cmd/corral/internal/objects"
+	"github.com/corralcache/corral/cmd/corral/internal/servetest"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 )
@@ -203,14 +204,14 @@ func TestValueLimitIsTheUsersBytes(t *testing.T) {
 	if resp, _ := td.do(t, "PUT", "/v1/groups/g/keys/t", "v", "Content-Type", strings.Repeat("t", objects.MaxTypeBytes+1)); resp.StatusCode != http.StatusBadRequest {
 		t.Fatalf("PUT with a Content-Type over its bound: %d", resp.StatusCode)
 	}
-	rc := dialRESP(t, td.resp)
-	if got := rc.do(t, "SET", "exact", exact); got != "+OK\r\n" {
+	rc := servetest.DialRESP(t, td.resp)
+	if got := rc.Do(t, "SET", "exact", exact); got != "+OK\r\n" {
 		t.Fatalf("SET of exactly --max-value-bytes = %q", got)
 	}
-	if got := rc.do(t, "GET", "exact"); got != bulk(exact) {
+	if got := rc.Do(t, "GET", "exact"); got != servetest.Bulk(exact) {
 		t.Fatalf("GET = %d bytes", len(got))
 	}
-	if got := rc.do(t, "SET", "over", over); !strings.Contains(got, "exceeds the value limit of 1024 bytes") {
+	if got := rc.Do(t, "SET", "over", over); !strings.Contains(got, "exceeds the value limit of 1024 bytes") {
 		t.Fatalf("SET of one byte more = %q", got)
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/corralcache/corral/cmd/corral/internal/limithits"
 	"github.com/corralcache/corral/cmd/corral/internal/objects"
 	"github.com/corralcache/corral/cmd/corral/internal/origin"
+	"github.com/corralcache/corral/cmd/corral/internal/resp"
 	"github.com/corralcache/corral/internal/crash"
 )
 
@@ -50,7 +51,7 @@ type serveConfig struct {
 	logFormat, logLevel            string
 	leaseConfig
 	leases clientlease.Limits
-	respConfig
+	resp   resp.Limits
 	limitConfig
 	secretsConfig
 }
@@ -87,7 +88,7 @@ func serveFlags(out io.Writer) (*flag.FlagSet, *serveConfig) {
 	fs.StringVar(&c.logFormat, "log-format", "auto", "auto (text on a terminal, JSON otherwise), json or text")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	addLeaseFlags(fs, &c.leaseConfig, &c.leases)
-	addRESPFlags(fs, &c.respConfig)
+	addRESPFlags(fs, &c.resp)
 	addLimitFlags(fs, &c.limitConfig)
 	addSecretsFlags(fs, &c.secretsConfig)
 	fs.Usage = func() {
@@ -167,7 +168,7 @@ func (c *serveConfig) validate() error {
 	if err := c.secretsConfig.validate(); err != nil {
 		return err
 	}
-	if err := c.respConfig.validate(); err != nil {
+	if err := c.resp.Validate(); err != nil {
 		return err
 	}
 	if err := c.leaseConfig.validate(); err != nil {
@@ -198,9 +199,9 @@ type daemon struct {
 	hits        *limithits.Counter
 	limits      *httpLimits
 	leases      *clientlease.Leases
-	respMetrics *respMetrics
+	respMetrics *resp.Metrics
 	token       *apitoken.Token // nil = no API token (--api-token-file)
-	resp        *respServer     // nil = no Redis protocol front (--resp-port 0); set before serving
+	resp        *resp.Server    // nil = no Redis protocol front (--resp-port 0); set before serving
 }
 
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -255,7 +256,7 @@ func startDaemon(c *serveConfig, log *slog.Logger) (*daemon, error) {
 	if d.leases, err = clientlease.New(c.leases, d.hits); err != nil {
 		return nil, err
 	}
-	if d.respMetrics, err = newRESPMetrics(d.reg); err != nil {
+	if d.respMetrics, err = resp.NewMetrics(d.reg); err != nil {
 		return nil, err
 	}
 	if c.origin != "" {

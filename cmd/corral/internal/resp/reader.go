@@ -1,4 +1,4 @@
-package main
+package resp
 
 import (
 	"bufio"
@@ -18,7 +18,7 @@ import (
 // own, small and flat, because every number in a request is the sender's to choose:
 //
 //   - A count or a length is parsed from at most a few digits and checked against the
-//     limits (respLimits) before anything is allocated or looped on: a 4 GiB length or a
+//     limits (requestLimits) before anything is allocated or looped on: a 4 GiB length or a
 //     count of 2^40 is an error at once, answered and followed by the connection's close.
 //   - A bulk's buffer grows with the bytes that arrive (doubling from at most 64 KiB), never
 //     to the length announced: a client that announces 8 MiB and sends one byte costs 64 KiB.
@@ -27,8 +27,8 @@ import (
 //     slowly cannot together hold more than the budget.
 //   - Nothing recurses: a command sent one byte per write costs what it costs whole.
 
-// respLimits bound one request.
-type respLimits struct {
+// requestLimits bound one request.
+type requestLimits struct {
 	command int // bytes of one command, framing included
 	args    int // arguments of one command, its name included
 	inline  int // bytes of one inline command line
@@ -37,13 +37,13 @@ type respLimits struct {
 	step int
 }
 
-// Fixed bounds of a request. maxRESPArgs: corral's commands take at most 8 arguments but
+// Fixed bounds of a request. maxArgs: corral's commands take at most 8 arguments but
 // DEL takes any number of keys; 4096 keys, each deleted cluster-wide, is past any client's
 // batch. maxInlineBytes is Redis's own (PROTO_INLINE_MAX_SIZE). A header line ("*3\r\n",
 // "$5\r\n") is a type byte, at most 18 digits and CRLF: longer is not a number any limit
 // allows.
 const (
-	maxRESPArgs    = 4096
+	maxArgs        = 4096
 	maxInlineBytes = 64 << 10
 	maxHeaderLine  = 1 + 18 + 2
 	// bulkStep is the most a bulk's buffer takes before its bytes arrive, and the part of a
@@ -51,17 +51,17 @@ const (
 	bulkStep = 64 << 10
 )
 
-// respProtoError is a request the reader refuses: the client is told (-ERR Protocol error:
+// protoError is a request the reader refuses: the client is told (-ERR Protocol error:
 // …) and the connection closes, as Redis does, since what follows cannot be framed.
-type respProtoError struct {
+type protoError struct {
 	limit limithits.Limit // counted in corral_http_limit_hits_total
 	msg   string
 }
 
-func (e *respProtoError) Error() string { return "Protocol error: " + e.msg }
+func (e *protoError) Error() string { return "Protocol error: " + e.msg }
 
 func protoErr(limit limithits.Limit, format string, args ...any) error {
-	return &respProtoError{limit: limit, msg: fmt.Sprintf(format, args...)}
+	return &protoError{limit: limit, msg: fmt.Sprintf(format, args...)}
 }
 
 // pendingBudget is the node-wide bound on the bytes held by commands still being read.
@@ -88,10 +88,10 @@ func (b *pendingBudget) release(n int) {
 	}
 }
 
-// respReader reads requests from r. It is not safe for concurrent use.
-type respReader struct {
+// reader reads requests from r. It is not safe for concurrent use.
+type reader struct {
 	r      *bufio.Reader
-	lim    respLimits
+	lim    requestLimits
 	budget *pendingBudget // nil = no node-wide bound
 
 	cmdBytes int       // bytes allocated for the current command's arguments
@@ -102,16 +102,16 @@ type respReader struct {
 	allocated int
 }
 
-func newRESPReader(r *bufio.Reader, lim respLimits, budget *pendingBudget) *respReader {
-	return &respReader{r: r, lim: lim, budget: budget}
+func newReader(r *bufio.Reader, lim requestLimits, budget *pendingBudget) *reader {
+	return &reader{r: r, lim: lim, budget: budget}
 }
 
 // command reads the next command: its arguments, the name first (never empty). Empty
 // commands (an empty line, *0, *-1) are skipped, as Redis skips them. Any error ends the
-// connection: a *respProtoError says what the client sent wrong; io.EOF and the
+// connection: a *protoError says what the client sent wrong; io.EOF and the
 // connection's errors pass through. The arguments are the caller's until the next call,
 // and its reservation until done.
-func (rr *respReader) command() ([][]byte, error) {
+func (rr *reader) command() ([][]byte, error) {
 	rr.done()
 	for {
 		b, err := rr.r.Peek(1)
@@ -132,14 +132,14 @@ func (rr *respReader) command() ([][]byte, error) {
 }
 
 // done gives the current command's reservation back: call it once the command has run.
-func (rr *respReader) done() {
+func (rr *reader) done() {
 	rr.budget.release(rr.held)
 	rr.cmdBytes, rr.held, rr.reading = 0, 0, false
 }
 
 // line reads one line, LF included, of at most max bytes. The slice is valid until the
 // next read.
-func (rr *respReader) line(max int) ([]byte, bool, error) {
+func (rr *reader) line(max int) ([]byte, bool, error) {
 	var long []byte
 	for {
 		frag, err := rr.r.ReadSlice('\n')
@@ -161,7 +161,7 @@ func (rr *respReader) line(max int) ([]byte, bool, error) {
 
 // header reads a "<kind><number>\r\n" line and returns the number: -1 or a count of at
 // most 18 digits. ok is false for anything else.
-func (rr *respReader) header(kind byte) (n int, size int, ok bool, err error) {
+func (rr *reader) header(kind byte) (n int, size int, ok bool, err error) {
 	line, fits, err := rr.line(maxHeaderLine)
 	if err != nil || !fits {
 		return 0, len(line), false, err
@@ -183,7 +183,7 @@ func (rr *respReader) header(kind byte) (n int, size int, ok bool, err error) {
 	return int(v), len(line), true, nil
 }
 
-func (rr *respReader) multibulk() ([][]byte, error) {
+func (rr *reader) multibulk() ([][]byte, error) {
 	count, used, ok, err := rr.header('*')
 	switch {
 	case err != nil:
@@ -227,12 +227,12 @@ func (rr *respReader) multibulk() ([][]byte, error) {
 	return args, nil
 }
 
-func (rr *respReader) tooLarge() error {
+func (rr *reader) tooLarge() error {
 	return protoErr(limithits.RESPCommand, "command exceeds the %d-byte limit", rr.lim.command)
 }
 
 // bulk reads n bytes and their CRLF. The buffer grows as bytes arrive.
-func (rr *respReader) bulk(n int) ([]byte, error) {
+func (rr *reader) bulk(n int) ([]byte, error) {
 	buf := rr.alloc(nil, min(n, rr.lim.step))
 	if buf == nil && n > 0 {
 		return nil, rr.budgetFull()
@@ -263,7 +263,7 @@ func (rr *respReader) bulk(n int) ([]byte, error) {
 
 // alloc returns buf grown to capacity size, or nil when the bytes past the command's first
 // bulkStep cannot be reserved.
-func (rr *respReader) alloc(buf []byte, size int) []byte {
+func (rr *reader) alloc(buf []byte, size int) []byte {
 	if size == 0 {
 		return []byte{}
 	}
@@ -283,13 +283,13 @@ func (rr *respReader) alloc(buf []byte, size int) []byte {
 	return nb
 }
 
-func (rr *respReader) budgetFull() error {
-	return &respProtoError{limit: limithits.RESPPendingBytes,
+func (rr *reader) budgetFull() error {
+	return &protoError{limit: limithits.RESPPendingBytes,
 		msg: fmt.Sprintf("the node holds %d bytes of commands still being read, its limit (--resp-max-pending-bytes): try again", rr.budget.max)}
 }
 
 // inlineCommand reads a line of words separated by spaces or tabs.
-func (rr *respReader) inlineCommand() ([][]byte, error) {
+func (rr *reader) inlineCommand() ([][]byte, error) {
 	line, fits, err := rr.line(rr.lim.inline)
 	switch {
 	case err != nil:

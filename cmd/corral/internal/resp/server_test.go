@@ -1,4 +1,4 @@
-package main
+package resp
 
 import (
 	"context"
@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/corralcache/corral/cmd/corral/internal/servetest"
+	"github.com/corralcache/corral/internal/clustertest"
 )
 
 // readAll reads what the server sends until it closes the connection (or 10 s pass).
@@ -26,8 +29,7 @@ func readAll(tb testing.TB, c net.Conn) string {
 // connection closes at once, before AUTH; the node serves the next client. (redcon's reader
 // panicked on the first, and spun a core on the second.)
 func TestRESPHostileHeaders(t *testing.T) {
-	file := writeTokenFile(t, "s3cret")
-	td := startTestDaemon(t, func(c *serveConfig) { c.apiTokenFile = file })
+	td := startTestServer(t, func(c *Config) { c.Token = testToken(t, "s3cret") })
 	tests := []struct {
 		name, in, want, limit string
 	}{
@@ -41,7 +43,7 @@ func TestRESPHostileHeaders(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before := td.limitHits(tt.limit)
-			c, err := net.Dial("tcp", td.resp)
+			c, err := net.Dial("tcp", td.addr)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -53,7 +55,7 @@ func TestRESPHostileHeaders(t *testing.T) {
 			if got := td.limitHits(tt.limit); got != before+1 {
 				t.Fatalf("%s hits grew by %v, want 1", tt.limit, got-before)
 			}
-			if got := dialRESP(t, td.resp).do(t, "PING"); got != "+PONG\r\n" {
+			if got := servetest.DialRESP(t, td.addr).Do(t, "PING"); got != "+PONG\r\n" {
 				t.Fatalf("PING after = %q", got)
 			}
 		})
@@ -63,16 +65,16 @@ func TestRESPHostileHeaders(t *testing.T) {
 // --resp-max-conns, --resp-idle-timeout and --resp-command-timeout: each refusal is told,
 // counted, and leaves the node serving.
 func TestRESPConnectionBounds(t *testing.T) {
-	td := startTestDaemon(t, func(c *serveConfig) {
-		c.maxConns = 2
-		c.idleTimeout = 500 * time.Millisecond
-		c.commandTimeout = 500 * time.Millisecond
+	td := startTestServer(t, func(c *Config) {
+		c.Limits.MaxConns = 2
+		c.Limits.IdleTimeout = 500 * time.Millisecond
+		c.Limits.CommandTimeout = 500 * time.Millisecond
 	})
 	t.Run("max conns", func(t *testing.T) {
-		a, b := dialRESP(t, td.resp), dialRESP(t, td.resp)
-		a.do(t, "PING")
-		b.do(t, "PING") // both are being served
-		c, err := net.Dial("tcp", td.resp)
+		a, b := servetest.DialRESP(t, td.addr), servetest.DialRESP(t, td.addr)
+		a.Do(t, "PING")
+		b.Do(t, "PING") // both are being served
+		c, err := net.Dial("tcp", td.addr)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -83,24 +85,24 @@ func TestRESPConnectionBounds(t *testing.T) {
 		if got := td.limitHits("resp_connections"); got != 1 {
 			t.Fatalf("resp_connections hits = %v", got)
 		}
-		a.c.Close()
-		waitFor(t, "a place to free", func() bool { return counterGauge(td) < 2 })
-		if got := dialRESP(t, td.resp).do(t, "PING"); got != "+PONG\r\n" {
+		a.Conn.Close()
+		clustertest.Eventually(t, "a place to free", func() bool { return counterGauge(td) < 2 })
+		if got := servetest.DialRESP(t, td.addr).Do(t, "PING"); got != "+PONG\r\n" {
 			t.Fatalf("PING after a connection closed = %q", got)
 		}
-		b.c.Close()
-		waitFor(t, "the connections to close", func() bool { return counterGauge(td) == 0 })
+		b.Conn.Close()
+		clustertest.Eventually(t, "the connections to close", func() bool { return counterGauge(td) == 0 })
 	})
 	t.Run("idle", func(t *testing.T) {
-		c := dialRESP(t, td.resp)
-		c.do(t, "PING")
-		if got := readAll(t, c.c); !strings.HasPrefix(got, "-ERR idle for 500ms (--resp-idle-timeout)") {
+		c := servetest.DialRESP(t, td.addr)
+		c.Do(t, "PING")
+		if got := readAll(t, c.Conn); !strings.HasPrefix(got, "-ERR idle for 500ms (--resp-idle-timeout)") {
 			t.Fatalf("an idle connection got %q", got)
 		}
-		waitFor(t, "resp_idle_timeout counted", func() bool { return td.limitHits("resp_idle_timeout") >= 1 })
+		clustertest.Eventually(t, "resp_idle_timeout counted", func() bool { return td.limitHits("resp_idle_timeout") >= 1 })
 	})
 	t.Run("slow command", func(t *testing.T) {
-		c, err := net.Dial("tcp", td.resp)
+		c, err := net.Dial("tcp", td.addr)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -115,55 +117,56 @@ func TestRESPConnectionBounds(t *testing.T) {
 	})
 }
 
-func counterGauge(td *testDaemon) float64 {
-	td.d.resp.mu.Lock()
-	defer td.d.resp.mu.Unlock()
-	return float64(len(td.d.resp.conns))
+func counterGauge(td *testServer) float64 {
+	td.s.mu.Lock()
+	defer td.s.mu.Unlock()
+	return float64(len(td.s.conns))
 }
 
 // A panic while a command runs ends that connection alone: the client is told, it is
 // counted and logged, and the server goes on.
 func TestRESPPanicEndsTheConnection(t *testing.T) {
-	fd := newFuzzDaemon(t)
+	fs := newFuzzServer(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	// No group: a GET dereferences nil.
-	s := &respServer{d: fd.d, ctx: ctx, cancel: cancel, cfg: respConfig{}.withDefaults(),
-		lim: respLimits{command: 1 << 20, args: maxRESPArgs, inline: maxInlineBytes, step: bulkStep}, conns: map[*respConn]struct{}{}}
+	cfg := fs.cfg
+	cfg.Group = nil // No group: a GET dereferences nil.
+	s := &Server{cfg: cfg, ctx: ctx, cancel: cancel,
+		lim: requestLimits{command: 1 << 20, args: maxArgs, inline: maxInlineBytes, step: bulkStep}, conns: map[*conn]struct{}{}}
 	server, client := net.Pipe()
 	defer client.Close()
 	c := s.newConn(server)
 	s.conns[c] = struct{}{}
 	s.wg.Add(1)
-	fd.d.respMetrics.conns.Inc()
+	s.cfg.Metrics.conns.Inc()
 	go c.serve()
 	go io.WriteString(client, "*1\r\n$4\r\nPING\r\n*2\r\n$3\r\nGET\r\n$1\r\nk\r\n*1\r\n$4\r\nPING\r\n")
 	if got := readAll(t, client); got != "+PONG\r\n-ERR internal error\r\n" {
 		t.Fatalf("the client got %q, want PONG, the error, and the end", got)
 	}
 	s.wg.Wait()
-	if got := counterValue(fd.d.respMetrics.panics); got != 1 {
+	if got := fs.panicsCounted(t); got != 1 {
 		t.Fatalf("corral_resp_panics_total = %v", got)
 	}
-	if got := fd.panics.Load(); got != 1 {
+	if got := fs.panics.Load(); got != 1 {
 		t.Fatalf("%d panics logged, want 1", got)
 	}
 }
 
 // A connection keeps its name as long as it lives: a name is bounded.
 func TestRESPClientNameIsBounded(t *testing.T) {
-	td := startTestDaemon(t, nil)
-	rc := dialRESP(t, td.resp)
+	td := startTestServer(t, nil)
+	rc := servetest.DialRESP(t, td.addr)
 	long := strings.Repeat("n", maxClientName+1)
 	for _, args := range [][]string{{"CLIENT", "SETNAME", long}, {"HELLO", "3", "SETNAME", long}} {
-		if got := rc.do(t, args...); !strings.HasPrefix(got, "-ERR a client name of 257 bytes exceeds the limit of 256 bytes") {
+		if got := rc.Do(t, args...); !strings.HasPrefix(got, "-ERR a client name of 257 bytes exceeds the limit of 256 bytes") {
 			t.Fatalf("%s %s <257 bytes> = %q", args[0], args[1], got)
 		}
 	}
-	if got := rc.do(t, "CLIENT", "GETNAME"); got != "$-1\r\n" {
+	if got := rc.Do(t, "CLIENT", "GETNAME"); got != "$-1\r\n" {
 		t.Fatalf("CLIENT GETNAME after refused names = %q", got)
 	}
-	if got := rc.do(t, "CLIENT", "SETNAME", "app"); got != "+OK\r\n" {
+	if got := rc.Do(t, "CLIENT", "SETNAME", "app"); got != "+OK\r\n" {
 		t.Fatalf("CLIENT SETNAME app = %q", got)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package resp
 
 import (
 	"bufio"
@@ -14,17 +14,18 @@ import (
 	"time"
 
 	"github.com/corralcache/corral"
+	"github.com/corralcache/corral/cmd/corral/internal/servetest"
 	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/internal/fuzzcorpus"
 )
 
 // fuzzConn is a connection whose replies are kept in out. Commands are handed to
 // serveCommand directly; FuzzRESPReader fuzzes the framing, and the Redis protocol tests
-// (lease_test.go, e2e) drive both with redis-cli, go-redis and Python's client.
-func fuzzConn(tb testing.TB, s *respServer, out *bytes.Buffer) *respConn {
+// (commands_test.go, e2e) drive both with redis-cli, go-redis and Python's client.
+func fuzzConn(tb testing.TB, s *Server, out *bytes.Buffer) *conn {
 	nc, peer := net.Pipe() // nothing is written to peer: a watch reads nothing
 	tb.Cleanup(func() { nc.Close(); peer.Close() })
-	c := &respConn{s: s, nc: nc, proto: 2, client: "127.0.0.1"}
+	c := &conn{s: s, nc: nc, proto: 2, client: "127.0.0.1"}
 	c.w = bufio.NewWriter(out)
 	return c
 }
@@ -39,8 +40,8 @@ const fuzzLiveToken = "$token"
 // reply, a write (SET, DEL, FILLSET) on a connection that has not authenticated is refused,
 // and the sentinel key keeps its value unless the command writes it.
 func FuzzRESPCommand(f *testing.F) {
-	fd := newFuzzDaemon(f)
-	g := fd.group(f, fd.d.cfg.respGroup)
+	fs := newFuzzServer(f)
+	g := fs.cfg.Group
 	f.Fuzz(func(t *testing.T, conn, argc byte, a0, a1, a2, a3, a4, a5, a6 string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
@@ -51,9 +52,9 @@ func FuzzRESPCommand(f *testing.F) {
 				args[4] = l.Token
 			}
 		}
-		want := fd.writeSentinel(t, ctx, g)
+		want := fs.sentinel.Write(t, ctx, g)
 
-		s := &respServer{d: fd.d, group: g, ctx: ctx, cancel: cancel}
+		s := &Server{cfg: fs.cfg, ctx: ctx, cancel: cancel}
 		var out bytes.Buffer
 		c := fuzzConn(t, s, &out)
 		c.authed = conn&2 != 0
@@ -61,7 +62,7 @@ func FuzzRESPCommand(f *testing.F) {
 			c.proto = 3
 		}
 		authed := c.authed
-		panics := counterValue(fd.d.respMetrics.panics)
+		panics := fs.panicsCounted(t)
 		var argv [][]byte
 		for _, a := range args {
 			argv = append(argv, []byte(a))
@@ -85,7 +86,7 @@ func FuzzRESPCommand(f *testing.F) {
 		if ctx.Err() != nil {
 			t.Fatalf("%s did not answer within 20 s", what)
 		}
-		if counterValue(fd.d.respMetrics.panics) != panics {
+		if fs.panicsCounted(t) != panics {
 			t.Fatalf("%s panicked", what)
 		}
 		reply := out.Bytes()
@@ -99,9 +100,9 @@ func FuzzRESPCommand(f *testing.F) {
 		if writes && !authed && reply[0] != '-' {
 			t.Fatalf("%s on a connection that has not authenticated: %q", what, reply)
 		}
-		named := len(args) > 1 && args[1] == fuzzSentinel || name == "del" && slices.Contains(args[1:], fuzzSentinel)
+		named := len(args) > 1 && args[1] == servetest.SentinelKey || name == "del" && slices.Contains(args[1:], servetest.SentinelKey)
 		if !(writes && named) {
-			checkSentinel(t, ctx, g, what, want)
+			fs.sentinel.Check(t, ctx, g, what, want)
 		}
 		// The next input finds no value nor lease of this one's keys.
 		for _, k := range args[1:] {
@@ -195,11 +196,11 @@ func respSeeds() []fuzzcorpus.Seed {
 		seed("ping-message", 0, "ping", "hello"),
 		seed("echo", 0, "ECHO", "x\r\ny"),
 		seed("hello-3", 0, "HELLO", "3"),
-		seed("hello-auth", 0, "HELLO", "3", "AUTH", "default", fuzzToken, "SETNAME", "app"),
+		seed("hello-auth", 0, "HELLO", "3", "AUTH", "default", servetest.FuzzToken, "SETNAME", "app"),
 		seed("hello-bad-proto", 0, "HELLO", "4"),
 		seed("hello-auth-short", 0, "HELLO", "2", "AUTH", "default"),
-		seed("auth", 0, "AUTH", fuzzToken),
-		seed("auth-user", 0, "AUTH", "default", fuzzToken),
+		seed("auth", 0, "AUTH", servetest.FuzzToken),
+		seed("auth-user", 0, "AUTH", "default", servetest.FuzzToken),
 		seed("auth-wrong", 0, "AUTH", "nope"),
 		seed("client-setname", resp3, "CLIENT", "SETNAME", "app"),
 		seed("client-getname", resp3, "client", "getname"),
@@ -211,8 +212,8 @@ func respSeeds() []fuzzcorpus.Seed {
 		seed("get-resp3", resp3, "GET", "missing"),
 		seed("get-empty-key", 0, "GET", ""),
 		seed("set", authed, "SET", "user:42", "hello"),
-		seed("set-sentinel", authed, "SET", fuzzSentinel, "over"),
-		seed("set-sentinel-unauthed", 0, "SET", fuzzSentinel, "over"),
+		seed("set-sentinel", authed, "SET", servetest.SentinelKey, "over"),
+		seed("set-sentinel-unauthed", 0, "SET", servetest.SentinelKey, "over"),
 		seed("set-ex", authed, "SET", "user:42", "hello", "EX", "60"),
 		seed("set-px", authed, "set", "user:42", "hello", "px", "1500"),
 		seed("set-ex-zero", authed, "SET", "user:42", "hello", "EX", "0"),
@@ -223,11 +224,11 @@ func respSeeds() []fuzzcorpus.Seed {
 		seed("set-nx", authed, "SET", "user:42", "hello", "NX"),
 		seed("set-long-key", authed, "SET", strings.Repeat("k", fill.MaxKeyBytes+1), "v"),
 		seed("set-too-large", authed, "SET", "user:42", strings.Repeat("x", 1<<10+1)),
-		seed("del", authed, "DEL", "a", "b", fuzzSentinel),
-		seed("del-unauthed", 0, "DEL", fuzzSentinel),
+		seed("del", authed, "DEL", "a", "b", servetest.SentinelKey),
+		seed("del-unauthed", 0, "DEL", servetest.SentinelKey),
 		seed("fillget", 0, "FILLGET", "page:7", "5000"),
 		seed("fillget-wait", resp3, "FILLGET", "page:7", "5000", "WAIT", "200"),
-		seed("fillget-sentinel", 0, "FILLGET", fuzzSentinel, "1000"),
+		seed("fillget-sentinel", 0, "FILLGET", servetest.SentinelKey, "1000"),
 		seed("fillget-zero", 0, "FILLGET", "page:7", "0"),
 		seed("fillget-too-long", 0, "FILLGET", "page:7", "3600001"),
 		seed("fillget-wait-too-long", 0, "FILLGET", "page:7", "1000", "WAIT", "60001"),
@@ -237,7 +238,7 @@ func respSeeds() []fuzzcorpus.Seed {
 		seed("fillset-dead-token", authed, "FILLSET", "page:7", "v", "60000", "0123456789abcdef"),
 		seed("fillset-empty-token", authed, "FILLSET", "page:7", "v", "60000", ""),
 		seed("fillset-ttl-zero", authed, "FILLSET", "page:7", "v", "0", fuzzLiveToken),
-		seed("fillset-sentinel", authed, "FILLSET", fuzzSentinel, "v", "1000", fuzzLiveToken),
+		seed("fillset-sentinel", authed, "FILLSET", servetest.SentinelKey, "v", "1000", fuzzLiveToken),
 		seed("unknown", 0, "FLUSHALL", "ASYNC"),
 		seed("unknown-crlf", 0, "X\r\n+OK", "\r\n"),
 		seed("empty-command", 0, ""),

@@ -1,4 +1,4 @@
-package main
+package resp
 
 import (
 	"bufio"
@@ -14,14 +14,14 @@ import (
 )
 
 // fuzzLimits are small, so that inputs reach every bound.
-var fuzzLimits = respLimits{command: 4 << 10, args: 16, inline: 256, step: 256}
+var fuzzLimits = requestLimits{command: 4 << 10, args: 16, inline: 256, step: 256}
 
 // readCommands reads every command of in through a reader whose Reads return at most step
 // bytes, with a node-wide budget of budget bytes: the commands, the error that ended the
 // stream, and the bytes the reader allocated.
 func readCommands(in []byte, step int, budget int64) (cmds [][][]byte, err error, allocated int, held int64) {
 	b := &pendingBudget{max: budget}
-	rr := newRESPReader(bufio.NewReaderSize(&chunkReader{in, step}, 8<<10), fuzzLimits, b)
+	rr := newReader(bufio.NewReaderSize(&chunkReader{in, step}, 8<<10), fuzzLimits, b)
 	for {
 		args, err := rr.command()
 		if err != nil {
@@ -72,7 +72,7 @@ func FuzzRESPReader(f *testing.F) {
 		if !equalCommands(cmds, small) || fmt.Sprint(err) != fmt.Sprint(smallErr) {
 			t.Fatalf("whole: %q, %v; in reads of %d bytes: %q, %v", cmds, err, 1+int(step)%7, small, smallErr)
 		}
-		var pe *respProtoError
+		var pe *protoError
 		if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.As(err, &pe) {
 			t.Fatalf("the stream ended with %v: want EOF or a protocol error", err)
 		}

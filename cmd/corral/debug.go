@@ -2,22 +2,15 @@ package main
 
 import (
 	"context"
-	"net/http"
 	"sort"
 
 	"github.com/corralcache/corral/cmd/corral/internal/debugui"
 )
 
-// debugRoutes serves the live page at /debug/corral.
-func (d *daemon) debugRoutes(mux *http.ServeMux) {
-	ui := debugui.Handler("/debug/corral", d.debugState)
-	mux.Handle("GET /debug/corral", ui)
-	mux.Handle("GET /debug/corral/", ui)
-}
-
 // hotKeysShown is how many of each group's hottest keys the page lists.
 const hotKeysShown = 10
 
+// debugState is the live page's view of the daemon (/debug/corral).
 func (d *daemon) debugState() debugui.State {
 	ready, _ := d.ready()
 	st := debugui.State{Self: d.node.Name(), Epoch: d.node.Epoch(), Ready: ready, StartedAt: d.started}

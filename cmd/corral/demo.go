@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/corralcache/corral/cmd/corral/internal/clientlease"
+	"github.com/corralcache/corral/cmd/corral/internal/httpapi"
 )
 
 // demoConfig is what the demo runs.
@@ -249,6 +250,7 @@ func startReplicas(ctx context.Context, cfg demoConfig, originTemplate string) (
 			maxGroups: 8, minMembers: 1, shutdownTimeout: 5 * time.Second,
 			silentPeerTimeout: cfg.silentPeerTimeout,
 			leases:            clientlease.DefaultLimits(),
+			limits:            httpapi.DefaultLimits(),
 		}
 		if i > 0 {
 			sc.join = listFlag{reps[0].d.node.GossipAddr()}

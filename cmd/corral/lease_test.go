@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -13,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corralcache/corral/cmd/corral/internal/httpapi"
 	"github.com/corralcache/corral/cmd/corral/internal/servetest"
 )
 
@@ -68,83 +68,7 @@ func startTestDaemon(tb testing.TB, mod func(*serveConfig)) *testDaemon {
 // do sends an HTTP request and returns the response with its body read.
 func (td *testDaemon) do(tb testing.TB, method, path, body string, header ...string) (*http.Response, string) {
 	tb.Helper()
-	req, err := http.NewRequest(method, "http://"+td.http+path, strings.NewReader(body))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp, string(b)
-}
-
-func TestHTTPLeases(t *testing.T) {
-	td := startTestDaemon(t, nil)
-	const key = "/v1/groups/pages/keys/p42"
-
-	resp, _ := td.do(t, "GET", key+"?lease=5s", "")
-	token := resp.Header.Get(leaseTokenHeader)
-	if resp.StatusCode != http.StatusAccepted || resp.Header.Get(leaseStateHeader) != "fill" || token == "" {
-		t.Fatalf("first lease: %d %v", resp.StatusCode, resp.Header)
-	}
-	resp, _ = td.do(t, "GET", key+"?lease=5000", "")
-	if resp.StatusCode != http.StatusConflict || resp.Header.Get(leaseStateHeader) != "busy" || resp.Header.Get(leaseTokenHeader) != "" {
-		t.Fatalf("second lease: %d %v", resp.StatusCode, resp.Header)
-	}
-	type answer struct {
-		status int
-		state  string
-		body   string
-	}
-	waiter := make(chan answer, 1)
-	go func() {
-		resp, body := td.do(t, "GET", key+"?lease=5s&wait=30s", "")
-		waiter <- answer{resp.StatusCode, resp.Header.Get(leaseStateHeader), body}
-	}()
-	if resp, body := td.do(t, "PUT", key+"?ttl=60s&swr=30s", "<h1>42</h1>", leaseTokenHeader, token, "Content-Type", "text/html"); resp.StatusCode != http.StatusNoContent {
-		t.Fatalf("PUT with the lease: %d %s", resp.StatusCode, body)
-	}
-	if a := <-waiter; a.status != http.StatusOK || a.state != "hit" || a.body != "<h1>42</h1>" {
-		t.Fatalf("waiter: %+v", a)
-	}
-	if resp, _ := td.do(t, "PUT", key+"?ttl=60s", "again", leaseTokenHeader, token); resp.StatusCode != http.StatusConflict {
-		t.Fatalf("PUT with a used lease: %d", resp.StatusCode)
-	}
-	if resp, body := td.do(t, "GET", key, ""); resp.StatusCode != http.StatusOK || body != "<h1>42</h1>" || resp.Header.Get("Content-Type") != "text/html" {
-		t.Fatalf("plain GET: %d %q %v", resp.StatusCode, body, resp.Header)
-	}
-
-	// A PUT under a lease after a DELETE answers 409 and changes nothing.
-	td.do(t, "DELETE", key, "")
-	resp, _ = td.do(t, "GET", key+"?lease=5s", "")
-	token = resp.Header.Get(leaseTokenHeader)
-	td.do(t, "DELETE", key, "")
-	if resp, _ := td.do(t, "PUT", key+"?ttl=60s", "late", leaseTokenHeader, token); resp.StatusCode != http.StatusConflict {
-		t.Fatalf("PUT after DELETE: %d", resp.StatusCode)
-	}
-	if resp, _ := td.do(t, "GET", key, ""); resp.StatusCode != http.StatusNotFound {
-		t.Fatalf("GET after the refused PUT: %d", resp.StatusCode)
-	}
-
-	// A plain PUT with a ttl of its own.
-	if resp, _ := td.do(t, "PUT", "/v1/groups/pages/keys/short?ttl=1h", "x"); resp.StatusCode != http.StatusNoContent {
-		t.Fatalf("PUT ?ttl: %d", resp.StatusCode)
-	}
-
-	for _, q := range []string{"?lease=abc", "?lease=0", "?lease=5s&wait=-1s", "?lease=5s&wait=2h", "?lease=99999999999999999999"} {
-		if resp, body := td.do(t, "GET", key+q, ""); resp.StatusCode != http.StatusBadRequest {
-			t.Errorf("GET %s: %d %s", q, resp.StatusCode, body)
-		}
-	}
-	if resp, _ := td.do(t, "PUT", key+"?ttl=soon", "x", leaseTokenHeader, "t"); resp.StatusCode != http.StatusBadRequest {
-		t.Errorf("PUT ?ttl=soon: %d", resp.StatusCode)
-	}
+	return servetest.Do(tb, td.http, method, path, body, header...)
 }
 
 func writeTokenFile(tb testing.TB, token string) string {
@@ -154,45 +78,6 @@ func writeTokenFile(tb testing.TB, token string) string {
 		tb.Fatal(err)
 	}
 	return p
-}
-
-func TestAPIToken(t *testing.T) {
-	for _, reads := range []bool{false, true} {
-		t.Run(fmt.Sprint("reads=", reads), func(t *testing.T) {
-			file := writeTokenFile(t, "s3cret")
-			td := startTestDaemon(t, func(c *serveConfig) { c.apiTokenFile, c.apiTokenReads = file, reads })
-			const key = "/v1/groups/g/keys/k"
-			for _, h := range [][]string{nil, {"Authorization", "Bearer wrong"}, {"Authorization", "Basic s3cret"}, {"Authorization", "Bearer s3cret2"}} {
-				resp, _ := td.do(t, "PUT", key, "v", h...)
-				if resp.StatusCode != http.StatusUnauthorized || !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer") {
-					t.Fatalf("PUT with %q: %d %v", h, resp.StatusCode, resp.Header)
-				}
-			}
-			if resp, _ := td.do(t, "DELETE", key, ""); resp.StatusCode != http.StatusUnauthorized {
-				t.Fatalf("DELETE without the token: %d", resp.StatusCode)
-			}
-			if resp, _ := td.do(t, "GET", key, "", "Authorization", "Bearer s3cret"); resp.StatusCode != http.StatusNotFound {
-				t.Fatalf("the refused PUT stored something: %d", resp.StatusCode)
-			}
-			if resp, _ := td.do(t, "PUT", key, "v", "Authorization", "bearer s3cret"); resp.StatusCode != http.StatusNoContent {
-				t.Fatalf("PUT with the token: %d", resp.StatusCode)
-			}
-			wantRead := http.StatusOK
-			if reads {
-				wantRead = http.StatusUnauthorized
-			}
-			for _, p := range []string{key, "/v1/cluster", "/debug/corral"} {
-				if resp, _ := td.do(t, "GET", p, ""); resp.StatusCode != wantRead {
-					t.Errorf("GET %s without the token: %d, want %d", p, resp.StatusCode, wantRead)
-				}
-			}
-			for _, p := range []string{"/metrics", "/healthz", "/readyz"} {
-				if resp, _ := td.do(t, "GET", p, ""); resp.StatusCode != http.StatusOK {
-					t.Errorf("GET %s: %d, want open", p, resp.StatusCode)
-				}
-			}
-		})
-	}
 }
 
 func TestAPITokenFlags(t *testing.T) {
@@ -236,7 +121,7 @@ func TestLeaseBounds(t *testing.T) {
 
 	// Without the token: a plain read, no lease.
 	resp, _ := td.do(t, "GET", "/v1/groups/pages/keys/k?lease=5s", "")
-	if resp.StatusCode != http.StatusNotFound || resp.Header.Get(leaseTokenHeader) != "" || resp.Header.Get(leaseStateHeader) != "" {
+	if resp.StatusCode != http.StatusNotFound || resp.Header.Get(httpapi.LeaseTokenHeader) != "" || resp.Header.Get(httpapi.LeaseStateHeader) != "" {
 		t.Fatalf("?lease without the token: %d %v, want a plain read (404)", resp.StatusCode, resp.Header)
 	}
 	rc := servetest.DialRESP(t, td.resp)
@@ -245,7 +130,7 @@ func TestLeaseBounds(t *testing.T) {
 	}
 	// The caller with the token is granted the lease: nobody took it.
 	resp, _ = td.do(t, "GET", "/v1/groups/pages/keys/k?lease=5s", "", auth...)
-	if resp.StatusCode != http.StatusAccepted || resp.Header.Get(leaseTokenHeader) == "" {
+	if resp.StatusCode != http.StatusAccepted || resp.Header.Get(httpapi.LeaseTokenHeader) == "" {
 		t.Fatalf("?lease with the token: %d %v", resp.StatusCode, resp.Header)
 	}
 	if got := rc.Do(t, "AUTH", "s3cret"); got != "+OK\r\n" {

@@ -22,6 +22,8 @@ import (
 	"github.com/corralcache/corral"
 	"github.com/corralcache/corral/cmd/corral/internal/apitoken"
 	"github.com/corralcache/corral/cmd/corral/internal/clientlease"
+	"github.com/corralcache/corral/cmd/corral/internal/debugui"
+	"github.com/corralcache/corral/cmd/corral/internal/httpapi"
 	"github.com/corralcache/corral/cmd/corral/internal/limithits"
 	"github.com/corralcache/corral/cmd/corral/internal/objects"
 	"github.com/corralcache/corral/cmd/corral/internal/origin"
@@ -49,10 +51,10 @@ type serveConfig struct {
 	drain                          time.Duration
 	label                          string
 	logFormat, logLevel            string
-	leaseConfig
+	frontConfig
 	leases clientlease.Limits
 	resp   resp.Limits
-	limitConfig
+	limits httpapi.Limits
 	secretsConfig
 }
 
@@ -87,9 +89,9 @@ func serveFlags(out io.Writer) (*flag.FlagSet, *serveConfig) {
 	fs.StringVar(&c.label, "label", "", "cluster label; members with another label are never admitted")
 	fs.StringVar(&c.logFormat, "log-format", "auto", "auto (text on a terminal, JSON otherwise), json or text")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
-	addLeaseFlags(fs, &c.leaseConfig, &c.leases)
+	addFrontFlags(fs, &c.frontConfig, &c.leases)
 	addRESPFlags(fs, &c.resp)
-	addLimitFlags(fs, &c.limitConfig)
+	addLimitFlags(fs, &c.limits)
 	addSecretsFlags(fs, &c.secretsConfig)
 	fs.Usage = func() {
 		fmt.Fprintf(out, `Usage: corral serve [flags]
@@ -162,7 +164,7 @@ func (c *serveConfig) validate() error {
 	case c.shutdownTimeout <= 0:
 		return errors.New("--shutdown-timeout must be positive")
 	}
-	if err := c.limitConfig.validate(); err != nil {
+	if err := c.limits.Validate(); err != nil {
 		return err
 	}
 	if err := c.secretsConfig.validate(); err != nil {
@@ -171,7 +173,7 @@ func (c *serveConfig) validate() error {
 	if err := c.resp.Validate(); err != nil {
 		return err
 	}
-	if err := c.leaseConfig.validate(); err != nil {
+	if err := c.frontConfig.validate(); err != nil {
 		return err
 	}
 	return c.leases.Validate()
@@ -197,7 +199,7 @@ type daemon struct {
 	stopWatch func()   // stops and waits for the key file's watch; set once the node runs
 
 	hits        *limithits.Counter
-	limits      *httpLimits
+	api         *httpapi.API
 	leases      *clientlease.Leases
 	respMetrics *resp.Metrics
 	token       *apitoken.Token // nil = no API token (--api-token-file)
@@ -252,7 +254,6 @@ func startDaemon(c *serveConfig, log *slog.Logger) (*daemon, error) {
 	if d.hits, err = limithits.New(d.reg); err != nil {
 		return nil, err
 	}
-	d.limits = newHTTPLimits(c.limitConfig, d.hits)
 	if d.leases, err = clientlease.New(c.leases, d.hits); err != nil {
 		return nil, err
 	}
@@ -306,6 +307,15 @@ func startDaemon(c *serveConfig, log *slog.Logger) (*daemon, error) {
 			node.Close(context.Background())
 			return nil, fmt.Errorf("--group %q: %w", name, err)
 		}
+	}
+	if d.api, err = httpapi.New(httpapi.Config{
+		Node: node, Groups: d.groups, Leases: d.leases, Gatherer: d.reg, Ready: d.ready,
+		Debug: debugui.Handler("/debug/corral", d.debugState), Hits: d.hits,
+		Token: d.token, TokenReads: c.apiTokenReads, Origin: d.origin,
+		MaxValueBytes: c.maxValueBytes, TTL: c.ttl, SWR: c.swr, Log: log, Limits: c.limits,
+	}); err != nil {
+		node.Close(context.Background())
+		return nil, err
 	}
 	d.stopWatch = func() {}
 	if d.keys != nil {
@@ -364,12 +374,7 @@ func (d *daemon) run(ctx context.Context) error {
 
 // serveOn is run on a listener of the caller's.
 func (d *daemon) serveOn(ctx context.Context, lis net.Listener) error {
-	srv := &http.Server{
-		Handler:     d.limits.middleware(d.authorize(d.routes())),
-		IdleTimeout: 2 * time.Minute,
-		ErrorLog:    slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
-	}
-	d.limits.server(srv)
+	srv := d.api.Server()
 	d.mu.Lock()
 	d.srv = srv
 	d.mu.Unlock()
@@ -411,6 +416,17 @@ func (d *daemon) serveOn(ctx context.Context, lis net.Listener) error {
 	}
 	d.log.Info("corral stopped", "took", time.Since(start).Round(time.Millisecond).String(), "errors", len(errs))
 	return errors.Join(errs...)
+}
+
+// ready reports whether the node is ready (/readyz, the debug page), and why not.
+func (d *daemon) ready() (bool, string) {
+	if d.stopping.Load() || !d.node.Ready() {
+		return false, "shutting down"
+	}
+	if n := len(d.node.Members()); n < d.cfg.minMembers {
+		return false, fmt.Sprintf("%d of %d members seen (--min-members)", n, d.cfg.minMembers)
+	}
+	return true, "ready"
 }
 
 // closeNode stops the watch of the key file and closes the node.

@@ -9,6 +9,9 @@ type Metrics struct {
 	panics prometheus.Counter
 }
 
+// NewMetrics registers the front's metrics with reg: corral_resp_connections and
+// corral_resp_panics_total. corral serve registers them whether the front runs or not, so
+// that a dashboard finds them at 0.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		conns: prometheus.NewGauge(prometheus.GaugeOpts{

@@ -1,9 +1,8 @@
-package main
+package httpapi
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"net"
 	"net/http"
@@ -14,16 +13,24 @@ import (
 	"github.com/corralcache/corral/cmd/corral/internal/limithits"
 )
 
-// limitConfig is what `corral serve` is told about the HTTP front's limits.
-type limitConfig struct {
-	maxHeaderBytes    int
-	maxClientRequests int
-	readHeaderTimeout time.Duration
+// Limits bound what a request to the HTTP API may cost. A Limits written by hand must set
+// MaxHeaderBytes and ReadHeaderTimeout: zero is refused.
+type Limits struct {
+	// MaxHeaderBytes is the largest request line and headers accepted, bytes
+	// (--max-header-bytes); larger get 431. At least 1024.
+	MaxHeaderBytes int
+	// MaxClientRequests is how many data requests one client IP may have in flight at once
+	// (--max-client-requests); more get 429. /healthz, /readyz and /metrics have a budget of
+	// their own, 64 per IP. 0 = no bound.
+	MaxClientRequests int
+	// ReadHeaderTimeout closes a connection that has not sent a whole request header in this
+	// time (--read-header-timeout): a slowloris bound. Positive.
+	ReadHeaderTimeout time.Duration
 }
 
-// The defaults: a header of 64 KiB is far past any real client's (browsers send a few KiB);
-// 10 s to send a header is generous for any client on a pod network and keeps a slowloris
-// from holding sockets for long.
+// DefaultLimits returns the production limits. A header of 64 KiB is far past any real
+// client's (browsers send a few KiB); 10 s to send a header is generous for any client on a
+// pod network and keeps a slowloris from holding sockets for long.
 //
 // A stampede is a cache's normal traffic: an application pod sends as many requests at once
 // as its rate times the time corral takes to answer, and on a miss that is the origin's
@@ -34,37 +41,22 @@ type limitConfig struct {
 // against a 1 s origin; a request in flight costs the node about 20 KiB, so a client at the
 // bound holds about 160 MiB. A proxy in front of corral should get a bound of its own.
 // The probes and /metrics have a budget of their own (opsRequestsPerClient).
-const (
-	defaultMaxHeaderBytes    = 64 << 10
-	defaultMaxClientRequests = 8192
-	defaultReadHeaderTimeout = 10 * time.Second
-	opsRequestsPerClient     = 64
-)
-
-func addLimitFlags(fs *flag.FlagSet, c *limitConfig) {
-	fs.IntVar(&c.maxHeaderBytes, "max-header-bytes", defaultMaxHeaderBytes, "largest request line and headers accepted, bytes (larger get 431)")
-	fs.IntVar(&c.maxClientRequests, "max-client-requests", defaultMaxClientRequests, "HTTP data requests one client IP may have in flight at once (more get 429); /healthz, /readyz and /metrics have a budget of their own (64 per IP); 0 = no bound")
-	fs.DurationVar(&c.readHeaderTimeout, "read-header-timeout", defaultReadHeaderTimeout, "a connection that has not sent a whole request header in this time is closed (slowloris)")
+func DefaultLimits() Limits {
+	return Limits{MaxHeaderBytes: 64 << 10, MaxClientRequests: 8192, ReadHeaderTimeout: 10 * time.Second}
 }
 
-// withDefaults fills the fields a config made in code (the demo's) left at zero.
-func (c limitConfig) withDefaults() limitConfig {
-	if c.maxHeaderBytes == 0 {
-		c.maxHeaderBytes = defaultMaxHeaderBytes
-	}
-	if c.readHeaderTimeout == 0 {
-		c.readHeaderTimeout = defaultReadHeaderTimeout
-	}
-	return c
-}
+// opsRequestsPerClient is the budget of each client IP's requests in flight to the probes
+// and /metrics.
+const opsRequestsPerClient = 64
 
-func (c *limitConfig) validate() error {
+// Validate returns an error, naming the flag, for a limit out of its range.
+func (l Limits) Validate() error {
 	switch {
-	case c.maxHeaderBytes < 1024:
-		return fmt.Errorf("--max-header-bytes %d: want at least 1024", c.maxHeaderBytes)
-	case c.maxClientRequests < 0:
-		return fmt.Errorf("--max-client-requests %d is negative", c.maxClientRequests)
-	case c.readHeaderTimeout <= 0:
+	case l.MaxHeaderBytes < 1024:
+		return fmt.Errorf("--max-header-bytes %d: want at least 1024", l.MaxHeaderBytes)
+	case l.MaxClientRequests < 0:
+		return fmt.Errorf("--max-client-requests %d is negative", l.MaxClientRequests)
+	case l.ReadHeaderTimeout <= 0:
 		return errors.New("--read-header-timeout must be positive")
 	}
 	return nil
@@ -72,7 +64,7 @@ func (c *limitConfig) validate() error {
 
 // httpLimits enforces the HTTP front's limits and counts their hits.
 type httpLimits struct {
-	cfg  limitConfig
+	lim  Limits
 	hits *limithits.Counter
 
 	mu sync.Mutex // guards inFlight, opsInFlight and born
@@ -84,16 +76,16 @@ type httpLimits struct {
 	born map[net.Conn]time.Time
 }
 
-func newHTTPLimits(cfg limitConfig, hits *limithits.Counter) *httpLimits {
-	return &httpLimits{cfg: cfg.withDefaults(), hits: hits, inFlight: map[string]int{}, opsInFlight: map[string]int{}, born: map[net.Conn]time.Time{}}
+func newHTTPLimits(lim Limits, hits *limithits.Counter) *httpLimits {
+	return &httpLimits{lim: lim, hits: hits, inFlight: map[string]int{}, opsInFlight: map[string]int{}, born: map[net.Conn]time.Time{}}
 }
 
 // server applies the limits that live on the http.Server: its own header bound, twice ours
 // and a page over, is the hard cap behind the middleware's check (a header between the two
 // is answered by the middleware, and counted; past it net/http answers 431 itself, uncounted).
 func (l *httpLimits) server(srv *http.Server) {
-	srv.ReadHeaderTimeout = l.cfg.readHeaderTimeout
-	srv.MaxHeaderBytes = 2*l.cfg.maxHeaderBytes + 4096
+	srv.ReadHeaderTimeout = l.lim.ReadHeaderTimeout
+	srv.MaxHeaderBytes = 2*l.lim.MaxHeaderBytes + 4096
 	srv.ConnState = l.connState
 	srv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
 		return context.WithValue(ctx, connKey{}, c)
@@ -123,7 +115,7 @@ func (l *httpLimits) connState(c net.Conn, st http.ConnState) {
 		if at, ok := l.born[c]; ok {
 			delete(l.born, c)
 			// The server's timer started a moment after ours: allow it a little.
-			if time.Since(at) >= l.cfg.readHeaderTimeout*9/10 {
+			if time.Since(at) >= l.lim.ReadHeaderTimeout*9/10 {
 				l.hits.Hit(limithits.ReadHeaderTimeout)
 			}
 		}
@@ -144,13 +136,13 @@ func (l *httpLimits) headerArrived(r *http.Request) {
 func (l *httpLimits) middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		l.headerArrived(r)
-		if size := headerSize(r); size > l.cfg.maxHeaderBytes {
+		if size := headerSize(r); size > l.lim.MaxHeaderBytes {
 			l.hits.Hit(limithits.Header)
 			httpError(w, http.StatusRequestHeaderFieldsTooLarge,
-				fmt.Sprintf("request line and headers of %d bytes exceed the limit of %d bytes (--max-header-bytes)", size, l.cfg.maxHeaderBytes))
+				fmt.Sprintf("request line and headers of %d bytes exceed the limit of %d bytes (--max-header-bytes)", size, l.lim.MaxHeaderBytes))
 			return
 		}
-		inFlight, max, limit, what := l.inFlight, l.cfg.maxClientRequests, limithits.ClientRequests, "requests in flight, the limit (--max-client-requests)"
+		inFlight, max, limit, what := l.inFlight, l.lim.MaxClientRequests, limithits.ClientRequests, "requests in flight, the limit (--max-client-requests)"
 		switch r.URL.Path {
 		case "/healthz", "/readyz", "/metrics":
 			inFlight, max, limit, what = l.opsInFlight, opsRequestsPerClient, limithits.OpsRequests, "requests in flight to /healthz, /readyz and /metrics, the limit"

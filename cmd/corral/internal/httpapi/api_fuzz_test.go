@@ -1,4 +1,4 @@
-package main
+package httpapi
 
 import (
 	"bufio"
@@ -7,109 +7,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/corralcache/corral"
-	"github.com/corralcache/corral/cmd/corral/internal/objects"
+	"github.com/corralcache/corral/cmd/corral/internal/servetest"
 	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/internal/fuzzcorpus"
 )
-
-// fuzzToken is the API token of the fuzzed daemons: writes need it.
-const fuzzToken = "fuzz-token"
-
-// fuzzSentinel is the key, in the daemon's groups, that the harnesses write before every
-// input and read after it.
-const fuzzSentinel = "sentinel"
-
-// fuzzDaemon is a one-node `corral serve` without listeners, with an API token, small limits
-// (so that an input can reach them) and no origin: its groups hold what is written.
-type fuzzDaemon struct {
-	d      *daemon
-	panics atomic.Int64 // "command panicked" logged by the Redis protocol front
-	seq    atomic.Int64 // makes each sentinel value new
-}
-
-func newFuzzDaemon(tb testing.TB) *fuzzDaemon {
-	tb.Helper()
-	fs, c := serveFlags(io.Discard)
-	if err := fs.Parse([]string{"--bind", "127.0.0.1", "--gossip-port", "0", "--peer-port", "0", "--drain", "0"}); err != nil {
-		tb.Fatal(err)
-	}
-	c.name = "fuzz"
-	c.maxGroups = 8
-	c.maxBytes = 1 << 20
-	c.maxValueBytes = 1 << 10
-	c.apiTokenFile = filepath.Join(tb.TempDir(), "token")
-	if err := os.WriteFile(c.apiTokenFile, []byte(fuzzToken+"\n"), 0o600); err != nil {
-		tb.Fatal(err)
-	}
-	if err := c.validate(); err != nil {
-		tb.Fatal(err)
-	}
-	fd := &fuzzDaemon{}
-	d, err := startDaemon(c, slog.New(panicCounter{&fd.panics}))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	fd.d = d
-	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		d.node.Close(ctx)
-	})
-	return fd
-}
-
-// panicCounter is a slog.Handler that drops every record but counts the Redis protocol
-// front's recovered panics.
-type panicCounter struct{ n *atomic.Int64 }
-
-func (h panicCounter) Enabled(context.Context, slog.Level) bool { return true }
-func (h panicCounter) Handle(_ context.Context, r slog.Record) error {
-	if strings.Contains(r.Message, "panicked") {
-		h.n.Add(1)
-	}
-	return nil
-}
-func (h panicCounter) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h panicCounter) WithGroup(string) slog.Handler      { return h }
-
-// group returns the daemon's group name, registering it as a request would.
-func (fd *fuzzDaemon) group(tb testing.TB, name string) *corral.Group[objects.Object] {
-	tb.Helper()
-	g, err := fd.d.groups.Group(fd.d.node, name)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return g
-}
-
-// writeSentinel writes a new value of fuzzSentinel in g and returns it.
-func (fd *fuzzDaemon) writeSentinel(tb testing.TB, ctx context.Context, g *corral.Group[objects.Object]) objects.Object {
-	tb.Helper()
-	v := objects.Object{Body: fmt.Appendf(nil, "sentinel-%d", fd.seq.Add(1)), Type: "text/plain"}
-	if err := g.Set(ctx, fuzzSentinel, v); err != nil {
-		tb.Fatalf("set the sentinel: %v", err)
-	}
-	return v
-}
-
-// checkSentinel fails tb unless g's sentinel holds want.
-func checkSentinel(tb testing.TB, ctx context.Context, g *corral.Group[objects.Object], what string, want objects.Object) {
-	tb.Helper()
-	if got, err := g.Get(ctx, fuzzSentinel); err != nil || !bytes.Equal(got.Body, want.Body) || got.Type != want.Type {
-		tb.Fatalf("%s changed the sentinel, which it does not name: %q %q, %v; want %q", what, got.Body, got.Type, err, want.Body)
-	}
-}
 
 // errAfter is a body that ends with an error after its bytes, as a request body cut short
 // does.
@@ -126,16 +34,27 @@ func (e *errAfter) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// FuzzHTTPAPI feeds raw HTTP/1.1 requests to the daemon's HTTP handler — routing, the
+// FuzzHTTPAPI feeds raw HTTP/1.1 requests to the API's handler — routing, the
 // group and key taken from the escaped path, the lease parameters (?lease=&wait=&ttl=&swr=),
 // the token check, bodies over the value limit. Whatever the request, the handler does not
 // panic nor answer 5xx; a write (PUT, DELETE) without the token gets 401; a PUT answered
 // 204 is what a Get of its key returns; and the sentinel key of the group "pages" keeps its
 // value unless the request writes it.
 func FuzzHTTPAPI(f *testing.F) {
-	fd := newFuzzDaemon(f)
-	pages := fd.group(f, "pages")
-	h := fd.d.authorize(fd.d.routes())
+	// An API token, and small limits, so that an input can reach them; no origin: its groups
+	// hold what is written.
+	fa := newTestAPI(f, func(s *apiSetup) {
+		s.Token = testToken(f, servetest.FuzzToken)
+		s.MaxGroups = 8
+		s.GroupOptions = []corral.GroupOption{corral.WithMaxBytes(1 << 20)}
+		s.MaxValueBytes = 1 << 10
+	})
+	var sentinel servetest.Sentinel
+	pages, err := fa.groups.Group(fa.a.cfg.Node, "pages")
+	if err != nil {
+		f.Fatal(err)
+	}
+	h := fa.a.authorize(fa.a.routes())
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		r, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(raw)))
 		if err != nil {
@@ -146,7 +65,7 @@ func FuzzHTTPAPI(f *testing.F) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		r = r.WithContext(ctx)
-		want := fd.writeSentinel(t, ctx, pages)
+		want := sentinel.Write(t, ctx, pages)
 
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r) // the mux records the group and key it matched in r
@@ -163,10 +82,10 @@ func FuzzHTTPAPI(f *testing.F) {
 		if write && res.StatusCode < 300 && !bearer(r.Header.Get("Authorization")) {
 			t.Fatalf("%s without the token", what)
 		}
-		if !(write && res.StatusCode < 300 && group == "pages" && key == fuzzSentinel) {
-			checkSentinel(t, ctx, pages, what, want)
+		if !(write && res.StatusCode < 300 && group == "pages" && key == servetest.SentinelKey) {
+			sentinel.Check(t, ctx, pages, what, want)
 		}
-		g, _ := fd.d.groups.Existing(group)
+		g, _ := fa.groups.Existing(group)
 		if g == nil || fill.CheckKey(key) != nil {
 			return
 		}
@@ -187,7 +106,7 @@ func FuzzHTTPAPI(f *testing.F) {
 // bearer is a plain reading of the token rule: "Bearer" in any case, a space, the token.
 func bearer(header string) bool {
 	scheme, cred, _ := strings.Cut(header, " ")
-	return strings.EqualFold(scheme, "bearer") && strings.TrimSpace(cred) == fuzzToken
+	return strings.EqualFold(scheme, "bearer") && strings.TrimSpace(cred) == servetest.FuzzToken
 }
 
 // httpSeeds are FuzzHTTPAPI's seed corpus: requests as clients send them, and ones that test
@@ -205,11 +124,11 @@ func httpSeeds() []fuzzcorpus.Seed {
 		b.WriteString("\r\n" + body)
 		return fuzzcorpus.Seed{Name: name, Values: []any{[]byte(b.String())}}
 	}
-	auth := "Authorization: Bearer " + fuzzToken
+	auth := "Authorization: Bearer " + servetest.FuzzToken
 	html := "Content-Type: text/html"
 	return []fuzzcorpus.Seed{
 		req("get", "GET", "/v1/groups/pages/keys/p42", nil, ""),
-		req("get-sentinel", "GET", "/v1/groups/pages/keys/"+fuzzSentinel, nil, ""),
+		req("get-sentinel", "GET", "/v1/groups/pages/keys/"+servetest.SentinelKey, nil, ""),
 		req("get-escaped-key", "GET", "/v1/groups/pages/keys/a%2Fb%20c%25%00%FF", nil, ""),
 		req("get-dot-key", "GET", "/v1/groups/pages/keys/..", nil, ""),
 		req("get-empty-key", "GET", "/v1/groups/pages/keys/", nil, ""),
@@ -217,11 +136,11 @@ func httpSeeds() []fuzzcorpus.Seed {
 		req("get-bad-group", "GET", "/v1/groups/pa%2Fges/keys/p42", nil, ""),
 		req("get-new-group", "GET", "/v1/groups/users.v2/keys/u1", nil, ""),
 		req("put", "PUT", "/v1/groups/pages/keys/p42", []string{auth, html}, "<h1>42</h1>"),
-		req("put-sentinel", "PUT", "/v1/groups/pages/keys/"+fuzzSentinel, []string{auth}, "over"),
+		req("put-sentinel", "PUT", "/v1/groups/pages/keys/"+servetest.SentinelKey, []string{auth}, "over"),
 		req("put-escaped-key", "PUT", "/v1/groups/pages/keys/%E2%9C%93%2F%3F", []string{auth}, "check"),
-		req("put-no-token", "PUT", "/v1/groups/pages/keys/"+fuzzSentinel, nil, "over"),
+		req("put-no-token", "PUT", "/v1/groups/pages/keys/"+servetest.SentinelKey, nil, "over"),
 		req("put-wrong-token", "PUT", "/v1/groups/pages/keys/p42", []string{"Authorization: Bearer nope"}, "v"),
-		req("put-token-lowercase", "PUT", "/v1/groups/pages/keys/p42", []string{"Authorization: bearer  " + fuzzToken + " "}, "v"),
+		req("put-token-lowercase", "PUT", "/v1/groups/pages/keys/p42", []string{"Authorization: bearer  " + servetest.FuzzToken + " "}, "v"),
 		req("put-too-large", "PUT", "/v1/groups/pages/keys/p42", []string{auth}, strings.Repeat("x", 1<<10+1)),
 		req("put-short-body", "PUT", "/v1/groups/pages/keys/p42", []string{auth, "Content-Length: 100"}, ""),
 		req("put-ttl", "PUT", "/v1/groups/pages/keys/p42?ttl=60s&swr=30s", []string{auth}, "v"),
@@ -229,13 +148,13 @@ func httpSeeds() []fuzzcorpus.Seed {
 		req("put-ttl-negative", "PUT", "/v1/groups/pages/keys/p42?ttl=-1s", []string{auth}, "v"),
 		req("put-ttl-overflow", "PUT", "/v1/groups/pages/keys/p42?ttl=9223372036854775807", []string{auth}, "v"),
 		req("put-ttl-garbage", "PUT", "/v1/groups/pages/keys/p42?ttl=soon&swr=%zz", []string{auth}, "v"),
-		req("put-lease", "PUT", "/v1/groups/pages/keys/p42?ttl=60s", []string{auth, leaseTokenHeader + ": 0123456789abcdef"}, "v"),
+		req("put-lease", "PUT", "/v1/groups/pages/keys/p42?ttl=60s", []string{auth, LeaseTokenHeader + ": 0123456789abcdef"}, "v"),
 		req("delete", "DELETE", "/v1/groups/pages/keys/p42", []string{auth}, ""),
-		req("delete-sentinel", "DELETE", "/v1/groups/pages/keys/"+fuzzSentinel, []string{auth}, ""),
-		req("delete-no-token", "DELETE", "/v1/groups/pages/keys/"+fuzzSentinel, nil, ""),
+		req("delete-sentinel", "DELETE", "/v1/groups/pages/keys/"+servetest.SentinelKey, []string{auth}, ""),
+		req("delete-no-token", "DELETE", "/v1/groups/pages/keys/"+servetest.SentinelKey, nil, ""),
 		req("lease", "GET", "/v1/groups/pages/keys/p42?lease=5s", nil, ""),
 		req("lease-wait", "GET", "/v1/groups/pages/keys/p42?lease=5000&wait=200ms", nil, ""),
-		req("lease-sentinel", "GET", "/v1/groups/pages/keys/"+fuzzSentinel+"?lease=1s", nil, ""),
+		req("lease-sentinel", "GET", "/v1/groups/pages/keys/"+servetest.SentinelKey+"?lease=1s", nil, ""),
 		req("lease-zero", "GET", "/v1/groups/pages/keys/p42?lease=0", nil, ""),
 		req("lease-too-long", "GET", "/v1/groups/pages/keys/p42?lease=2h&wait=2m", nil, ""),
 		req("lease-garbage", "GET", "/v1/groups/pages/keys/p42?lease=&wait=-5", nil, ""),

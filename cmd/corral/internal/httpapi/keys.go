@@ -66,10 +66,7 @@ func (a *API) getKey(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	w.Header().Set("X-Corral-Source", string(info.Source))
-	if len(info.Tags) > 0 {
-		w.Header().Set(objects.SurrogateKeyHeader, strings.Join(info.Tags, " "))
-	}
+	entryHeaders(w, string(info.Source), info.Tags)
 	writeObject(w, v)
 }
 
@@ -136,11 +133,17 @@ func (a *API) peekKey(w http.ResponseWriter, r *http.Request, g *corral.Group[ob
 		a.writeError(w, r, err)
 		return
 	}
-	w.Header().Set("X-Corral-Source", string(info.Source))
-	if len(info.Tags) > 0 {
-		w.Header().Set(objects.SurrogateKeyHeader, strings.Join(info.Tags, " "))
-	}
+	entryHeaders(w, string(info.Source), info.Tags)
 	w.Header().Set("X-Corral-Fresh-For", info.FreshFor.String())
 	w.Header().Set("X-Corral-Stale-For", info.StaleFor.String())
 	writeObject(w, v)
+}
+
+// entryHeaders says where an answer's value came from (X-Corral-Source) and its tags
+// (Surrogate-Key), if it has any.
+func entryHeaders(w http.ResponseWriter, source string, tags []string) {
+	w.Header().Set("X-Corral-Source", source)
+	if len(tags) > 0 {
+		w.Header().Set(objects.SurrogateKeyHeader, strings.Join(tags, " "))
+	}
 }

@@ -44,7 +44,7 @@ func FuzzHTTPAPI(f *testing.F) {
 	// An API token, and small limits, so that an input can reach them; no origin: its groups
 	// hold what is written.
 	fa := newTestAPI(f, func(s *apiSetup) {
-		s.Token = testToken(f, servetest.FuzzToken)
+		s.Token = servetest.Token(f, servetest.FuzzToken)
 		s.MaxGroups = 8
 		s.GroupOptions = []corral.GroupOption{corral.WithMaxBytes(1 << 20)}
 		s.MaxValueBytes = 1 << 10

@@ -11,8 +11,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/corralcache/corral"
-	"github.com/corralcache/corral/cmd/corral/internal/apitoken"
-	"github.com/corralcache/corral/cmd/corral/internal/clientlease"
 	"github.com/corralcache/corral/cmd/corral/internal/debugui"
 	"github.com/corralcache/corral/cmd/corral/internal/limithits"
 	"github.com/corralcache/corral/cmd/corral/internal/objects"
@@ -44,14 +42,7 @@ type testAPI struct {
 func newTestAPI(tb testing.TB, mod func(*apiSetup)) *testAPI {
 	tb.Helper()
 	reg := prometheus.NewRegistry()
-	hits, err := limithits.New(reg)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	leases, err := clientlease.New(clientlease.DefaultLimits(), hits)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	hits, leases := servetest.Leases(tb, reg)
 	s := apiSetup{MaxGroups: 64, Config: Config{
 		Leases: leases, Gatherer: reg, Hits: hits,
 		Ready:         func() (bool, string) { return true, "ready" },
@@ -62,6 +53,7 @@ func newTestAPI(tb testing.TB, mod func(*apiSetup)) *testAPI {
 		mod(&s)
 	}
 	s.Node = servetest.Node(tb, reg, s.MaxValueBytes)
+	var err error
 	if s.Groups, err = objects.NewGroups(objects.GroupsConfig{MaxGroups: s.MaxGroups, Options: s.GroupOptions}); err != nil {
 		tb.Fatal(err)
 	}
@@ -70,15 +62,6 @@ func newTestAPI(tb testing.TB, mod func(*apiSetup)) *testAPI {
 		tb.Fatal(err)
 	}
 	return &testAPI{a: a, groups: s.Groups, hits: hits}
-}
-
-func testToken(tb testing.TB, secret string) *apitoken.Token {
-	tb.Helper()
-	tok, err := apitoken.New(secret)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return tok
 }
 
 // testServer is a testAPI served on loopback.

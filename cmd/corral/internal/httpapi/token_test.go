@@ -5,12 +5,14 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/corralcache/corral/cmd/corral/internal/servetest"
 )
 
 func TestAPIToken(t *testing.T) {
 	for _, reads := range []bool{false, true} {
 		t.Run(fmt.Sprint("reads=", reads), func(t *testing.T) {
-			td := startTestServer(t, func(c *apiSetup) { c.Token, c.TokenReads = testToken(t, "s3cret"), reads })
+			td := startTestServer(t, func(c *apiSetup) { c.Token, c.TokenReads = servetest.Token(t, "s3cret"), reads })
 			const key = "/v1/groups/g/keys/k"
 			for _, h := range [][]string{nil, {"Authorization", "Bearer wrong"}, {"Authorization", "Basic s3cret"}, {"Authorization", "Bearer s3cret2"}} {
 				resp, _ := td.do(t, "PUT", key, "v", h...)

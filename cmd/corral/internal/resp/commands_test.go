@@ -85,7 +85,7 @@ func TestRESPCommands(t *testing.T) {
 }
 
 func TestRESPAuth(t *testing.T) {
-	td := startTestServer(t, func(c *Config) { c.Token = testToken(t, "s3cret") })
+	td := startTestServer(t, func(c *Config) { c.Token = servetest.Token(t, "s3cret") })
 	rc := servetest.DialRESP(t, td.addr)
 	for _, tt := range []struct {
 		args []string

@@ -12,8 +12,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/corralcache/corral"
-	"github.com/corralcache/corral/cmd/corral/internal/apitoken"
-	"github.com/corralcache/corral/cmd/corral/internal/clientlease"
 	"github.com/corralcache/corral/cmd/corral/internal/limithits"
 	"github.com/corralcache/corral/cmd/corral/internal/objects"
 	"github.com/corralcache/corral/cmd/corral/internal/servetest"
@@ -27,14 +25,7 @@ func TestMain(m *testing.M) { leakcheck.Main(m) }
 // node: its own metrics, hits and leases, serve's value limit and the default limits.
 func testConfig(tb testing.TB, reg prometheus.Registerer) Config {
 	tb.Helper()
-	hits, err := limithits.New(reg)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	leases, err := clientlease.New(clientlease.DefaultLimits(), hits)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	hits, leases := servetest.Leases(tb, reg)
 	metrics, err := NewMetrics(reg)
 	if err != nil {
 		tb.Fatal(err)
@@ -55,15 +46,6 @@ func withGroup(tb testing.TB, reg prometheus.Registerer, cfg *Config, opts ...co
 	if cfg.Group, err = groups.Group(cfg.Node, "resp"); err != nil {
 		tb.Fatal(err)
 	}
-}
-
-func testToken(tb testing.TB, secret string) *apitoken.Token {
-	tb.Helper()
-	tok, err := apitoken.New(secret)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return tok
 }
 
 // testServer is the Redis protocol front of a one-node corral, on loopback.
@@ -119,7 +101,7 @@ func newFuzzServer(tb testing.TB) *fuzzServer {
 	reg := prometheus.NewRegistry()
 	fs.reg = reg
 	fs.cfg = testConfig(tb, reg)
-	fs.cfg.Token = testToken(tb, servetest.FuzzToken)
+	fs.cfg.Token = servetest.Token(tb, servetest.FuzzToken)
 	fs.cfg.MaxValueBytes = 1 << 10
 	fs.cfg.Log = slog.New(panicCounter{&fs.panics})
 	withGroup(tb, reg, &fs.cfg, corral.WithMaxBytes(1<<20))

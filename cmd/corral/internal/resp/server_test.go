@@ -29,7 +29,7 @@ func readAll(tb testing.TB, c net.Conn) string {
 // connection closes at once, before AUTH; the node serves the next client. (redcon's reader
 // panicked on the first, and spun a core on the second.)
 func TestRESPHostileHeaders(t *testing.T) {
-	td := startTestServer(t, func(c *Config) { c.Token = testToken(t, "s3cret") })
+	td := startTestServer(t, func(c *Config) { c.Token = servetest.Token(t, "s3cret") })
 	tests := []struct {
 		name, in, want, limit string
 	}{

@@ -18,6 +18,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/corralcache/corral"
+	"github.com/corralcache/corral/cmd/corral/internal/apitoken"
+	"github.com/corralcache/corral/cmd/corral/internal/clientlease"
+	"github.com/corralcache/corral/cmd/corral/internal/limithits"
 	"github.com/corralcache/corral/cmd/corral/internal/objects"
 )
 
@@ -40,6 +43,31 @@ func Node(tb testing.TB, reg prometheus.Registerer, maxBodyBytes int) *corral.No
 		n.Close(ctx)
 	})
 	return n
+}
+
+// Leases returns what both fronts share as corral serve makes it: the counter of the limits'
+// hits, registered with reg, and the leases, within the default limits.
+func Leases(tb testing.TB, reg prometheus.Registerer) (*limithits.Counter, *clientlease.Leases) {
+	tb.Helper()
+	hits, err := limithits.New(reg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	leases, err := clientlease.New(clientlease.DefaultLimits(), hits)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return hits, leases
+}
+
+// Token returns the API token secret.
+func Token(tb testing.TB, secret string) *apitoken.Token {
+	tb.Helper()
+	tok, err := apitoken.New(secret)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return tok
 }
 
 // Do sends an HTTP request to addr ("host:port") with header's name, value pairs, and

@@ -1,84 +1,18 @@
 package main
 
 import (
-	"context"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/corralcache/corral/cmd/corral/internal/httpapi"
+	"github.com/corralcache/corral/cmd/corral/internal/objects"
 	"github.com/corralcache/corral/cmd/corral/internal/servetest"
 )
-
-// testDaemon is a one-node `corral serve` in this process, with the Redis protocol on.
-type testDaemon struct {
-	d    *daemon
-	http string // "127.0.0.1:port"
-	resp string
-}
-
-func startTestDaemon(tb testing.TB, mod func(*serveConfig)) *testDaemon {
-	tb.Helper()
-	fs, c := serveFlags(io.Discard)
-	if err := fs.Parse([]string{"--bind", "127.0.0.1", "--gossip-port", "0", "--peer-port", "0", "--drain", "0"}); err != nil {
-		tb.Fatal(err)
-	}
-	c.name = "test"
-	if mod != nil {
-		mod(c)
-	}
-	if err := c.validate(); err != nil {
-		tb.Fatal(err)
-	}
-	d, err := startDaemon(c, slog.New(slog.DiscardHandler))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	rl, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := d.startRESP(rl); err != nil {
-		tb.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.serveOn(ctx, lis) }()
-	tb.Cleanup(func() {
-		// A connection the client dialed but never used would hold Shutdown for 5 s.
-		http.DefaultClient.CloseIdleConnections()
-		stop()
-		if err := <-done; err != nil {
-			tb.Errorf("serve: %v", err)
-		}
-	})
-	return &testDaemon{d: d, http: lis.Addr().String(), resp: rl.Addr().String()}
-}
-
-// do sends an HTTP request and returns the response with its body read.
-func (td *testDaemon) do(tb testing.TB, method, path, body string, header ...string) (*http.Response, string) {
-	tb.Helper()
-	return servetest.Do(tb, td.http, method, path, body, header...)
-}
-
-func writeTokenFile(tb testing.TB, token string) string {
-	tb.Helper()
-	p := filepath.Join(tb.TempDir(), "token")
-	if err := os.WriteFile(p, []byte(token+"\n"), 0o600); err != nil {
-		tb.Fatal(err)
-	}
-	return p
-}
 
 func TestAPITokenFlags(t *testing.T) {
 	for _, tt := range []struct {
@@ -197,5 +131,35 @@ func TestLeaseBounds(t *testing.T) {
 	}
 	if _, ok := td.d.groups.Existing("junk"); !ok {
 		t.Fatal("a read with the token did not create the group")
+	}
+}
+
+// A value of exactly --max-value-bytes is stored, over HTTP and over the Redis protocol,
+// with a Content-Type too; one byte more is refused by both.
+func TestValueLimitIsTheUsersBytes(t *testing.T) {
+	const limit = 1 << 10
+	td := startTestDaemon(t, func(c *serveConfig) { c.maxValueBytes = limit })
+	exact, over := strings.Repeat("v", limit), strings.Repeat("v", limit+1)
+	if resp, body := td.do(t, "PUT", "/v1/groups/g/keys/exact", exact, "Content-Type", "text/plain; charset=utf-8"); resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("PUT of exactly --max-value-bytes: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := td.do(t, "GET", "/v1/groups/g/keys/exact", ""); resp.StatusCode != http.StatusOK || body != exact {
+		t.Fatalf("GET = %d, %d bytes", resp.StatusCode, len(body))
+	}
+	if resp, _ := td.do(t, "PUT", "/v1/groups/g/keys/over", over); resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("PUT of one byte more: %d", resp.StatusCode)
+	}
+	if resp, _ := td.do(t, "PUT", "/v1/groups/g/keys/t", "v", "Content-Type", strings.Repeat("t", objects.MaxTypeBytes+1)); resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("PUT with a Content-Type over its bound: %d", resp.StatusCode)
+	}
+	rc := servetest.DialRESP(t, td.resp)
+	if got := rc.Do(t, "SET", "exact", exact); got != "+OK\r\n" {
+		t.Fatalf("SET of exactly --max-value-bytes = %q", got)
+	}
+	if got := rc.Do(t, "GET", "exact"); got != servetest.Bulk(exact) {
+		t.Fatalf("GET = %d bytes", len(got))
+	}
+	if got := rc.Do(t, "SET", "over", over); !strings.Contains(got, "exceeds the value limit of 1024 bytes") {
+		t.Fatalf("SET of one byte more = %q", got)
 	}
 }

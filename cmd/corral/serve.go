@@ -188,22 +188,22 @@ type daemon struct {
 	reg     *prometheus.Registry
 	started time.Time
 
-	groups *objects.Groups
+	// The fronts and what they share, made by startDaemon.
+	groups      *objects.Groups
+	hits        *limithits.Counter
+	leases      *clientlease.Leases
+	token       *apitoken.Token // nil = no API token (--api-token-file)
+	api         *httpapi.API
+	respMetrics *resp.Metrics
 
-	mu  sync.Mutex // guards srv
-	srv *http.Server
+	mu   sync.Mutex   // guards srv and resp
+	srv  *http.Server // set when serving starts
+	resp *resp.Server // nil = no Redis protocol front (--resp-port 0); set before serving
 
 	stopping atomic.Bool // SIGTERM arrived: not ready
 
 	keys      *keyFile // nil = no --secret-key-file
 	stopWatch func()   // stops and waits for the key file's watch; set once the node runs
-
-	hits        *limithits.Counter
-	api         *httpapi.API
-	leases      *clientlease.Leases
-	respMetrics *resp.Metrics
-	token       *apitoken.Token // nil = no API token (--api-token-file)
-	resp        *resp.Server    // nil = no Redis protocol front (--resp-port 0); set before serving
 }
 
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -2,24 +2,15 @@ package main
 
 import (
 	"context"
-	"net/http"
 	"sort"
-
-	"github.com/corralcache/corral"
 
 	"github.com/corralcache/corral/cmd/corral/internal/debugui"
 )
 
-// debugRoutes serves the live page at /debug/corral.
-func (d *daemon) debugRoutes(mux *http.ServeMux) {
-	ui := debugui.Handler("/debug/corral", d.debugState)
-	mux.Handle("GET /debug/corral", ui)
-	mux.Handle("GET /debug/corral/", ui)
-}
-
 // hotKeysShown is how many of each group's hottest keys the page lists.
 const hotKeysShown = 10
 
+// debugState is the live page's view of the daemon (/debug/corral).
 func (d *daemon) debugState() debugui.State {
 	ready, _ := d.ready()
 	st := debugui.State{Self: d.node.Name(), Epoch: d.node.Epoch(), Ready: ready, StartedAt: d.started}
@@ -34,12 +25,7 @@ func (d *daemon) debugState() debugui.State {
 			Share: shares[m.Name], Self: m.Name == st.Self, Status: status,
 		})
 	}
-	d.mu.Lock()
-	groups := make(map[string]*corral.Group[object], len(d.groups))
-	for name, g := range d.groups {
-		groups[name] = g
-	}
-	d.mu.Unlock()
+	groups := d.groups.All()
 	for name, s := range d.node.Stats() {
 		g := debugui.Group{
 			Name: name, Gets: s.Gets, Fills: s.Fills, Coalesced: s.Coalesced, StaleServed: s.StaleServed,

@@ -14,6 +14,9 @@ import (
 	"sync/atomic"
 	"text/tabwriter"
 	"time"
+
+	"github.com/corralcache/corral/cmd/corral/internal/clientlease"
+	"github.com/corralcache/corral/cmd/corral/internal/httpapi"
 )
 
 // demoConfig is what the demo runs.
@@ -246,6 +249,8 @@ func startReplicas(ctx context.Context, cfg demoConfig, originTemplate string) (
 			ttl: cfg.ttl, fillTimeout: 10 * time.Second, maxBytes: 64 << 20, maxValueBytes: 8 << 20,
 			maxGroups: 8, minMembers: 1, shutdownTimeout: 5 * time.Second,
 			silentPeerTimeout: cfg.silentPeerTimeout,
+			leases:            clientlease.DefaultLimits(),
+			limits:            httpapi.DefaultLimits(),
 		}
 		if i > 0 {
 			sc.join = listFlag{reps[0].d.node.GossipAddr()}

@@ -103,19 +103,6 @@ func TestFlagsFromEnvironment(t *testing.T) {
 	}
 }
 
-func TestObjectCodec(t *testing.T) {
-	for _, o := range []object{{}, {Body: []byte("x")}, {Body: []byte("\x00\xff"), Type: "application/json"}} {
-		b, _ := objectCodec{}.Encode(o)
-		got, err := objectCodec{}.Decode(b)
-		if err != nil || string(got.Body) != string(o.Body) || got.Type != o.Type {
-			t.Fatalf("round trip of %+v = %+v, %v", o, got, err)
-		}
-	}
-	if _, err := (objectCodec{}).Decode([]byte{0x05, 'a'}); err == nil {
-		t.Fatal("a truncated object decoded")
-	}
-}
-
 // expiries tells one call per expiry from a second fill of a fresh value and from fills side
 // by side.
 func TestExpiries(t *testing.T) {

@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"text/tabwriter"
 	"time"
+
+	"github.com/corralcache/corral/cmd/corral/internal/httpapi"
 )
 
 // inspect prints the cluster as one node sees it, and a key's owner.
@@ -50,7 +52,7 @@ func inspect(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		_, err := stdout.Write(body)
 		return err
 	}
-	var v clusterView
+	var v httpapi.ClusterView
 	if err := json.Unmarshal(body, &v); err != nil {
 		return fmt.Errorf("%s did not answer with a cluster view: %w", *addr, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // recordKeeper is a slog.Handler that keeps every record.
@@ -60,4 +61,13 @@ func TestLogFloodIsRateLimited(t *testing.T) {
 	if said != 279-floodBurst {
 		t.Fatalf("the first record after the flood says suppressed=%d, want %d", said, 279-floodBurst)
 	}
+}
+
+// counterValue reads a counter.
+func counterValue(c prometheus.Counter) float64 {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		return -1
+	}
+	return m.GetCounter().GetValue()
 }

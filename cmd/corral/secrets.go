@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/corralcache/corral"
+	"github.com/corralcache/corral/cmd/corral/internal/apitoken"
 )
 
 // secretsConfig is what `corral serve` is told about its secrets: the gossip keys and how
@@ -161,4 +162,16 @@ func sameKeys(a, b [][]byte) bool {
 func fingerprint(key []byte) string {
 	sum := sha256.Sum256(key)
 	return hex.EncodeToString(sum[:8])
+}
+
+// loadToken reads --api-token-file: nil for none.
+func loadToken(path string) (*apitoken.Token, error) {
+	if path == "" {
+		return nil, nil
+	}
+	tok, err := apitoken.Load(path)
+	if err != nil {
+		return nil, fmt.Errorf("--api-token-file: %w", err)
+	}
+	return tok, nil
 }

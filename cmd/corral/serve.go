@@ -20,6 +20,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/corralcache/corral"
+	"github.com/corralcache/corral/cmd/corral/internal/apitoken"
+	"github.com/corralcache/corral/cmd/corral/internal/clientlease"
+	"github.com/corralcache/corral/cmd/corral/internal/debugui"
+	"github.com/corralcache/corral/cmd/corral/internal/httpapi"
+	"github.com/corralcache/corral/cmd/corral/internal/limithits"
+	"github.com/corralcache/corral/cmd/corral/internal/objects"
+	"github.com/corralcache/corral/cmd/corral/internal/origin"
+	"github.com/corralcache/corral/cmd/corral/internal/resp"
 	"github.com/corralcache/corral/internal/crash"
 )
 
@@ -43,9 +51,10 @@ type serveConfig struct {
 	drain                          time.Duration
 	label                          string
 	logFormat, logLevel            string
-	leaseConfig
-	respConfig
-	limitConfig
+	frontConfig
+	leases clientlease.Limits
+	resp   resp.Limits
+	limits httpapi.Limits
 	secretsConfig
 }
 
@@ -62,7 +71,7 @@ func serveFlags(out io.Writer) (*flag.FlagSet, *serveConfig) {
 	fs.IntVar(&c.httpPort, "http-port", 8080, "HTTP API, metrics and debug page port (0 = any free port)")
 	fs.Var(&c.join, "join", "seed to join, repeatable: host:port, dns+name:port, k8s://namespace/service (EndpointSlices; KUBECONFIG or in-cluster), k8s://service (namespace $POD_NAMESPACE)")
 	fs.StringVar(&c.origin, "origin", "", "origin URL template, e.g. http://api:9000/items/{key}; {group} and {key} are path-escaped in the path (a name that would be a dot segment, such as \"..\", is refused: 400) and query-escaped in the query (default: none, values come only from PUT)")
-	fs.StringVar(&c.originRedirects, "origin-redirects", redirectsNone, "redirects of the origin: none (a 3xx fails the fill: 502) or same-host (followed, up to 5, to the same scheme, host and port)")
+	fs.StringVar(&c.originRedirects, "origin-redirects", origin.RedirectsNone, "redirects of the origin: none (a 3xx fails the fill: 502) or same-host (followed, up to 5, to the same scheme, host and port)")
 	fs.DurationVar(&c.ttl, "ttl", time.Minute, "how long a value stays fresh (0 = forever)")
 	fs.DurationVar(&c.swr, "swr", 0, "stale-while-revalidate: serve a stale value this long past --ttl while one refresh runs")
 	fs.Float64Var(&c.jitter, "jitter", 0.1, "spread each TTL uniformly over ±this fraction, in [0, 1)")
@@ -80,9 +89,9 @@ func serveFlags(out io.Writer) (*flag.FlagSet, *serveConfig) {
 	fs.StringVar(&c.label, "label", "", "cluster label; members with another label are never admitted")
 	fs.StringVar(&c.logFormat, "log-format", "auto", "auto (text on a terminal, JSON otherwise), json or text")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
-	addLeaseFlags(fs, &c.leaseConfig)
-	addRESPFlags(fs, &c.respConfig)
-	addLimitFlags(fs, &c.limitConfig)
+	addFrontFlags(fs, &c.frontConfig, &c.leases)
+	addRESPFlags(fs, &c.resp)
+	addLimitFlags(fs, &c.limits)
 	addSecretsFlags(fs, &c.secretsConfig)
 	fs.Usage = func() {
 		fmt.Fprintf(out, `Usage: corral serve [flags]
@@ -155,16 +164,19 @@ func (c *serveConfig) validate() error {
 	case c.shutdownTimeout <= 0:
 		return errors.New("--shutdown-timeout must be positive")
 	}
-	if err := c.limitConfig.validate(); err != nil {
+	if err := c.limits.Validate(); err != nil {
 		return err
 	}
 	if err := c.secretsConfig.validate(); err != nil {
 		return err
 	}
-	if err := c.respConfig.validate(); err != nil {
+	if err := c.resp.Validate(); err != nil {
 		return err
 	}
-	return c.leaseConfig.validate()
+	if err := c.frontConfig.validate(); err != nil {
+		return err
+	}
+	return c.leases.Validate()
 }
 
 // daemon is a running `corral serve`.
@@ -172,27 +184,26 @@ type daemon struct {
 	cfg     *serveConfig
 	log     *slog.Logger
 	node    *corral.Node
-	origin  *origin // nil = values only from PUT
+	origin  *origin.Origin // nil = values only from PUT
 	reg     *prometheus.Registry
 	started time.Time
 
-	mu     sync.Mutex // guards groups and srv
-	groups map[string]*corral.Group[object]
-	srv    *http.Server
-	// configured holds the groups served from the start (configuredGroups): they always
-	// count against --max-groups. Written before the node serves.
-	configured map[string]bool
+	// The fronts and what they share, made by startDaemon.
+	groups      *objects.Groups
+	hits        *limithits.Counter
+	leases      *clientlease.Leases
+	token       *apitoken.Token // nil = no API token (--api-token-file)
+	api         *httpapi.API
+	respMetrics *resp.Metrics
+
+	mu   sync.Mutex   // guards srv and resp
+	srv  *http.Server // set when serving starts
+	resp *resp.Server // nil = no Redis protocol front (--resp-port 0); set before serving
 
 	stopping atomic.Bool // SIGTERM arrived: not ready
 
 	keys      *keyFile // nil = no --secret-key-file
 	stopWatch func()   // stops and waits for the key file's watch; set once the node runs
-
-	limits      *httpLimits
-	leases      *clientLeases
-	respMetrics *respMetrics
-	token       *apiToken   // nil = no API token (--api-token-file)
-	resp        *respServer // nil = no Redis protocol front (--resp-port 0); set before serving
 }
 
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -231,11 +242,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 }
 
 func startDaemon(c *serveConfig, log *slog.Logger) (*daemon, error) {
-	d := &daemon{cfg: c, log: log, reg: prometheus.NewRegistry(), started: time.Now(),
-		groups: map[string]*corral.Group[object]{}, configured: map[string]bool{}}
-	for _, name := range c.configuredGroups() {
-		d.configured[name] = true
-	}
+	d := &daemon{cfg: c, log: log, reg: prometheus.NewRegistry(), started: time.Now()}
 	suppressed := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "corral_log_suppressed_total",
 		Help: "Warnings and errors not logged because too many of their kind came at once (the next one logged says how many).",
@@ -243,21 +250,35 @@ func startDaemon(c *serveConfig, log *slog.Logger) (*daemon, error) {
 	d.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), suppressed)
 	log = slog.New(newFloodHandler(log.Handler(), suppressed))
 	d.log = log
-	limits, err := newHTTPLimits(c.limitConfig, d.reg)
-	if err != nil {
+	var err error
+	if d.hits, err = limithits.New(d.reg); err != nil {
 		return nil, err
 	}
-	d.limits = limits
-	d.leases = newClientLeases(c.maxClientLeases, limits)
-	if d.respMetrics, err = newRESPMetrics(d.reg); err != nil {
+	if d.leases, err = clientlease.New(c.leases, d.hits); err != nil {
+		return nil, err
+	}
+	if d.respMetrics, err = resp.NewMetrics(d.reg); err != nil {
 		return nil, err
 	}
 	if c.origin != "" {
-		o, err := newOrigin(c.origin, c.fillTimeout, c.swr, c.maxValueBytes, c.originRedirects)
+		o, err := origin.New(origin.Config{Template: c.origin, FillTimeout: c.fillTimeout, Grace: c.swr,
+			MaxBytes: c.maxValueBytes, Redirects: c.originRedirects})
 		if err != nil {
 			return nil, err
 		}
 		d.origin = o
+	}
+	gcfg := objects.GroupsConfig{
+		Options: []corral.GroupOption{corral.WithTTL(c.ttl), corral.WithJitter(c.jitter),
+			corral.WithStaleWhileRevalidate(c.swr), corral.WithNegativeTTL(c.negativeTTL),
+			corral.WithFillTimeout(c.fillTimeout), corral.WithMaxBytes(c.maxBytes)},
+		MaxGroups: c.maxGroups, Configured: c.configuredGroups(),
+	}
+	if d.origin != nil {
+		gcfg.Load = d.origin.Load
+	}
+	if d.groups, err = objects.NewGroups(gcfg); err != nil {
+		return nil, err
 	}
 	tok, err := loadToken(c.apiTokenFile)
 	if err != nil {
@@ -269,9 +290,9 @@ func startDaemon(c *serveConfig, log *slog.Logger) (*daemon, error) {
 		GossipPort: c.gossipPort, PeerPort: c.peerPort, Join: c.join,
 		Registerer: d.reg, Logger: log, Label: c.label,
 		// The node bounds encoded objects; --max-value-bytes bounds bodies, the user's bytes.
-		DrainTimeout: drainOrNone(c.drain), MaxValueBytes: c.maxValueBytes + objectOverhead,
+		DrainTimeout: drainOrNone(c.drain), MaxValueBytes: c.maxValueBytes + objects.Overhead,
 		SilentPeerTimeout: c.silentPeerTimeout,
-		AutoGroup:         func(n *corral.Node, name string) error { _, err := d.group(n, name); return err },
+		AutoGroup:         func(n *corral.Node, name string) error { _, err := d.groups.Group(n, name); return err },
 	}
 	if d.keys, err = c.secretsConfig.apply(&cfg, log); err != nil {
 		return nil, err
@@ -281,11 +302,20 @@ func startDaemon(c *serveConfig, log *slog.Logger) (*daemon, error) {
 		return nil, err
 	}
 	d.node = node
-	for name := range d.configured {
-		if _, err := d.group(node, name); err != nil {
+	for _, name := range c.configuredGroups() {
+		if _, err := d.groups.Group(node, name); err != nil {
 			node.Close(context.Background())
 			return nil, fmt.Errorf("--group %q: %w", name, err)
 		}
+	}
+	if d.api, err = httpapi.New(httpapi.Config{
+		Node: node, Groups: d.groups, Leases: d.leases, Gatherer: d.reg, Ready: d.ready,
+		Debug: debugui.Handler("/debug/corral", d.debugState), Hits: d.hits,
+		Token: d.token, TokenReads: c.apiTokenReads, Origin: d.origin,
+		MaxValueBytes: c.maxValueBytes, TTL: c.ttl, SWR: c.swr, Log: log, Limits: c.limits,
+	}); err != nil {
+		node.Close(context.Background())
+		return nil, err
 	}
 	d.stopWatch = func() {}
 	if d.keys != nil {
@@ -318,55 +348,6 @@ func drainOrNone(d time.Duration) time.Duration {
 	return d
 }
 
-var errTooManyGroups = errors.New("too many groups")
-
-// existingGroup returns the named group if this node serves it.
-func (d *daemon) existingGroup(name string) (*corral.Group[object], bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	g, ok := d.groups[name]
-	return g, ok
-}
-
-// group returns the named group, registering it on first use with the daemon's defaults.
-//
-// The bound: at most --max-groups groups that were configured or hold a value on this node
-// count; a group that holds nothing (a read of a new name created it) does not keep another
-// out. corral cannot drop a group once registered, and each costs about 100 KiB and three
-// goroutines, so at most as many again that hold nothing may exist.
-func (d *daemon) group(n *corral.Node, name string) (*corral.Group[object], error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if g, ok := d.groups[name]; ok {
-		return g, nil
-	}
-	if len(d.groups) >= d.cfg.maxGroups {
-		counted := 0
-		for gname, g := range d.groups {
-			if d.configured[gname] || g.Stats().Entries > 0 {
-				counted++
-			}
-		}
-		if counted >= d.cfg.maxGroups || len(d.groups) >= 2*d.cfg.maxGroups {
-			return nil, fmt.Errorf("%w: this node serves at most %d that hold values (--max-groups), and as many again that hold nothing", errTooManyGroups, d.cfg.maxGroups)
-		}
-	}
-	load := func(context.Context, string) (object, error) { return object{}, corral.ErrNotFound }
-	if d.origin != nil {
-		load = d.origin.load(name)
-	}
-	g, err := corral.NewGroup(n, name, load,
-		corral.WithTTL(d.cfg.ttl), corral.WithJitter(d.cfg.jitter),
-		corral.WithStaleWhileRevalidate(d.cfg.swr), corral.WithNegativeTTL(d.cfg.negativeTTL),
-		corral.WithFillTimeout(d.cfg.fillTimeout), corral.WithMaxBytes(d.cfg.maxBytes),
-		corral.WithCodec[object](objectCodec{}))
-	if err != nil {
-		return nil, err
-	}
-	d.groups[name] = g
-	return g, nil
-}
-
 // run serves HTTP until ctx ends (SIGTERM or SIGINT), then stops gracefully: readiness
 // fails first, in-flight HTTP requests finish, the node leaves, hands off and drains.
 func (d *daemon) run(ctx context.Context) error {
@@ -393,12 +374,7 @@ func (d *daemon) run(ctx context.Context) error {
 
 // serveOn is run on a listener of the caller's.
 func (d *daemon) serveOn(ctx context.Context, lis net.Listener) error {
-	srv := &http.Server{
-		Handler:     d.limits.middleware(d.authorize(d.routes())),
-		IdleTimeout: 2 * time.Minute,
-		ErrorLog:    slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
-	}
-	d.limits.server(srv)
+	srv := d.api.Server()
 	d.mu.Lock()
 	d.srv = srv
 	d.mu.Unlock()
@@ -440,6 +416,17 @@ func (d *daemon) serveOn(ctx context.Context, lis net.Listener) error {
 	}
 	d.log.Info("corral stopped", "took", time.Since(start).Round(time.Millisecond).String(), "errors", len(errs))
 	return errors.Join(errs...)
+}
+
+// ready reports whether the node is ready (/readyz, the debug page), and why not.
+func (d *daemon) ready() (bool, string) {
+	if d.stopping.Load() || !d.node.Ready() {
+		return false, "shutting down"
+	}
+	if n := len(d.node.Members()); n < d.cfg.minMembers {
+		return false, fmt.Sprintf("%d of %d members seen (--min-members)", n, d.cfg.minMembers)
+	}
+	return true, "ready"
 }
 
 // closeNode stops the watch of the key file and closes the node.

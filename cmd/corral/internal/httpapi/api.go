@@ -1,0 +1,124 @@
+package httpapi
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/corralcache/corral"
+	"github.com/corralcache/corral/cmd/corral/internal/apitoken"
+	"github.com/corralcache/corral/cmd/corral/internal/clientlease"
+	"github.com/corralcache/corral/cmd/corral/internal/limithits"
+	"github.com/corralcache/corral/cmd/corral/internal/objects"
+	"github.com/corralcache/corral/cmd/corral/internal/origin"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Config is what the API serves and how.
+type Config struct {
+	// Node is the node whose cluster GET /v1/cluster shows and whose tags DELETE /v1/tags
+	// purges. Required.
+	Node *corral.Node
+	// Groups are the node's groups: a request's group is made on first use (but see Token).
+	// Required.
+	Groups *objects.Groups
+	// Leases grants the leases of GET ?lease=, within the bounds both fronts share. Required.
+	Leases *clientlease.Leases
+	// Gatherer is what GET /metrics serves. Required.
+	Gatherer prometheus.Gatherer
+	// Ready answers GET /readyz: whether the node is ready, and why not. Required.
+	Ready func() (bool, string)
+	// Debug serves GET /debug/corral and below; nil = not served.
+	Debug http.Handler
+	// Hits counts the requests and connections turned away; nil = not counted.
+	Hits *limithits.Counter
+	// Token is the API token (--api-token-file): writes and leases need it as
+	// Authorization: Bearer <token>, and a read without it never makes a group. Nil = none:
+	// every request is open.
+	Token *apitoken.Token
+	// TokenReads makes reads need the token too (--api-token-reads), but for /metrics,
+	// /healthz and /readyz. Only with a Token.
+	TokenReads bool
+	// Origin is the node's origin, if it has one (--origin): a GET of a key it cannot be asked
+	// for is refused (400), and so are leases, since the origin fills. Nil = no origin.
+	Origin *origin.Origin
+	// MaxValueBytes is the largest PUT body, bytes (--max-value-bytes); larger get 413.
+	// Positive.
+	MaxValueBytes int
+	// TTL and SWR are the lifetime of a value PUT under a lease or with ?ttl or ?swr that does
+	// not give both (--ttl, --swr); TTL 0 = forever.
+	TTL, SWR time.Duration
+	// Log is where failed requests and the HTTP server's errors are logged; nil = nowhere.
+	Log *slog.Logger
+	// Limits bound what a request may cost.
+	Limits Limits
+}
+
+// API is the HTTP API of a node.
+type API struct {
+	cfg    Config
+	limits *httpLimits
+}
+
+// New returns the API of cfg. It refuses a Config that lacks what it requires, or whose
+// Limits are out of range.
+func New(cfg Config) (*API, error) {
+	switch {
+	case cfg.Node == nil || cfg.Groups == nil || cfg.Leases == nil || cfg.Gatherer == nil || cfg.Ready == nil:
+		return nil, errors.New("httpapi: Config needs a Node, Groups, Leases, a Gatherer and Ready")
+	case cfg.MaxValueBytes <= 0:
+		return nil, fmt.Errorf("httpapi: MaxValueBytes %d: want at least 1", cfg.MaxValueBytes)
+	}
+	if err := cfg.Limits.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	return &API{cfg: cfg, limits: newHTTPLimits(cfg.Limits, cfg.Hits)}, nil
+}
+
+// Server returns an http.Server that serves the API within its limits. The caller serves it
+// on its listener and shuts it down; one Server at a time, since the limits count the
+// connections of the one.
+func (a *API) Server() *http.Server {
+	srv := &http.Server{
+		Handler:     a.limits.middleware(a.authorize(a.routes())),
+		IdleTimeout: 2 * time.Minute,
+		ErrorLog:    slog.NewLogLogger(a.cfg.Log.Handler(), slog.LevelWarn),
+	}
+	a.limits.server(srv)
+	return srv
+}
+
+func (a *API) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/groups/{group}/keys/{key}", a.getKey)
+	mux.HandleFunc("PUT /v1/groups/{group}/keys/{key}", a.putKey)
+	mux.HandleFunc("DELETE /v1/groups/{group}/keys/{key}", a.deleteKey)
+	mux.HandleFunc("DELETE /v1/tags/{tag}", a.deleteTag)
+	mux.HandleFunc("GET /v1/cluster", a.cluster)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(a.cfg.Gatherer, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		// Liveness: the process answers. It never depends on other members.
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", a.readyz)
+	if a.cfg.Debug != nil {
+		mux.Handle("GET /debug/corral", a.cfg.Debug)
+		mux.Handle("GET /debug/corral/", a.cfg.Debug)
+	}
+	return mux
+}
+
+func (a *API) readyz(w http.ResponseWriter, r *http.Request) {
+	ok, why := a.cfg.Ready()
+	if !ok {
+		httpError(w, http.StatusServiceUnavailable, why)
+		return
+	}
+	fmt.Fprintln(w, why)
+}

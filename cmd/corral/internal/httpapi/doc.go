@@ -1,0 +1,47 @@
+// Package httpapi is corral serve's HTTP API: the keys of the node's groups, leases for
+// fillers outside Go, tags, the cluster's view, the probes, /metrics and the debug page,
+// behind the API token and within the limits on what one request and one client may cost.
+//
+//	GET    /v1/groups/{group}/keys/{key}        value (X-Corral-Source: hit, fill, coalesced, …)
+//	PUT    /v1/groups/{group}/keys/{key}        store the body (Surrogate-Key tags it); 204
+//	DELETE /v1/groups/{group}/keys/{key}        invalidate cluster-wide; 204
+//	GET    …/keys/{key}?lease=5s[&wait=200ms]   a lease (X-Corral-Lease-State, X-Corral-Lease)
+//	PUT    …/keys/{key}?ttl=60s[&swr=30s]       store for a lifetime, under X-Corral-Lease if sent
+//	GET    …/keys/{key}?peek                    what the key's owner holds, without a fill
+//	DELETE /v1/tags/{tag}                       purge a tag cluster-wide; 204
+//	GET    /v1/cluster[?key=K]                  ClusterView as JSON
+//	GET    /healthz, /readyz, /metrics, /debug/corral
+//
+// # Usage
+//
+//	api, err := httpapi.New(httpapi.Config{
+//		Node: node, Groups: groups, Leases: leases, Gatherer: reg, Ready: ready,
+//		Hits: hits, Token: token, MaxValueBytes: 8 << 20, TTL: time.Minute,
+//		Log: log, Limits: httpapi.DefaultLimits(),
+//	})
+//	if err != nil { … }
+//	srv := api.Server()
+//	go srv.Serve(lis)
+//	…
+//	err = srv.Shutdown(ctx) // on shutdown, before the node closes
+//
+// The caller's duties:
+//  1. Give the API the Leases and the limithits.Counter the Redis protocol front has, so that
+//     a client's leases and the limits' hits count together whichever front they came through.
+//  2. Make Groups with the node's options and bound, and give the node Groups.Group as its
+//     AutoGroup: the API makes a request's group on first use through them.
+//  3. Serve the API with the http.Server that Server returns, which carries the header and
+//     read-header limits, one at a time, and shut it down before the node closes.
+//
+// # Status codes
+//
+// Errors are text with a short reason. 400: a name, key, tag, lease or lifetime out of its
+// bounds. 401: no token where one is needed. 404: not found (the origin said so), or a read
+// without the token of a group that does not exist. 409: a lease that is busy or no longer
+// live. 413: a body over MaxValueBytes. 429: a client over its bound of requests or leases, or
+// a new group past --max-groups. 431: a header over MaxHeaderBytes. 502: the origin failed.
+// 503: the owner's lease table is full, or the node is shutting down. 504: the peers did not
+// answer. 508: a fill that asked for its own key. 202: a write that stands although some
+// member could not be told. Each refusal of a limit counts in corral_http_limit_hits_total
+// (package limithits).
+package httpapi

@@ -1,0 +1,149 @@
+package httpapi
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/corralcache/corral"
+	"github.com/corralcache/corral/cmd/corral/internal/limithits"
+	"github.com/corralcache/corral/cmd/corral/internal/objects"
+	"github.com/corralcache/corral/fill"
+)
+
+// keyGroup resolves the request's group, creating it on first use — but with an API token,
+// a request without it (a read) never creates one: it would be state a stranger made.
+func (a *API) keyGroup(w http.ResponseWriter, r *http.Request) (*corral.Group[objects.Object], string, bool) {
+	name := r.PathValue("group")
+	if a.cfg.Token != nil && !a.cfg.Token.Bearer(r.Header.Get("Authorization")) {
+		g, ok := a.cfg.Groups.Existing(name)
+		if !ok {
+			if fill.CheckName(name) != nil {
+				httpError(w, http.StatusBadRequest, fill.CheckName(name).Error())
+				return nil, "", false
+			}
+			httpError(w, http.StatusNotFound, fmt.Sprintf("no group %q on this node: with --api-token-file, groups are made by --group or by a request with the token", name))
+			return nil, "", false
+		}
+		return g, r.PathValue("key"), true
+	}
+	g, err := a.cfg.Groups.Group(a.cfg.Node, name)
+	if err != nil {
+		status := http.StatusBadRequest
+		if errors.Is(err, objects.ErrTooManyGroups) {
+			status = http.StatusTooManyRequests
+			a.cfg.Hits.Hit(limithits.Groups)
+		}
+		httpError(w, status, err.Error())
+		return nil, "", false
+	}
+	return g, r.PathValue("key"), true
+}
+
+func (a *API) getKey(w http.ResponseWriter, r *http.Request) {
+	g, key, ok := a.keyGroup(w, r)
+	if !ok {
+		return
+	}
+	if r.URL.Query().Has("lease") && a.mayLease(r) {
+		a.getLease(w, r, g, key)
+		return
+	}
+	if a.cfg.Origin != nil {
+		if err := a.cfg.Origin.Check(g.Name(), key); err != nil {
+			httpError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+	}
+	if r.URL.Query().Has("peek") {
+		a.peekKey(w, r, g, key)
+		return
+	}
+	v, info, err := g.GetWithInfo(r.Context(), key)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	entryHeaders(w, string(info.Source), info.Tags)
+	writeObject(w, v)
+}
+
+func (a *API) putKey(w http.ResponseWriter, r *http.Request) {
+	g, key, ok := a.keyGroup(w, r)
+	if !ok {
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(a.cfg.MaxValueBytes)))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			a.cfg.Hits.Hit(limithits.Body)
+			httpError(w, http.StatusRequestEntityTooLarge,
+				fmt.Sprintf("body exceeds the value limit of %d bytes", a.cfg.MaxValueBytes))
+			return
+		}
+		httpError(w, http.StatusBadRequest, "reading body: "+err.Error())
+		return
+	}
+	v := objects.Object{Body: body, Type: r.Header.Get("Content-Type")}
+	if len(v.Type) > objects.MaxTypeBytes {
+		httpError(w, http.StatusBadRequest, fmt.Sprintf("Content-Type of %d bytes exceeds the limit of %d bytes", len(v.Type), objects.MaxTypeBytes))
+		return
+	}
+	tags := objects.Tags(r.Header)
+	if a.putExpiry(w, r, g, key, v, tags) {
+		return
+	}
+	if err := g.SetWithTags(r.Context(), key, v, tags...); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (a *API) deleteKey(w http.ResponseWriter, r *http.Request) {
+	g, key, ok := a.keyGroup(w, r)
+	if !ok {
+		return
+	}
+	if err := g.Remove(r.Context(), key); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// deleteTag purges a tag cluster-wide: every entry stored with it before the call is gone from
+// every group on every member. 204, or 202 naming the members that could not be told.
+func (a *API) deleteTag(w http.ResponseWriter, r *http.Request) {
+	if err := a.cfg.Node.RemoveByTag(r.Context(), r.PathValue("tag")); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// peekKey answers what the key's owner holds of key, without filling it: the value (200) with
+// its tags and remaining lifetime in headers, or 404. For corral inspect and people debugging.
+func (a *API) peekKey(w http.ResponseWriter, r *http.Request, g *corral.Group[objects.Object], key string) {
+	v, info, err := g.Peek(r.Context(), key)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	entryHeaders(w, string(info.Source), info.Tags)
+	w.Header().Set("X-Corral-Fresh-For", info.FreshFor.String())
+	w.Header().Set("X-Corral-Stale-For", info.StaleFor.String())
+	writeObject(w, v)
+}
+
+// entryHeaders says where an answer's value came from (X-Corral-Source) and its tags
+// (Surrogate-Key), if it has any.
+func entryHeaders(w http.ResponseWriter, source string, tags []string) {
+	w.Header().Set("X-Corral-Source", source)
+	if len(tags) > 0 {
+		w.Header().Set(objects.SurrogateKeyHeader, strings.Join(tags, " "))
+	}
+}

@@ -1,0 +1,13 @@
+package origin
+
+import (
+	"testing"
+
+	"github.com/corralcache/corral/internal/fuzzcorpus"
+)
+
+// TestFuzzCorpus keeps testdata/fuzz in step with the seeds in code (see package fuzzcorpus;
+// -fuzzcorpus.update writes them).
+func TestFuzzCorpus(t *testing.T) {
+	fuzzcorpus.Check(t, "FuzzCacheControl", cacheControlSeeds())
+}

@@ -1,0 +1,510 @@
+package resp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/corralcache/corral"
+	"github.com/corralcache/corral/cmd/corral/internal/apitoken"
+	"github.com/corralcache/corral/cmd/corral/internal/clientlease"
+	"github.com/corralcache/corral/cmd/corral/internal/clip"
+	"github.com/corralcache/corral/cmd/corral/internal/objects"
+)
+
+// serveCommand answers one command. It reports whether the connection should close.
+func (s *Server) serveCommand(c *conn, args [][]byte) (quit bool) {
+	name := strings.ToLower(string(args[0]))
+	cmd := args[0]
+	args = args[1:]
+	if s.cfg.Token != nil && !c.authed && s.needsAuth(name) {
+		c.writeError("NOAUTH Authentication required.")
+		return false
+	}
+	switch name {
+	case "ping":
+		switch len(args) {
+		case 0:
+			c.writeString("PONG")
+		case 1:
+			c.writeBulk(args[0])
+		default:
+			wrongArgs(c, name)
+		}
+	case "echo":
+		if len(args) != 1 {
+			wrongArgs(c, name)
+			return false
+		}
+		c.writeBulk(args[0])
+	case "hello":
+		s.hello(c, args)
+	case "auth":
+		s.auth(c, args)
+	case "quit":
+		c.writeString("OK")
+		return true
+	case "select":
+		if len(args) != 1 {
+			wrongArgs(c, name)
+		} else if string(args[0]) != "0" {
+			c.writeError("ERR DB index is out of range")
+		} else {
+			c.writeString("OK")
+		}
+	case "client":
+		s.client(c, args)
+	case "command":
+		c.writeArray(0) // no command table: clients fall back to sending commands as typed
+	case "get":
+		s.get(c, args)
+	case "set":
+		s.set(c, args)
+	case "del":
+		s.del(c, args)
+	case "fillget":
+		s.fillget(c, args)
+	case "fillset":
+		s.fillset(c, args)
+	case "deltag":
+		s.deltag(c, args)
+	default:
+		var quoted []string
+		for _, a := range args {
+			if len(quoted) == 8 {
+				break
+			}
+			quoted = append(quoted, "'"+clip.String(string(a), 64)+"'")
+		}
+		c.writeError(fmt.Sprintf("ERR unknown command '%s', with args beginning with: %s", clip.String(string(cmd), 64), strings.Join(quoted, " ")))
+	}
+	return false
+}
+
+// needsAuth reports whether a command needs AUTH first: writes always, everything with
+// --api-token-reads, as over HTTP.
+func (s *Server) needsAuth(name string) bool {
+	switch name {
+	case "auth", "hello", "quit":
+		return false
+	case "set", "del", "deltag", "fillset", "fillget":
+		return true // fillget grants leases: state that holds other callers up
+	}
+	return s.cfg.TokenReads
+}
+
+// maxClientName bounds a connection's name (CLIENT SETNAME, HELLO SETNAME): it is kept as
+// long as the connection, so without a bound every connection could hold a command's worth.
+const maxClientName = 256
+
+func clientNameTooLong(n int) string {
+	return fmt.Sprintf("ERR a client name of %d bytes exceeds the limit of %d bytes", n, maxClientName)
+}
+
+func wrongArgs(c *conn, name string) {
+	c.writeError(fmt.Sprintf("ERR wrong number of arguments for '%s' command", name))
+}
+
+func (s *Server) hello(c *conn, args [][]byte) {
+	proto := c.proto
+	if len(args) > 0 {
+		v, err := strconv.Atoi(string(args[0]))
+		if err != nil || (v != 2 && v != 3) {
+			c.writeError("NOPROTO unsupported protocol version")
+			return
+		}
+		proto = v
+		args = args[1:]
+	}
+	authed, name := c.authed, c.name
+	for len(args) > 0 {
+		switch strings.ToLower(string(args[0])) {
+		case "auth":
+			if len(args) < 3 {
+				c.writeError("ERR Syntax error in HELLO option 'auth'")
+				return
+			}
+			if s.cfg.Token == nil || !s.cfg.Token.Matches(string(args[2])) {
+				c.writeError(wrongPass(s.cfg.Token))
+				return
+			}
+			authed, args = true, args[3:]
+		case "setname":
+			if len(args) < 2 {
+				c.writeError("ERR Syntax error in HELLO option 'setname'")
+				return
+			}
+			if len(args[1]) > maxClientName {
+				c.writeError(clientNameTooLong(len(args[1])))
+				return
+			}
+			name, args = string(args[1]), args[2:]
+		default:
+			c.writeError(fmt.Sprintf("ERR Syntax error in HELLO option '%s'", clip.String(string(args[0]), 64)))
+			return
+		}
+	}
+	if s.cfg.Token != nil && !authed {
+		c.writeError("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time")
+		return
+	}
+	c.proto, c.authed, c.name = proto, authed, name
+	c.mapHeader(7)
+	c.writeBulkString("server")
+	c.writeBulkString("corral")
+	c.writeBulkString("version")
+	c.writeBulkString("7.0.0") // the Redis protocol level spoken, for clients that look
+	c.writeBulkString("proto")
+	c.writeInt(int64(proto))
+	c.writeBulkString("id")
+	c.writeInt(0)
+	c.writeBulkString("mode")
+	c.writeBulkString("standalone")
+	c.writeBulkString("role")
+	c.writeBulkString("master")
+	c.writeBulkString("modules")
+	c.writeArray(0)
+}
+
+func wrongPass(tok *apitoken.Token) string {
+	if tok == nil {
+		return "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"
+	}
+	return "WRONGPASS invalid username-password pair or user is disabled."
+}
+
+// auth takes AUTH token or AUTH user token (Redis 6's form; any user name is the token's).
+func (s *Server) auth(c *conn, args [][]byte) {
+	if len(args) != 1 && len(args) != 2 {
+		wrongArgs(c, "auth")
+		return
+	}
+	if s.cfg.Token == nil || !s.cfg.Token.Matches(string(args[len(args)-1])) {
+		c.writeError(wrongPass(s.cfg.Token))
+		return
+	}
+	c.authed = true
+	c.writeString("OK")
+}
+
+func (s *Server) client(c *conn, args [][]byte) {
+	if len(args) == 0 {
+		wrongArgs(c, "client")
+		return
+	}
+	switch strings.ToLower(string(args[0])) {
+	case "setname":
+		if len(args) != 2 {
+			wrongArgs(c, "client|setname")
+			return
+		}
+		if len(args[1]) > maxClientName {
+			c.writeError(clientNameTooLong(len(args[1])))
+			return
+		}
+		c.name = string(args[1])
+		c.writeString("OK")
+	case "getname":
+		if c.name == "" {
+			c.null()
+			return
+		}
+		c.writeBulkString(c.name)
+	case "setinfo":
+		c.writeString("OK")
+	case "id":
+		c.writeInt(0)
+	default:
+		c.writeError(fmt.Sprintf("ERR unknown subcommand '%s'. Try CLIENT HELP.", clip.String(string(args[0]), 64)))
+	}
+}
+
+func (s *Server) get(c *conn, args [][]byte) {
+	if len(args) != 1 {
+		wrongArgs(c, "get")
+		return
+	}
+	if s.cfg.Origin != nil {
+		if err := s.cfg.Origin.Check(s.cfg.Group.Name(), string(args[0])); err != nil {
+			c.writeError("ERR " + err.Error())
+			return
+		}
+	}
+	v, err := s.cfg.Group.Get(s.ctx, string(args[0]))
+	switch {
+	case errors.Is(err, corral.ErrNotFound):
+		c.null()
+	case err != nil:
+		s.writeErr(c, err)
+	default:
+		c.writeBulk(v.Body)
+	}
+}
+
+func (s *Server) set(c *conn, args [][]byte) {
+	if len(args) < 2 {
+		wrongArgs(c, "set")
+		return
+	}
+	key, v := string(args[0]), objects.Object{Body: args[1]}
+	if !s.valueFits(c, v.Body) {
+		return
+	}
+	args, tags, ok := splitTags(args, 2)
+	if !ok {
+		c.writeError("ERR syntax error: TAGS takes at least one tag")
+		return
+	}
+	var ttl time.Duration
+	for rest := args[2:]; len(rest) > 0; rest = rest[2:] {
+		unit := time.Duration(0)
+		switch strings.ToLower(string(rest[0])) {
+		case "ex":
+			unit = time.Second
+		case "px":
+			unit = time.Millisecond
+		}
+		if unit == 0 || len(rest) < 2 || ttl != 0 {
+			c.writeError("ERR syntax error")
+			return
+		}
+		n, ok := positive(rest[1], unit)
+		if !ok {
+			c.writeError("ERR invalid expire time in 'set' command")
+			return
+		}
+		ttl = n
+	}
+	var err error
+	if ttl > 0 {
+		err = s.cfg.Group.SetWithExpiry(s.ctx, key, v, corral.Expiry{TTL: ttl, Tags: tags})
+	} else {
+		err = s.cfg.Group.SetWithTags(s.ctx, key, v, tags...)
+	}
+	if err != nil && !unreached(err) {
+		s.writeErr(c, err)
+		return
+	}
+	c.writeString("OK")
+}
+
+// del removes each key cluster-wide. It counts every key it removed: whether the key held a
+// value is not known without asking its owner first, so a key that held none counts too.
+func (s *Server) del(c *conn, args [][]byte) {
+	if len(args) == 0 {
+		wrongArgs(c, "del")
+		return
+	}
+	removed := 0
+	for _, k := range args {
+		if err := s.cfg.Group.Remove(s.ctx, string(k)); err != nil && !unreached(err) {
+			s.writeErr(c, err)
+			return
+		}
+		removed++
+	}
+	c.writeInt(int64(removed))
+}
+
+func (s *Server) fillget(c *conn, args [][]byte) {
+	if len(args) != 2 && len(args) != 4 {
+		wrongArgs(c, "fillget")
+		return
+	}
+	if s.cfg.Origin != nil {
+		c.writeError("ERR FILLGET is for groups without --origin: this node fills from its origin")
+		return
+	}
+	var o corral.LeaseOptions
+	var ok bool
+	if o.Fill, ok = positive(args[1], time.Millisecond); !ok {
+		c.writeError("ERR fill_ms is not a positive integer")
+		return
+	}
+	if err := s.cfg.Leases.Check(o.Fill); err != nil {
+		c.writeError("ERR " + err.Error())
+		return
+	}
+	if len(args) == 4 {
+		if !strings.EqualFold(string(args[2]), "wait") {
+			c.writeError("ERR syntax error")
+			return
+		}
+		if o.Wait, ok = nonNegative(args[3], time.Millisecond); !ok {
+			c.writeError("ERR WAIT is not a non-negative integer")
+			return
+		}
+	}
+	ctx := s.ctx
+	if o.Wait > 0 {
+		// While it waits, the command watches its connection: a client that hangs up (its
+		// socket timeout was shorter than WAIT, say) must not be handed the lease later.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		defer c.watch(func() { c.hungUp.Store(true); cancel() })()
+	}
+	l, err := s.cfg.Leases.Lease(ctx, s.cfg.Group, c.client, string(args[0]), o)
+	if err != nil {
+		s.writeErr(c, err)
+		return
+	}
+	switch l.State {
+	case corral.LeaseHit:
+		c.writeArray(2)
+		c.writeString("HIT")
+		c.writeBulk(l.Value.Body)
+	case corral.LeaseFill:
+		c.writeArray(2)
+		c.writeString("FILL")
+		c.writeBulkString(l.Token)
+	case corral.LeaseBusy:
+		c.writeArray(2)
+		c.writeString("BUSY")
+		c.null()
+	case corral.LeaseStale:
+		c.writeArray(3)
+		c.writeString("STALE")
+		c.writeBulk(l.Value.Body)
+		if l.Token != "" {
+			c.writeBulkString(l.Token)
+		} else {
+			c.null()
+		}
+	}
+}
+
+func (s *Server) fillset(c *conn, args [][]byte) {
+	args, tags, ok := splitTags(args, 4)
+	if !ok {
+		c.writeError("ERR syntax error: TAGS takes at least one tag")
+		return
+	}
+	if len(args) != 4 && len(args) != 6 {
+		wrongArgs(c, "fillset")
+		return
+	}
+	ttl, ok := positive(args[2], time.Millisecond)
+	if !ok {
+		c.writeError("ERR invalid expire time in 'fillset' command")
+		return
+	}
+	e := corral.Expiry{TTL: ttl, Tags: tags}
+	if len(args) == 6 {
+		if !strings.EqualFold(string(args[4]), "swr") {
+			c.writeError("ERR syntax error")
+			return
+		}
+		if e.SWR, ok = nonNegative(args[5], time.Millisecond); !ok {
+			c.writeError("ERR SWR is not a non-negative integer")
+			return
+		}
+	}
+	if !s.valueFits(c, args[1]) {
+		return
+	}
+	token := string(args[3])
+	if token == "" {
+		c.writeInt(0) // no lease has an empty token
+		return
+	}
+	stored, err := s.cfg.Group.FillSet(s.ctx, string(args[0]), objects.Object{Body: args[1]}, token, e)
+	s.cfg.Leases.Stored(token)
+	if err != nil && !(stored && unreached(err)) {
+		s.writeErr(c, err)
+		return
+	}
+	if stored {
+		c.writeInt(1)
+	} else {
+		c.writeInt(0)
+	}
+}
+
+// deltag purges each tag cluster-wide (DELETE /v1/tags/{tag}): every entry stored with it
+// before the command is gone, in every group on every member. It answers how many tags it
+// purged; a member that could not be told is not an error here, as for DEL.
+func (s *Server) deltag(c *conn, args [][]byte) {
+	if len(args) == 0 {
+		wrongArgs(c, "deltag")
+		return
+	}
+	for _, t := range args {
+		if err := s.cfg.Node.RemoveByTag(s.ctx, string(t)); err != nil && !unreached(err) {
+			s.writeErr(c, err)
+			return
+		}
+	}
+	c.writeInt(int64(len(args)))
+}
+
+// splitTags splits a SET's or FILLSET's arguments at a TAGS option, which takes the rest of
+// them: SET key value [EX s|PX ms] [TAGS tag …]. Options begin at index from (a key or value
+// spelled "tags" is not one). ok is false for a TAGS with no tag.
+func splitTags(args [][]byte, from int) (rest [][]byte, tags []string, ok bool) {
+	for i, a := range args {
+		if i >= from && strings.EqualFold(string(a), "tags") {
+			if i == len(args)-1 {
+				return nil, nil, false
+			}
+			for _, t := range args[i+1:] {
+				tags = append(tags, string(t))
+			}
+			return args[:i], tags, true
+		}
+	}
+	return args, nil, true
+}
+
+// valueFits answers a value over --max-value-bytes with the library's error, and reports
+// whether it fits. (The node's own bound is the encoded object's, a little larger.)
+func (s *Server) valueFits(c *conn, v []byte) bool {
+	if len(v) > s.cfg.MaxValueBytes {
+		c.writeError(fmt.Sprintf("ERR value of %d bytes exceeds the value limit of %d bytes", len(v), s.cfg.MaxValueBytes))
+		return false
+	}
+	return true
+}
+
+// unreached reports a write that stands although some member could not be told of it: the
+// daemon logs it (the HTTP API answers 202); a Redis client gets the command's success.
+func unreached(err error) bool {
+	var ue *corral.UnreachedError
+	return errors.As(err, &ue)
+}
+
+func (s *Server) writeErr(c *conn, err error) {
+	var le *corral.LimitError
+	var full *clientlease.FullError
+	switch {
+	case errors.As(err, &full):
+		c.writeError("BUSY " + full.Error())
+	case errors.As(err, &le), errors.Is(err, corral.ErrLeaseArgument), errors.Is(err, corral.ErrInvalidTag):
+		c.writeError("ERR " + strings.TrimPrefix(err.Error(), "corral: "))
+	case errors.Is(err, corral.ErrClosed), errors.Is(err, context.Canceled) && s.ctx.Err() != nil:
+		c.writeError("ERR node is shutting down")
+	case c.hungUp.Load():
+		// The client left while the command waited: nobody reads this, and the connection
+		// ends after it (a hung-up pipeline would otherwise fail, and warn, once a command).
+	default:
+		s.cfg.Log.Warn("Redis protocol: command failed", "err", err)
+		c.writeError("ERR " + clip.Reason(err))
+	}
+}
+
+// positive parses a positive integer count of unit.
+func positive(b []byte, unit time.Duration) (time.Duration, bool) {
+	d, ok := nonNegative(b, unit)
+	return d, ok && d > 0
+}
+
+func nonNegative(b []byte, unit time.Duration) (time.Duration, bool) {
+	n, err := strconv.ParseInt(string(b), 10, 64)
+	if err != nil || n < 0 || n > int64(1<<62)/int64(unit) {
+		return 0, false
+	}
+	return time.Duration(n) * unit, true
+}

@@ -1,0 +1,339 @@
+package resp
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/corralcache/corral/cmd/corral/internal/limithits"
+)
+
+// The Redis protocol's request reader. A request is a multibulk array
+// (*<count>\r\n then <count> times $<length>\r\n<bytes>\r\n), as every client sends, or an
+// inline line of words (PING\r\n), as a person at a terminal types. The reader is corral's
+// own, small and flat, because every number in a request is the sender's to choose:
+//
+//   - A count or a length is parsed from at most a few digits and checked against the
+//     limits (requestLimits) before anything is allocated or looped on: a 4 GiB length or a
+//     count of 2^40 is an error at once, answered and followed by the connection's close.
+//   - A bulk's buffer grows with the bytes that arrive (doubling from at most 64 KiB), never
+//     to the length announced: a client that announces 8 MiB and sends one byte costs 64 KiB.
+//     Bytes beyond the first 64 KiB of a command are reserved from a node-wide budget
+//     (pendingBudget) until the command has run, so many connections sending large commands
+//     slowly cannot together hold more than the budget.
+//   - Nothing recurses: a command sent one byte per write costs what it costs whole.
+
+// requestLimits bound one request.
+type requestLimits struct {
+	command int // bytes of one command, framing included
+	args    int // arguments of one command, its name included
+	inline  int // bytes of one inline command line
+	// step is the most a bulk's buffer takes before its bytes arrive, and the bytes of a
+	// command not reserved from the node-wide budget (bulkStep).
+	step int
+}
+
+// Fixed bounds of a request. maxArgs: corral's commands take at most 8 arguments but
+// DEL takes any number of keys; 4096 keys, each deleted cluster-wide, is past any client's
+// batch. maxInlineBytes is Redis's own (PROTO_INLINE_MAX_SIZE). A header line ("*3\r\n",
+// "$5\r\n") is a type byte, at most 18 digits and CRLF: longer is not a number any limit
+// allows.
+const (
+	maxArgs        = 4096
+	maxInlineBytes = 64 << 10
+	maxHeaderLine  = 1 + 18 + 2
+	// bulkStep is the most a bulk's buffer takes before its bytes arrive, and the part of a
+	// command that is not reserved from the node-wide budget.
+	bulkStep = 64 << 10
+)
+
+// protoError is a request the reader refuses: the client is told (-ERR Protocol error:
+// …) and the connection closes, as Redis does, since what follows cannot be framed.
+type protoError struct {
+	limit limithits.Limit // counted in corral_http_limit_hits_total
+	msg   string
+}
+
+func (e *protoError) Error() string { return "Protocol error: " + e.msg }
+
+func protoErr(limit limithits.Limit, format string, args ...any) error {
+	return &protoError{limit: limit, msg: fmt.Sprintf(format, args...)}
+}
+
+// pendingBudget is the node-wide bound on the bytes held by commands still being read.
+type pendingBudget struct {
+	max  int64
+	held atomic.Int64
+}
+
+// reserve takes n bytes from the budget; false means the budget would be exceeded.
+func (b *pendingBudget) reserve(n int) bool {
+	if b == nil {
+		return true
+	}
+	if b.held.Add(int64(n)) > b.max {
+		b.held.Add(-int64(n))
+		return false
+	}
+	return true
+}
+
+func (b *pendingBudget) release(n int) {
+	if b != nil && n > 0 {
+		b.held.Add(-int64(n))
+	}
+}
+
+// reader reads requests from r. It is not safe for concurrent use.
+type reader struct {
+	r      *bufio.Reader
+	lim    requestLimits
+	budget *pendingBudget // nil = no node-wide bound
+
+	cmdBytes int       // bytes allocated for the current command's arguments
+	held     int       // of those, the bytes reserved from budget
+	reading  bool      // a command's first byte has been read and its last not yet
+	began    time.Time // when reading became true
+	// allocated counts every byte the reader allocated for arguments, for the fuzz target.
+	allocated int
+}
+
+func newReader(r *bufio.Reader, lim requestLimits, budget *pendingBudget) *reader {
+	return &reader{r: r, lim: lim, budget: budget}
+}
+
+// command reads the next command: its arguments, the name first (never empty). Empty
+// commands (an empty line, *0, *-1) are skipped, as Redis skips them. Any error ends the
+// connection: a *protoError says what the client sent wrong; io.EOF and the
+// connection's errors pass through. The arguments are the caller's until the next call,
+// and its reservation until done.
+func (rr *reader) command() ([][]byte, error) {
+	rr.done()
+	for {
+		b, err := rr.r.Peek(1)
+		if err != nil {
+			return nil, err
+		}
+		rr.reading, rr.began = true, time.Now()
+		var args [][]byte
+		if b[0] == '*' {
+			args, err = rr.multibulk()
+		} else {
+			args, err = rr.inlineCommand()
+		}
+		if err != nil || len(args) > 0 {
+			return args, err
+		}
+	}
+}
+
+// done gives the current command's reservation back: call it once the command has run.
+func (rr *reader) done() {
+	rr.budget.release(rr.held)
+	rr.cmdBytes, rr.held, rr.reading = 0, 0, false
+}
+
+// line reads one line, LF included, of at most max bytes. The slice is valid until the
+// next read.
+func (rr *reader) line(max int) ([]byte, bool, error) {
+	var long []byte
+	for {
+		frag, err := rr.r.ReadSlice('\n')
+		if len(long)+len(frag) > max {
+			return nil, false, nil
+		}
+		switch {
+		case err == nil && long == nil:
+			return frag, true, nil
+		case err == nil:
+			return append(long, frag...), true, nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			long = append(long, frag...)
+		default:
+			return nil, false, err
+		}
+	}
+}
+
+// header reads a "<kind><number>\r\n" line and returns the number: -1 or a count of at
+// most 18 digits. ok is false for anything else.
+func (rr *reader) header(kind byte) (n int, size int, ok bool, err error) {
+	line, fits, err := rr.line(maxHeaderLine)
+	if err != nil || !fits {
+		return 0, len(line), false, err
+	}
+	if len(line) < 4 || line[0] != kind || line[len(line)-2] != '\r' {
+		return 0, len(line), false, nil
+	}
+	digits := line[1 : len(line)-2]
+	if string(digits) == "-1" {
+		return -1, len(line), true, nil
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return 0, len(line), false, nil
+		}
+	}
+	// At most 18 digits (the line's bound): no overflow of an int64.
+	v, _ := strconv.ParseInt(string(digits), 10, 64)
+	return int(v), len(line), true, nil
+}
+
+func (rr *reader) multibulk() ([][]byte, error) {
+	count, used, ok, err := rr.header('*')
+	switch {
+	case err != nil:
+		return nil, err
+	case !ok:
+		return nil, protoErr(limithits.RESPProtocol, "invalid multibulk length")
+	case count <= 0:
+		return nil, nil // *0 and *-1: nothing to do
+	case count > rr.lim.args:
+		return nil, protoErr(limithits.RESPCommand, "a command of %d arguments exceeds the limit of %d", count, rr.lim.args)
+	}
+	args := make([][]byte, 0, min(count, 8))
+	for range count {
+		c, err := rr.r.Peek(1)
+		if err != nil {
+			return nil, err
+		}
+		if c[0] != '$' {
+			return nil, protoErr(limithits.RESPProtocol, "expected '$', got '%s'", printable(c[0]))
+		}
+		n, size, ok, err := rr.header('$')
+		used += size
+		switch {
+		case err != nil:
+			return nil, err
+		case !ok || n < 0:
+			return nil, protoErr(limithits.RESPProtocol, "invalid bulk length")
+		case n > rr.lim.command-used-2:
+			return nil, rr.tooLarge()
+		}
+		arg, err := rr.bulk(n)
+		if err != nil {
+			return nil, err
+		}
+		used += n + 2
+		args = append(args, arg)
+	}
+	if len(args[0]) == 0 {
+		return nil, protoErr(limithits.RESPProtocol, "empty command name")
+	}
+	return args, nil
+}
+
+func (rr *reader) tooLarge() error {
+	return protoErr(limithits.RESPCommand, "command exceeds the %d-byte limit", rr.lim.command)
+}
+
+// bulk reads n bytes and their CRLF. The buffer grows as bytes arrive.
+func (rr *reader) bulk(n int) ([]byte, error) {
+	buf := rr.alloc(nil, min(n, rr.lim.step))
+	if buf == nil && n > 0 {
+		return nil, rr.budgetFull()
+	}
+	for len(buf) < n {
+		if len(buf) == cap(buf) {
+			if buf = rr.alloc(buf, min(2*cap(buf), n)); buf == nil {
+				return nil, rr.budgetFull()
+			}
+		}
+		k, err := rr.r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+k]
+		if err != nil {
+			return nil, unexpectedEOF(err)
+		}
+	}
+	for _, want := range []byte("\r\n") {
+		c, err := rr.r.ReadByte()
+		if err != nil {
+			return nil, unexpectedEOF(err)
+		}
+		if c != want {
+			return nil, protoErr(limithits.RESPProtocol, "a bulk string is not followed by CRLF")
+		}
+	}
+	return buf, nil
+}
+
+// alloc returns buf grown to capacity size, or nil when the bytes past the command's first
+// bulkStep cannot be reserved.
+func (rr *reader) alloc(buf []byte, size int) []byte {
+	if size == 0 {
+		return []byte{}
+	}
+	grow := size - cap(buf)
+	// What the command holds past its first step comes from the node-wide budget.
+	over := max(rr.cmdBytes+grow-rr.lim.step, 0) - rr.held
+	if over > 0 {
+		if !rr.budget.reserve(over) {
+			return nil
+		}
+		rr.held += over
+	}
+	rr.allocated += grow
+	rr.cmdBytes += grow
+	nb := make([]byte, len(buf), size)
+	copy(nb, buf)
+	return nb
+}
+
+func (rr *reader) budgetFull() error {
+	return &protoError{limit: limithits.RESPPendingBytes,
+		msg: fmt.Sprintf("the node holds %d bytes of commands still being read, its limit (--resp-max-pending-bytes): try again", rr.budget.max)}
+}
+
+// inlineCommand reads a line of words separated by spaces or tabs.
+func (rr *reader) inlineCommand() ([][]byte, error) {
+	line, fits, err := rr.line(rr.lim.inline)
+	switch {
+	case err != nil:
+		return nil, unexpectedEOF(err)
+	case !fits:
+		return nil, protoErr(limithits.RESPCommand, "an inline command exceeds the %d-byte limit", rr.lim.inline)
+	}
+	var args [][]byte
+	for i := 0; i < len(line); {
+		for i < len(line) && isSpace(line[i]) {
+			i++
+		}
+		j := i
+		for j < len(line) && !isSpace(line[j]) {
+			j++
+		}
+		if j > i {
+			if len(args) == rr.lim.args {
+				return nil, protoErr(limithits.RESPCommand, "a command of more than %d arguments exceeds the limit", rr.lim.args)
+			}
+			arg := make([]byte, j-i) // the line is the bufio buffer's: copy
+			copy(arg, line[i:j])
+			rr.allocated += len(arg)
+			args = append(args, arg)
+		}
+		i = j
+	}
+	return args, nil
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
+
+// printable shows a byte in an error message: itself when printable, else escaped.
+func printable(c byte) string {
+	if c >= 0x20 && c < 0x7f {
+		return string(c)
+	}
+	return fmt.Sprintf("\\x%02x", c)
+}
+
+// unexpectedEOF turns an EOF in the middle of a command into io.ErrUnexpectedEOF.
+func unexpectedEOF(err error) error {
+	if errors.Is(err, io.EOF) {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}

@@ -15,8 +15,10 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/corralcache/corral"
 	"github.com/corralcache/corral/cmd/corral/internal/clientlease"
 	"github.com/corralcache/corral/cmd/corral/internal/httpapi"
+	"github.com/corralcache/corral/fill"
 )
 
 // demoConfig is what the demo runs.
@@ -246,7 +248,7 @@ func startReplicas(ctx context.Context, cfg demoConfig, originTemplate string) (
 	for i := range cfg.nodes {
 		sc := &serveConfig{
 			name: fmt.Sprintf("replica-%d", i+1), bind: "127.0.0.1", origin: originTemplate,
-			ttl: cfg.ttl, fillTimeout: 10 * time.Second, maxBytes: 64 << 20, maxValueBytes: 8 << 20,
+			ttl: cfg.ttl, fillTimeout: 10 * time.Second, maxBytes: fill.DefaultMaxBytes, maxValueBytes: corral.DefaultConfig().MaxValueBytes,
 			maxGroups: 8, minMembers: 1, shutdownTimeout: 5 * time.Second,
 			silentPeerTimeout: cfg.silentPeerTimeout,
 			leases:            clientlease.DefaultLimits(),

@@ -28,6 +28,7 @@ import (
 	"github.com/corralcache/corral/cmd/corral/internal/objects"
 	"github.com/corralcache/corral/cmd/corral/internal/origin"
 	"github.com/corralcache/corral/cmd/corral/internal/resp"
+	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/internal/crash"
 )
 
@@ -78,7 +79,7 @@ func serveFlags(out io.Writer) (*flag.FlagSet, *serveConfig) {
 	fs.DurationVar(&c.negativeTTL, "negative-ttl", 0, "remember an origin 404 this long (0 = not remembered)")
 	fs.DurationVar(&c.fillTimeout, "fill-timeout", 10*time.Second, "bound on one origin fetch")
 	fs.DurationVar(&c.silentPeerTimeout, "silent-peer-timeout", d.SilentPeerTimeout, "how long a request waits on a peer before probing it; a peer that does not answer the probe within this too is failed over, so a paused or cut-off owner costs at most twice this. Raise it where nodes are starved of CPU for longer (a live owner descheduled that long is failed over, and its key filled once more); negative = never probe (wait for memberlist to declare the peer dead)")
-	fs.Int64Var(&c.maxBytes, "max-bytes", 64<<20, "memory bound of each group's store on this node, bytes")
+	fs.Int64Var(&c.maxBytes, "max-bytes", fill.DefaultMaxBytes, "memory bound of each group's store on this node, bytes")
 	fs.IntVar(&c.maxValueBytes, "max-value-bytes", d.MaxValueBytes, "largest value accepted, bytes (larger PUT bodies get 413)")
 	fs.IntVar(&c.maxGroups, "max-groups", 64, "groups this node serves at most, counting those given by --group and those that hold a value here; at most as many again that hold nothing may exist")
 	fs.Var(&c.groups, "group", "a group to serve from the start, repeatable (with --api-token-file, a read without the token serves only groups that exist: those given here, and those an authorized request or a peer created)")

@@ -68,8 +68,22 @@ type Config[V any] struct {
 	// Logger receives loader panics with their stacks. nil = discard.
 	Logger *slog.Logger
 	// OnFill, if set, is called after every loader run with its duration and error (for a
-	// histogram). It is called from the fill's goroutine and must not block.
+	// histogram); a batch loader's run is one. It is called from the fill's goroutine and
+	// must not block.
 	OnFill func(d time.Duration, err error)
+
+	// BatchLoad loads the keys the cache must fill in one call per batch instead of one
+	// loader run per key (see BatchLoadFunc): every miss, refresh and GetMany goes to it.
+	// New's load may then be nil. nil = no batches: each key is loaded on its own.
+	BatchLoad BatchLoadFunc[V]
+	// BatchWindow is how long a batch waits after its first key for more, from other
+	// callers, before it loads; a GetMany's keys go in together. 0 = DefaultBatchWindow;
+	// negative = no wait: a batch loads at once with the keys one call brought. At most
+	// MaxBatchWindow.
+	BatchWindow time.Duration
+	// MaxBatch bounds the keys of one batch: a batch that reaches it loads at once, and
+	// the rest go to the next. 0 = DefaultMaxBatch.
+	MaxBatch int
 }
 
 // DefaultFillTimeout bounds one fill when Config.FillTimeout is 0.
@@ -118,6 +132,16 @@ func (c *Config[V]) validate() error {
 		return fmt.Errorf("corral: negative fill timeout %v", c.FillTimeout)
 	case c.MaxBytes < 0:
 		return fmt.Errorf("corral: negative MaxBytes %d", c.MaxBytes)
+	case c.BatchWindow > MaxBatchWindow:
+		return fmt.Errorf("corral: batch window %v over %v", c.BatchWindow, MaxBatchWindow)
+	case c.MaxBatch < 0:
+		return fmt.Errorf("corral: negative MaxBatch %d", c.MaxBatch)
+	}
+	if c.BatchWindow == 0 {
+		c.BatchWindow = DefaultBatchWindow
+	}
+	if c.MaxBatch == 0 {
+		c.MaxBatch = DefaultMaxBatch
 	}
 	if c.FillTimeout == 0 {
 		c.FillTimeout = DefaultFillTimeout
@@ -157,19 +181,22 @@ func defaultWeigher[V any](_ string, v V) int64 {
 // fresh and otherwise runs the loader once for all concurrent callers of the key. It is safe
 // for concurrent use. Create it with New and stop it with Close.
 type Cache[V any] struct {
-	cfg    Config[V]
-	rc     ReplicaConfig
-	load   ReplicaLoadFunc[V] // nil: no loader
-	store  *otter.Cache[string, *entry[V]]
-	clock  Clock
-	coarse *otter.CoarseClock // clock, when it is one: read without an interface call on hits
-	stop   func()             // stops an owned clock; nil when the clock is the caller's
+	cfg  Config[V]
+	rc   ReplicaConfig
+	load ReplicaLoadFunc[V] // nil: no loader
+	// batchLoad is the batch loader (Config.BatchLoad, or a Replica's); nil: none.
+	batchLoad ReplicaBatchLoadFunc[V]
+	store     *otter.Cache[string, *entry[V]]
+	clock     Clock
+	coarse    *otter.CoarseClock // clock, when it is one: read without an interface call on hits
+	stop      func()             // stops an owned clock; nil when the clock is the caller's
 
 	// mu guards calls and closed, and orders every store write that must not race with a
 	// revocation: a fill's store, Set, Put and Remove.
-	mu     sync.Mutex
-	calls  map[string]*call[V]
-	closed bool
+	mu      sync.Mutex
+	calls   map[string]*call[V]
+	closed  bool
+	pending [2]*batch[V] // the batches filling up, of misses and of refreshes (batch.go)
 
 	wg sync.WaitGroup // fills and fill workers (workers.go)
 	// tasks hands a fill to a worker waiting for one; idleWorkers counts those waiting;
@@ -187,8 +214,9 @@ type Cache[V any] struct {
 	stats                counters
 }
 
-// New returns a Cache that fills missing keys with load. A nil load makes a cache without a
-// loader: Get then returns ErrNotFound for a key that is not stored.
+// New returns a Cache that fills missing keys with load, or with Config.BatchLoad when it is
+// set. A cache with neither has no loader: Get then returns ErrNotFound for a key that is
+// not stored.
 func New[V any](load LoadFunc[V], cfg Config[V]) (*Cache[V], error) {
 	var l ReplicaLoadFunc[V]
 	if load != nil {
@@ -197,14 +225,27 @@ func New[V any](load LoadFunc[V], cfg Config[V]) (*Cache[V], error) {
 			return v, nil, err
 		}
 	}
-	return newCache(l, cfg, ReplicaConfig{})
+	return newCache(l, nil, cfg, ReplicaConfig{})
 }
 
-func newCache[V any](load ReplicaLoadFunc[V], cfg Config[V], rc ReplicaConfig) (*Cache[V], error) {
+func newCache[V any](load ReplicaLoadFunc[V], batchLoad ReplicaBatchLoadFunc[V], cfg Config[V], rc ReplicaConfig) (*Cache[V], error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	c := &Cache[V]{cfg: cfg, rc: rc, load: load, calls: make(map[string]*call[V]),
+	if batchLoad == nil && cfg.BatchLoad != nil {
+		batchLoad = func(ctx context.Context, keys []string) (map[string]Loaded[V], error) {
+			vs, err := cfg.BatchLoad(ctx, keys)
+			if err != nil {
+				return nil, err
+			}
+			out := make(map[string]Loaded[V], len(vs))
+			for k, v := range vs {
+				out[k] = Loaded[V]{Value: v}
+			}
+			return out, nil
+		}
+	}
+	c := &Cache[V]{cfg: cfg, rc: rc, load: load, batchLoad: batchLoad, calls: make(map[string]*call[V]),
 		tasks: make(chan fillTask[V]), quit: make(chan struct{})}
 	switch clk := cfg.Clock.(type) {
 	case nil:

@@ -2,6 +2,7 @@ package fill
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,9 +24,34 @@ type chainKey struct{}
 type link struct {
 	parent    *link
 	name, key string
-	choice    *choice      // the fill's SetExpiry and SetVersion choices; nil for links that came over the wire
-	refresh   bool         // the fill refreshes a stored value (see IsRefresh)
-	loading   *atomic.Bool // the fill's call's, set by Loading; nil for links that came over the wire
+	// keys are a batch's keys (key is the first), nil for a fill of one key: the batch is
+	// one fill of each of them (see BatchLoadFunc).
+	keys    []string
+	choice  *choice        // the fill's SetExpiry and Tag choices; nil for links that came over the wire
+	refresh bool           // the fill refreshes a stored value (see IsRefresh)
+	loading []*atomic.Bool // the fill's calls', set by Loading; nil for links that came over the wire
+}
+
+// has reports whether l is a fill of name/key.
+func (l *link) has(name, key string) bool {
+	if l.name != name {
+		return false
+	}
+	if l.keys == nil {
+		return l.key == key
+	}
+	return slices.Contains(l.keys, key)
+}
+
+// each calls f with every key l fills.
+func (l *link) each(f func(key string)) {
+	if l.keys == nil {
+		f(l.key)
+		return
+	}
+	for _, k := range l.keys {
+		f(k)
+	}
 }
 
 // fillCtx is a loader's context: its parent's, with the fill's link at the head of the chain,
@@ -40,6 +66,7 @@ type link struct {
 type fillCtx struct {
 	context.Context // the parent, or on a worker the parent without its cancellation
 	link            link
+	one             [1]*atomic.Bool // link.loading's array, for a fill of one key
 	choice          choice
 	deadline        time.Time // the fill timeout's
 
@@ -154,15 +181,17 @@ func IsRefresh(ctx context.Context) bool {
 // result before loading could otherwise wait for each other until their fill timeouts. It
 // does nothing when ctx is not a loader's.
 func Loading(ctx context.Context) {
-	if l := chainOf(ctx); l != nil && l.loading != nil {
-		l.loading.Store(true)
+	if l := chainOf(ctx); l != nil {
+		for _, b := range l.loading {
+			b.Store(true)
+		}
 	}
 }
 
 // InChain reports whether the fill of name/key is part of ctx's fill chain.
 func InChain(ctx context.Context, name, key string) bool {
 	for l := chainOf(ctx); l != nil; l = l.parent {
-		if l.key == key && l.name == name {
+		if l.has(name, key) {
 			return true
 		}
 	}
@@ -184,7 +213,9 @@ func OuterChain(ctx context.Context) []string {
 func chainFrom(l *link) []string {
 	var out []string
 	for ; l != nil; l = l.parent {
-		out = append(out, l.name+"/"+l.key)
+		// A batch's keys go out one by one, so that the member asked finds any of them; the
+		// reversal below puts each link's keys in reverse order, which a set does not mind.
+		l.each(func(key string) { out = append(out, l.name+"/"+key) })
 	}
 	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
 		out[i], out[j] = out[j], out[i]

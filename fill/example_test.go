@@ -61,3 +61,29 @@ func ExampleSetExpiry() {
 	fmt.Println(e.FreshFor <= 5*time.Second, e.FreshFor > 4*time.Second)
 	// Output: true true
 }
+
+func ExampleCache_GetMany() {
+	var calls atomic.Int64
+	c, _ := fill.New[string](nil, fill.Config[string]{
+		TTL: time.Minute,
+		// One query for a page's keys: SELECT … WHERE id IN (…).
+		BatchLoad: func(ctx context.Context, keys []string) (map[string]string, error) {
+			calls.Add(1)
+			out := make(map[string]string, len(keys))
+			for _, k := range keys {
+				if k != "404" {
+					out[k] = "row " + k
+				}
+			}
+			return out, nil // a key left out is not found
+		},
+	})
+	defer c.Close(context.Background())
+
+	values, errs := c.GetMany(context.Background(), []string{"1", "2", "3", "404"})
+	fmt.Println(len(values), values["2"], errs == nil)
+	fmt.Println("loader calls:", calls.Load())
+	// Output:
+	// 3 row 2 true
+	// loader calls: 1
+}

@@ -37,6 +37,8 @@ type choice struct {
 	born    uint64
 
 	tags []string // Tag's, in order, duplicates dropped
+
+	keyTags map[string][]string // TagKey's, by key, in a batch's fill
 }
 
 // Tag adds tags to the value the loader is about to return, for RemoveByTag (see Tags); calls

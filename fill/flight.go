@@ -93,13 +93,16 @@ func (c *Cache[V]) miss(ctx context.Context, key string) (Entry[V], Source, erro
 		}
 		known = e.version
 	}
-	if c.load == nil {
+	if c.load == nil && c.batchLoad == nil {
 		c.mu.Unlock()
 		return Entry[V]{}, 0, ErrNotFound
 	}
 	cl := &call[V]{done: make(chan struct{}), version: max(known, c.tombs.Version(key)), born: c.versionNow()}
 	c.calls[key] = cl
 	c.wg.Add(1)
+	if c.batchLoad != nil {
+		return c.missBatched(ctx, key, cl)
+	}
 	c.mu.Unlock()
 	if c.rc.InlineFill {
 		done, err := c.startWait(ctx, key, false)
@@ -173,7 +176,7 @@ func (c *Cache[V]) wait(ctx context.Context, key string, cl *call[V], shared boo
 // unless one is running or the per-node cap of refreshes is reached; then the key refreshes
 // on a later read.
 func (c *Cache[V]) refresh(ctx context.Context, key string, e *entry[V]) {
-	if c.load == nil || !e.startRefresh() {
+	if c.load == nil && c.batchLoad == nil || !e.startRefresh() {
 		return
 	}
 	c.mu.Lock()
@@ -190,6 +193,18 @@ func (c *Cache[V]) refresh(ctx context.Context, key string, e *entry[V]) {
 	cl := &call[V]{done: make(chan struct{}), stale: e, version: max(e.version, c.tombs.Version(key)), born: c.versionNow()}
 	c.calls[key] = cl
 	c.wg.Add(1)
+	if c.batchLoad != nil {
+		b := c.enqueueLocked(ctx, key, cl, true)
+		if b == nil && c.cfg.BatchWindow <= 0 {
+			b = c.takeLocked(true)
+		}
+		c.mu.Unlock()
+		c.stats.refreshes.Add(1)
+		if b != nil {
+			c.goRun(fillTask[V]{ctx: b.ctx, b: b}) // a refresh never runs inline
+		}
+		return
+	}
 	c.mu.Unlock()
 	c.stats.refreshes.Add(1)
 	c.goRun(fillTask[V]{ctx: ctx, key: key, cl: cl, slot: c.cfg.Refreshes})
@@ -221,8 +236,9 @@ func (c *Cache[V]) run(parent context.Context, key string, cl *call[V], slot *Li
 	}
 	start, startNano := time.Now(), c.clock.NowNano()
 	fc := &fillCtx{Context: base, deadline: start.Add(c.cfg.FillTimeout)}
+	fc.one[0] = &cl.loading
 	fc.link = link{parent: chainOf(parent), name: c.cfg.Name, key: key, choice: &fc.choice, refresh: cl.stale != nil,
-		loading: &cl.loading}
+		loading: fc.one[:]}
 	x := &fc.choice
 	var timer *time.Timer
 	if !inline {

@@ -58,7 +58,7 @@ func newReplicaTest[V any](tb testing.TB, load ReplicaLoadFunc[V], cfg Config[V]
 	if cfg.Clock == nil {
 		cfg.Clock = clk
 	}
-	c, err := NewReplica(load, cfg, rc)
+	c, err := NewReplica(load, nil, cfg, rc)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -80,9 +80,10 @@ type Copy struct {
 	Born               uint64   // the version clock's reading where it was made (Entry.Born), for purges of its tags
 }
 
-// NewReplica returns a Replica that fills missing keys with load; cfg is as for New.
-func NewReplica[V any](load ReplicaLoadFunc[V], cfg Config[V], rc ReplicaConfig) (*Replica[V], error) {
-	c, err := newCache(load, cfg, rc)
+// NewReplica returns a Replica that fills missing keys with load, or in batches with
+// batchLoad when it is not nil (it stands for cfg.BatchLoad); cfg is as for New.
+func NewReplica[V any](load ReplicaLoadFunc[V], batchLoad ReplicaBatchLoadFunc[V], cfg Config[V], rc ReplicaConfig) (*Replica[V], error) {
+	c, err := newCache(load, batchLoad, cfg, rc)
 	if err != nil {
 		return nil, err
 	}

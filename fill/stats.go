@@ -13,6 +13,8 @@ type Stats struct {
 	RefreshesSkipped uint64 // refreshes not started because the per-node cap was reached
 	NegativeHits     uint64 // Gets answered by a remembered ErrNotFound
 	Purged           uint64 // values dropped for a tag purged after they were made: found on a read or a sweep, or a fill's result
+	BatchLoads       uint64 // batch loader calls (Config.BatchLoad)
+	BatchKeys        uint64 // keys those calls were given, in all
 	Entries          int    // entries held now (an estimate)
 	Bytes            uint64 // weight held now
 }
@@ -23,6 +25,7 @@ type counters struct {
 	gets, staleServed, negativeHits                           Counter
 	fills, coalesced, fillErrors, refreshes, refreshesSkipped atomic.Uint64
 	purged                                                    atomic.Uint64
+	batchLoads, batchKeys                                     atomic.Uint64
 }
 
 // Stats returns the counters now.
@@ -37,6 +40,8 @@ func (c *Cache[V]) Stats() Stats {
 		RefreshesSkipped: c.stats.refreshesSkipped.Load(),
 		NegativeHits:     c.stats.negativeHits.Load(),
 		Purged:           c.stats.purged.Load(),
+		BatchLoads:       c.stats.batchLoads.Load(),
+		BatchKeys:        c.stats.batchKeys.Load(),
 		Entries:          c.store.EstimatedSize(),
 		Bytes:            c.store.WeightedSize(),
 	}

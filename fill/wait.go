@@ -109,19 +109,25 @@ func (h *waitHook) Wait(ctx context.Context, cache, key string, joined bool) (fu
 	}
 	w := h.w
 	e := &waitEdge{to: to}
-	n := waitNode{from.name, from.key}
+	// A batch waits on behalf of every key it fills: a search from any of them finds it.
 	w.mu.Lock()
-	if w.edges[n] == nil {
-		w.edges[n] = make(map[*waitEdge]struct{})
-	}
-	w.edges[n][e] = struct{}{}
+	from.each(func(key string) {
+		n := waitNode{from.name, key}
+		if w.edges[n] == nil {
+			w.edges[n] = make(map[*waitEdge]struct{})
+		}
+		w.edges[n][e] = struct{}{}
+	})
 	w.mu.Unlock()
 	done := func() {
 		w.mu.Lock()
-		delete(w.edges[n], e)
-		if len(w.edges[n]) == 0 {
-			delete(w.edges, n)
-		}
+		from.each(func(key string) {
+			n := waitNode{from.name, key}
+			delete(w.edges[n], e)
+			if len(w.edges[n]) == 0 {
+				delete(w.edges, n)
+			}
+		})
 		w.mu.Unlock()
 	}
 	if joined && w.reaches(ctx, to, from) {
@@ -136,7 +142,7 @@ func (h *waitHook) Wait(ctx context.Context, cache, key string, joined bool) (fu
 func (w *WaitGraph) reaches(ctx context.Context, start WaitTarget, chain *link) bool {
 	inChain := func(t WaitTarget) bool {
 		for l := chain; l != nil; l = l.parent {
-			if l.name == t.Cache && l.key == t.Key {
+			if l.has(t.Cache, t.Key) {
 				return true
 			}
 		}

@@ -24,6 +24,16 @@ type fillTask[V any] struct {
 	key  string
 	cl   *call[V]
 	slot *Limiter
+	b    *batch[V] // a batch's fill (runBatch) instead of key's
+}
+
+// do runs t's fill.
+func (c *Cache[V]) do(t fillTask[V]) {
+	if t.b != nil {
+		c.runBatch(t.ctx, t.b, false)
+		return
+	}
+	c.run(t.ctx, t.key, t.cl, t.slot, false)
 }
 
 // goRun runs t's fill on a worker. The caller has counted the fill in c.wg.
@@ -46,7 +56,7 @@ func (c *Cache[V]) work(t fillTask[V]) {
 	idle := time.NewTimer(workerIdle)
 	defer idle.Stop()
 	for {
-		c.run(t.ctx, t.key, t.cl, t.slot, false)
+		c.do(t)
 		t = fillTask[V]{} // holds nothing while it waits
 		if c.idleWorkers.Add(1) > maxIdleWorkers {
 			c.idleWorkers.Add(-1)

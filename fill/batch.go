@@ -1,0 +1,444 @@
+package fill
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"slices"
+	"sync/atomic"
+	"time"
+)
+
+// A batch is one run of a batch loader for several keys, each of which has a call of its own
+// in Cache.calls: a Get of any of them joins its call as it joins a fill of one key, so every
+// key is still filled once however the keys are asked for. Misses go to the cache's pending
+// batch (one for misses, one for refreshes), which loads when it holds Config.MaxBatch keys,
+// when Config.BatchWindow has passed since its first key, or at once without a window; a
+// GetMany puts all its misses in under one lock.
+
+// BatchLoadFunc loads the values of several keys in one call (a database's
+// SELECT … WHERE id IN (…)): the keys a cache must fill together — the misses of a GetMany,
+// with those of other Gets and GetManys that come within Config.BatchWindow, at most
+// Config.MaxBatch of them, each once. A key absent from the map it returns is ErrNotFound; an
+// error fails every key of the call and stores nothing (the next Get fills again). It runs
+// under a fill's own context, as a LoadFunc does: Tag and SetExpiry called with that context
+// apply to every key of the call, TagKey to one.
+type BatchLoadFunc[V any] func(ctx context.Context, keys []string) (map[string]V, error)
+
+// ReplicaBatchLoadFunc loads keys for a Replica as a BatchLoadFunc does, but answers each
+// key on its own: with its value, the copy of another replica's it took instead (as a
+// ReplicaLoadFunc does), or its error. A key absent from the map is ErrNotFound; an error
+// fails every key.
+type ReplicaBatchLoadFunc[V any] func(ctx context.Context, keys []string) (map[string]Loaded[V], error)
+
+// Loaded is one key's answer of a ReplicaBatchLoadFunc.
+type Loaded[V any] struct {
+	Value V
+	Copy  *Copy // non-nil: Value was taken from elsewhere (see ReplicaLoadFunc)
+	Err   error // ErrNotFound for a key that does not exist
+}
+
+// Batching defaults and bounds (Config.BatchWindow, Config.MaxBatch).
+const (
+	// DefaultBatchWindow is how long a batch waits for more keys after its first by
+	// default: long enough for the misses of requests that arrive together, short beside a
+	// database round trip.
+	DefaultBatchWindow = time.Millisecond
+	// MaxBatchWindow is the longest BatchWindow.
+	MaxBatchWindow = time.Second
+	// DefaultMaxBatch is the most keys one BatchLoadFunc call gets by default: a page's
+	// keys on one owner are one call.
+	DefaultMaxBatch = 1024
+)
+
+// batch is a batch loader's run for keys, each with its call; calls[i] is keys[i]'s.
+type batch[V any] struct {
+	ctx     context.Context // whose values the loader gets: its first caller's
+	keys    []string
+	calls   []*call[V]
+	refresh bool        // a batch of refreshes (see IsRefresh)
+	slots   int         // Config.Refreshes slots its refreshes hold, given back when it ends
+	timer   *time.Timer // ends its window; nil without one
+}
+
+// kind is the index in Cache.pending of the batch a miss (or a refresh) goes to.
+func kind(refresh bool) int {
+	if refresh {
+		return 1
+	}
+	return 0
+}
+
+// enqueueLocked adds key, whose fill is cl, to the pending batch of its kind, and returns
+// that batch when it is full: the caller starts it. c.mu must be held.
+func (c *Cache[V]) enqueueLocked(ctx context.Context, key string, cl *call[V], refresh bool) *batch[V] {
+	k := kind(refresh)
+	b := c.pending[k]
+	if b == nil {
+		b = &batch[V]{ctx: ctx, refresh: refresh}
+		c.pending[k] = b
+		if w := c.cfg.BatchWindow; w > 0 {
+			b.timer = time.AfterFunc(w, func() { c.windowEnded(b) })
+		}
+	}
+	b.keys = append(b.keys, key)
+	b.calls = append(b.calls, cl)
+	if refresh {
+		b.slots++ // the refresh's slot (see refresh), given back when the batch ends
+	}
+	if len(b.keys) >= c.cfg.MaxBatch {
+		return c.takeLocked(refresh)
+	}
+	return nil
+}
+
+// takeLocked takes the pending batch of its kind out, to be started by the caller; nil when
+// there is none. c.mu must be held.
+func (c *Cache[V]) takeLocked(refresh bool) *batch[V] {
+	k := kind(refresh)
+	b := c.pending[k]
+	c.pending[k] = nil
+	if b != nil && b.timer != nil {
+		b.timer.Stop()
+	}
+	return b
+}
+
+// windowEnded starts b when its window ends, unless it was started already (it filled up).
+func (c *Cache[V]) windowEnded(b *batch[V]) {
+	c.mu.Lock()
+	k := kind(b.refresh)
+	if c.pending[k] != b {
+		c.mu.Unlock()
+		return
+	}
+	c.pending[k] = nil
+	c.mu.Unlock()
+	c.goRun(fillTask[V]{ctx: b.ctx, b: b})
+}
+
+// missBatched is miss for a cache with a batch loader, from where miss has registered cl,
+// the fill of key, under c.mu (which it releases): the key goes to the pending batch, which
+// this Get starts when it is full or there is no window — on this goroutine with
+// Config.InlineFill, as miss runs an inline fill — and the Get waits for cl.
+func (c *Cache[V]) missBatched(ctx context.Context, key string, cl *call[V]) (Entry[V], Source, error) {
+	b := c.enqueueLocked(ctx, key, cl, false)
+	if b == nil && c.cfg.BatchWindow <= 0 {
+		b = c.takeLocked(false)
+	}
+	c.mu.Unlock()
+	if b != nil && c.rc.InlineFill {
+		done, err := c.startWait(ctx, key, false)
+		if err == nil {
+			defer done()
+		}
+		c.runBatch(ctx, b, true)
+		if err := ctx.Err(); err != nil {
+			return Entry[V]{}, 0, err
+		}
+		e, src, err := c.wait(ctx, key, cl, false) // cl is done: its result
+		if err == errAbandoned {
+			return c.miss(ctx, key) // the batch's runner left, or the value was purged as it came: fill again
+		}
+		return e, src, err
+	}
+	if b != nil {
+		c.goRun(fillTask[V]{ctx: b.ctx, b: b})
+	}
+	e, src, err := c.waitFor(ctx, key, cl, false)
+	if err == errAbandoned {
+		return c.miss(ctx, key)
+	}
+	return e, src, err
+}
+
+// runBatch is run for a batch: it runs the batch loader once for b's keys and completes
+// each key's call with its own result, as run completes a fill of one key. inline is as for
+// run.
+func (c *Cache[V]) runBatch(parent context.Context, b *batch[V], inline bool) {
+	defer c.wg.Add(-len(b.calls))
+	if b.slots > 0 {
+		defer func() {
+			for range b.slots {
+				c.cfg.Refreshes.Release()
+			}
+		}()
+	}
+	base := parent
+	if !inline {
+		base = context.WithoutCancel(parent)
+	}
+	start, startNano := time.Now(), c.clock.NowNano()
+	fc := &fillCtx{Context: base, deadline: start.Add(c.cfg.FillTimeout)}
+	loading := make([]*atomic.Bool, len(b.calls))
+	for i, cl := range b.calls {
+		loading[i] = &cl.loading
+	}
+	fc.link = link{parent: chainOf(parent), name: c.cfg.Name, key: b.keys[0], keys: b.keys, choice: &fc.choice,
+		refresh: b.refresh, loading: loading}
+	var timer *time.Timer
+	if !inline {
+		// As for run: the fill timeout ends every key's fill even when the loader ignores
+		// its context.
+		timer = time.AfterFunc(c.cfg.FillTimeout, func() {
+			err := &TimeoutError{Timeout: c.cfg.FillTimeout}
+			for i, cl := range b.calls {
+				c.complete(b.keys[i], cl, nil, result[V]{err: err}, 0)
+			}
+		})
+		defer timer.Stop()
+	}
+
+	var out map[string]Loaded[V]
+	var err error
+	releaseFill := func() {}
+	if c.cfg.Fills != nil {
+		if release, aerr := c.cfg.Fills.AcquireFill(fc, c.cfg.Name, b.keys[0]); aerr != nil {
+			err = fmt.Errorf("waiting for a fill slot: %w", aerr)
+		} else {
+			releaseFill = release
+		}
+	}
+	if err == nil {
+		out, err = c.batchLoadSafe(fc, b.keys)
+	}
+	releaseFill()
+	c.stats.batchLoads.Add(1)
+	c.stats.batchKeys.Add(uint64(len(b.keys)))
+	if c.cfg.OnFill != nil {
+		c.cfg.OnFill(time.Since(start), err)
+	}
+	if timer != nil {
+		timer.Stop()
+	}
+	fc.end()
+	x := &fc.choice // the loader has returned: nothing writes it any more
+	for i, cl := range b.calls {
+		key := b.keys[i]
+		r := result[V]{err: err}
+		if err == nil {
+			l, ok := out[key]
+			if !ok {
+				l.Err = ErrNotFound
+			}
+			r = result[V]{v: l.Value, copy: l.Copy, err: l.Err}
+		}
+		xi := x.forKey(key)
+		if r.copy != nil {
+			xi.take(r.copy)
+		}
+		if inline && r.err != nil && parent.Err() != nil {
+			r.err, xi = errAbandoned, nil // complete stores nothing and marks cl abandoned
+		}
+		if e := c.complete(key, cl, xi, r, startNano); e != nil && xi.copied && c.clock.NowNano() >= e.fresh {
+			c.refresh(base, key, e) // as run does for a stale copy
+		}
+	}
+}
+
+// forKey returns the choices of a batch's fill for key: the batch's, with key's own tags.
+func (x *choice) forKey(key string) *choice {
+	xi := *x
+	if t := x.keyTags[key]; len(t) > 0 {
+		xi.tags = slices.Clone(x.tags)
+		for _, tag := range t {
+			if !slices.Contains(xi.tags, tag) {
+				xi.tags = append(xi.tags, tag)
+			}
+		}
+	} else if len(x.tags) > 0 {
+		xi.tags = slices.Clip(x.tags) // take may append: not onto the batch's
+	}
+	xi.keyTags = nil
+	return &xi
+}
+
+// batchLoadSafe runs the batch loader, recovering a panic into a *PanicError logged with its
+// stack.
+func (c *Cache[V]) batchLoadSafe(ctx context.Context, keys []string) (out map[string]Loaded[V], err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			stack := debug.Stack()
+			c.cfg.Logger.Error("corral: batch loader panic", "cache", c.cfg.Name, "keys", len(keys),
+				"panic", fmt.Sprint(p), "stack", string(stack))
+			out, err = nil, &PanicError{Value: p, Stack: stack}
+		}
+	}()
+	return c.batchLoad(ctx, keys)
+}
+
+// TagKey tags the value a batch loader is about to return for key (see Tag, which tags every
+// key of the batch); calls add up. It must be called with the ctx the loader was given, before
+// the loader returns; it does nothing when ctx is not a loader's. In a LoadFunc it tags the
+// value when key is the key being filled.
+func TagKey(ctx context.Context, key string, tags ...string) {
+	l := chainOf(ctx)
+	if l == nil || l.choice == nil {
+		return
+	}
+	if l.keys == nil {
+		if l.key == key {
+			Tag(ctx, tags...)
+		}
+		return
+	}
+	if !slices.Contains(l.keys, key) {
+		return
+	}
+	if l.choice.keyTags == nil {
+		l.choice.keyTags = make(map[string][]string)
+	}
+	l.choice.keyTags[key] = append(l.choice.keyTags[key], tags...)
+}
+
+// Result is one key's answer of GetEntries: its entry and how it was found, or its error.
+type Result[V any] struct {
+	Entry  Entry[V]
+	Source Source
+	Err    error // as GetEntry's: ErrNotFound for a key that is not found
+}
+
+// GetMany returns the values of keys, each read as Get would read it: the stored value while
+// it is fresh, a stale one within grace (starting its one refresh), else a fill — joining a
+// fill of the key already in flight. The keys that miss are filled together: with
+// Config.BatchLoad in one call per batch (see BatchLoadFunc), else each by the loader, all
+// at once. A key that is not found is in neither map; a key that failed is in errs with the
+// error Get would have returned (a *KeyError for a bad key, ErrFillCycle, a *FillError, …).
+// A key asked for twice is read once. When ctx ends first, each key not answered yet is in
+// errs with ctx.Err(); the fills go on and serve the other callers and the store.
+func (c *Cache[V]) GetMany(ctx context.Context, keys []string) (values map[string]V, errs map[string]error) {
+	values = make(map[string]V, len(keys))
+	for key, r := range c.getMany(ctx, keys, true) {
+		switch {
+		case r.Err == nil:
+			values[key] = r.Entry.Value
+		case errors.Is(r.Err, ErrNotFound):
+		default:
+			if errs == nil {
+				errs = make(map[string]error)
+			}
+			errs[key] = r.Err
+		}
+	}
+	return values, errs
+}
+
+// GetEntries is GetMany answering each key as GetEntry would.
+func (r *Replica[V]) GetEntries(ctx context.Context, keys []string) map[string]Result[V] {
+	return r.getMany(ctx, keys, true)
+}
+
+// LookupEntries is GetEntries on behalf of another process: it counts no Get (see Lookup).
+func (r *Replica[V]) LookupEntries(ctx context.Context, keys []string) map[string]Result[V] {
+	return r.getMany(ctx, keys, false)
+}
+
+// getMany answers each of keys, counting a Get of each when count is set.
+func (c *Cache[V]) getMany(ctx context.Context, keys []string, count bool) map[string]Result[V] {
+	out := make(map[string]Result[V], len(keys))
+	var misses []string
+	for _, key := range keys {
+		if _, dup := out[key]; dup {
+			continue
+		}
+		if err := CheckKey(key); err != nil {
+			out[key] = Result[V]{Err: err}
+			continue
+		}
+		if count {
+			c.stats.gets.Add()
+		}
+		if e, src, err, ok := c.held(ctx, key, true); ok {
+			out[key] = Result[V]{Entry: e, Source: src, Err: err}
+			continue
+		}
+		out[key] = Result[V]{} // so that a duplicate is not read twice
+		misses = append(misses, key)
+	}
+	if len(misses) == 0 {
+		return out
+	}
+	type waiting struct {
+		key    string
+		cl     *call[V]
+		shared bool
+	}
+	var waits []waiting
+	var singles []fillTask[V]
+	var batches []*batch[V]
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		for _, key := range misses {
+			out[key] = Result[V]{Err: ErrClosed}
+		}
+		return out
+	}
+	now := c.clock.NowNano()
+	for _, key := range misses {
+		if InChain(ctx, c.cfg.Name, key) {
+			out[key] = Result[V]{Err: ErrFillCycle}
+			continue
+		}
+		if cl, ok := c.calls[key]; ok {
+			c.stats.coalesced.Add(1)
+			waits = append(waits, waiting{key, cl, true})
+			continue
+		}
+		// Look again under mu, as miss does: a fill may have ended since the first look.
+		var known uint64
+		if e, ok := c.store.GetIfPresent(key); ok {
+			if e.purged() {
+				c.store.Invalidate(key)
+				c.stats.purged.Add(1)
+			} else if now < e.fresh {
+				if e.notFound() {
+					c.stats.negativeHits.Add()
+					out[key] = Result[V]{Source: SourceHit, Err: ErrNotFound}
+				} else {
+					out[key] = Result[V]{Entry: e.export(now), Source: SourceHit}
+				}
+				continue
+			}
+			known = e.version
+		}
+		if c.load == nil && c.batchLoad == nil {
+			out[key] = Result[V]{Err: ErrNotFound}
+			continue
+		}
+		cl := &call[V]{done: make(chan struct{}), version: max(known, c.tombs.Version(key)), born: c.versionNow()}
+		c.calls[key] = cl
+		c.wg.Add(1)
+		waits = append(waits, waiting{key, cl, false})
+		if c.batchLoad == nil {
+			singles = append(singles, fillTask[V]{ctx: ctx, key: key, cl: cl})
+		} else if b := c.enqueueLocked(ctx, key, cl, false); b != nil {
+			batches = append(batches, b)
+		}
+	}
+	if c.batchLoad != nil && c.cfg.BatchWindow <= 0 {
+		if b := c.takeLocked(false); b != nil {
+			batches = append(batches, b)
+		}
+	}
+	c.mu.Unlock()
+	for _, t := range singles {
+		c.goRun(t)
+	}
+	for i, b := range batches {
+		if c.rc.InlineFill && i == len(batches)-1 {
+			c.runBatch(ctx, b, true) // the others run meanwhile, on workers
+			continue
+		}
+		c.goRun(fillTask[V]{ctx: b.ctx, b: b})
+	}
+	for _, w := range waits {
+		e, src, err := c.waitFor(ctx, w.key, w.cl, w.shared)
+		if err == errAbandoned {
+			e, src, err = c.getEntry(ctx, w.key) // its fill was abandoned or purged: alone, again
+		}
+		out[w.key] = Result[V]{Entry: e, Source: src, Err: err}
+	}
+	return out
+}

@@ -23,16 +23,13 @@ type Group[V any] struct {
 }
 
 // NewGroup registers a group on n. name must be [a-zA-Z0-9_.-]{1,64} and not registered on n
-// yet; load must not be nil.
+// yet; load must not be nil, unless the group has a batch loader (WithBatchLoad).
 func NewGroup[V any](n *Node, name string, load LoadFunc[V], opts ...GroupOption) (*Group[V], error) {
 	if n == nil {
 		return nil, errors.New("corral: NewGroup: nil node")
 	}
 	if err := fill.CheckName(name); err != nil {
 		return nil, err
-	}
-	if load == nil {
-		return nil, fmt.Errorf("corral: NewGroup(%q): nil loader", name)
 	}
 	var o groupOptions
 	for _, opt := range opts {
@@ -42,6 +39,17 @@ func NewGroup[V any](n *Node, name string, load LoadFunc[V], opts ...GroupOption
 		if err := opt.apply(&o); err != nil {
 			return nil, err
 		}
+	}
+	var batch BatchLoadFunc[V]
+	if o.batchLoad != nil {
+		b, ok := o.batchLoad.(BatchLoadFunc[V])
+		if !ok {
+			return nil, fmt.Errorf("corral: NewGroup(%q): WithBatchLoad's loader does not load %T", name, *new(V))
+		}
+		batch = b
+	}
+	if load == nil && batch == nil {
+		return nil, fmt.Errorf("corral: NewGroup(%q): nil loader", name)
 	}
 	codec := defaultCodec[V]()
 	if o.codec != nil {
@@ -54,7 +62,7 @@ func NewGroup[V any](n *Node, name string, load LoadFunc[V], opts ...GroupOption
 	if _, dup := n.groups.get(name); dup {
 		return nil, fmt.Errorf("corral: group %q is already registered on this node", name)
 	}
-	g, err := group.New(n.env, name, load, codec, o.Options)
+	g, err := group.New(n.env, name, load, batch, codec, o.Options)
 	if err != nil {
 		return nil, err
 	}

@@ -75,7 +75,7 @@ var groupCounters = []struct {
 	value      func(GroupStats) float64
 }{
 	{"corral_gets_total", "Get calls on this node.", func(s GroupStats) float64 { return float64(s.Gets) }},
-	{"corral_fills_total", "Loader runs on this node; the sum over nodes is the cluster's fills.", func(s GroupStats) float64 { return float64(s.Fills) }},
+	{"corral_fills_total", "Keys this node loaded from the source (a loader run, or one key of a batch loader's call); the sum over nodes is the cluster's fills.", func(s GroupStats) float64 { return float64(s.Fills) }},
 	{"corral_fill_coalesced_total", "Gets on this node answered by a fill or owner request already in flight.", func(s GroupStats) float64 { return float64(s.Coalesced) }},
 	{"corral_fill_errors_total", "Loader runs that failed or panicked.", func(s GroupStats) float64 { return float64(s.FillErrors) }},
 	{"corral_stale_served_total", "Reads answered with a stale value.", func(s GroupStats) float64 { return float64(s.StaleServed) }},
@@ -84,6 +84,10 @@ var groupCounters = []struct {
 	{"corral_lease_granted_total", "Lease tokens this node handed out as a key's owner (FILL, and STALE with a token).", func(s GroupStats) float64 { return float64(s.LeasesGranted) }},
 	{"corral_lease_lapsed_total", "Leases that lapsed on this node without a FillSet.", func(s GroupStats) float64 { return float64(s.LeasesLapsed) }},
 	{"corral_lease_rejected_total", "FillSets refused on this node because their token was no longer live.", func(s GroupStats) float64 { return float64(s.LeaseRejected) }},
+	{"corral_batch_requests_total", "Batched requests (GetMany) this node sent to keys' owners: one per owner per GetMany, whatever its number of keys.", func(s GroupStats) float64 { return float64(s.BatchRequests) }},
+	{"corral_batch_request_keys_total", "Keys of those requests: divided by corral_batch_requests_total, the keys a batch carries on average.", func(s GroupStats) float64 { return float64(s.BatchRequestKeys) }},
+	{"corral_batch_loads_total", "Calls of a group's batch loader (WithBatchLoad) on this node.", func(s GroupStats) float64 { return float64(s.BatchLoads) }},
+	{"corral_batch_load_keys_total", "Keys of those calls: divided by corral_batch_loads_total, the keys one database query loads on average.", func(s GroupStats) float64 { return float64(s.BatchLoadKeys) }},
 	{"corral_tag_purged_total", "Values dropped on this node (store and near copies) because a tag of theirs was purged after they were made: found on a read, by the sweep, or a fill's result.", func(s GroupStats) float64 { return float64(s.Purged) }},
 }
 

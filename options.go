@@ -15,7 +15,8 @@ type GroupOption interface {
 // groupOptions are what the GroupOptions of NewGroup set: the group's options, and its codec.
 type groupOptions struct {
 	group.Options
-	codec any // a Codec[V], checked against V by NewGroup
+	codec     any // a Codec[V], checked against V by NewGroup
+	batchLoad any // a BatchLoadFunc[V], checked against V by NewGroup
 }
 
 type optionFunc func(*groupOptions) error

@@ -22,6 +22,12 @@ type GroupStats struct {
 
 	// Tags (see RemoveByTag).
 	Purged uint64 // values dropped because a tag of theirs was purged after they were made
+
+	// Batches (see GetMany).
+	BatchRequests    uint64 // batched requests this node sent to keys' owners
+	BatchRequestKeys uint64 // their keys
+	BatchLoads       uint64 // calls of the group's batch loader on this node
+	BatchLoadKeys    uint64 // their keys
 }
 
 // statsOf sums a group's counters by part into its GroupStats.
@@ -46,5 +52,10 @@ func statsOf(s group.Stats) GroupStats {
 		LeaseRejected: s.LeasesRejected,
 
 		Purged: s.Local.Purged + s.Near.Purged,
+
+		BatchRequests:    s.BatchesSent,
+		BatchRequestKeys: s.BatchKeysSent,
+		BatchLoads:       s.Local.BatchLoads,
+		BatchLoadKeys:    s.Local.BatchKeys,
 	}
 }

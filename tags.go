@@ -31,6 +31,11 @@ import (
 // fill (see ErrInvalidTag).
 func Tag(ctx context.Context, tags ...string) { fill.Tag(ctx, tags...) }
 
+// TagKey tags one value of those a BatchLoadFunc is about to return, key's (Tag tags them
+// all); calls add up. Called in a LoadFunc, it tags the value when key is the key being
+// filled. Outside a loader it does nothing.
+func TagKey(ctx context.Context, key string, tags ...string) { fill.TagKey(ctx, key, tags...) }
+
 // RemoveByTag removes, in every group on every member, each value stored with tag before the
 // call — fresh or stale, owned or a near copy — and every fill of such a value in flight. It
 // returns nil once every member it knows of has applied it; an *UnreachedError names the

@@ -62,6 +62,11 @@ type batch[V any] struct {
 	timer   *time.Timer // ends its window; nil without one
 }
 
+// batched reports whether a Get's miss and a refresh go to the batch loader.
+func (c *Cache[V]) batched() bool {
+	return c.batchLoad != nil && (c.load == nil || !c.rc.BatchOnlyMany)
+}
+
 // kind is the index in Cache.pending of the batch a miss (or a refresh) goes to.
 func kind(refresh bool) int {
 	if refresh {

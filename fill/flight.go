@@ -100,7 +100,7 @@ func (c *Cache[V]) miss(ctx context.Context, key string) (Entry[V], Source, erro
 	cl := &call[V]{done: make(chan struct{}), version: max(known, c.tombs.Version(key)), born: c.versionNow()}
 	c.calls[key] = cl
 	c.wg.Add(1)
-	if c.batchLoad != nil {
+	if c.batched() {
 		return c.missBatched(ctx, key, cl)
 	}
 	c.mu.Unlock()
@@ -193,7 +193,7 @@ func (c *Cache[V]) refresh(ctx context.Context, key string, e *entry[V]) {
 	cl := &call[V]{done: make(chan struct{}), stale: e, version: max(e.version, c.tombs.Version(key)), born: c.versionNow()}
 	c.calls[key] = cl
 	c.wg.Add(1)
-	if c.batchLoad != nil {
+	if c.batched() {
 		b := c.enqueueLocked(ctx, key, cl, true)
 		if b == nil && c.cfg.BatchWindow <= 0 {
 			b = c.takeLocked(true)

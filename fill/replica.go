@@ -27,6 +27,10 @@ type Replica[V any] struct{ *Cache[V] }
 // orders its writes with those of other processes. The zero value is a replica that shares
 // nothing and orders its own writes only.
 type ReplicaConfig struct {
+	// BatchOnlyMany, for a replica with both loaders, keeps the batch loader for GetMany and
+	// GetEntries: a Get's miss and a refresh use the per-key loader (corral's near cache: a
+	// Get asks its owner on the owner's stream, a GetMany each owner for all its keys).
+	BatchOnlyMany bool
 	// InlineFill runs a fill on the goroutine of the Get that starts it, instead of a worker
 	// (workers.go), under that Get's ctx: it saves the hand-off to the worker and back. When
 	// that ctx ends, the loader's ends too, and if the fill then fails it is abandoned:

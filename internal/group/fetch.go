@@ -38,27 +38,36 @@ func (g *Group[V]) fetch(ctx context.Context, key string) (V, *fill.Copy, error)
 }
 
 // askOwner asks st, the key's owner, for the value of key on the owner's stream, and returns
-// it with what a near cache keeps of it: a copy at the owner's version, tags and born, for
-// as long as nearLifetime says (not at all for a key that is not hot).
+// it with what a near cache keeps of it (see fromOwner).
 func (g *Group[V]) askOwner(ctx context.Context, st *view.MemberState, key string) (V, *fill.Copy, error) {
-	var val V
 	resp, err := g.env.Client.GetFrom(ctx, st.PeerAddr, st.Gone.Done(), &peerpb.GetRequest{
 		Header: g.env.Router.HeaderWith(fill.OuterChain(ctx)), Group: g.name, Key: []byte(key),
 	})
 	if err != nil {
-		return val, nil, err
+		var zero V
+		return zero, nil, err
 	}
-	e := resp.GetEntry()
+	return g.fromOwner(st, key, resp.GetEntry())
+}
+
+// fromOwner checks and decodes e, the entry of key that st, its owner, answered with, and
+// says what a near cache keeps of it: a copy at the owner's version, tags and born, for as
+// long as nearLifetime says (not at all for a key that is not hot). The copy is stored only
+// if no write newer than it is known here by then, nor a purge of one of its tags newer than
+// its making.
+func (g *Group[V]) fromOwner(st *view.MemberState, key string, e *peerpb.Entry) (V, *fill.Copy, error) {
+	var val V
 	if err := version.Check(e.GetVersion()); err != nil {
 		return val, nil, fmt.Errorf("corral: value of %s/%q from %s: %w", g.name, key, st.Name, err)
 	}
+	if err := fill.CheckTags(e.GetTags()); err != nil {
+		return val, nil, fmt.Errorf("corral: value of %s/%q from %s: %w", g.name, key, st.Name, err)
+	}
 	g.env.Versions.Observe(e.GetVersion())
-	val, err = g.codec.Decode(e.GetValue())
+	val, err := g.codec.Decode(e.GetValue())
 	if err != nil {
 		return val, nil, fmt.Errorf("corral: value of %s/%q from %s: %w", g.name, key, st.Name, err)
 	}
-	// The copy is stored only if no write newer than it is known here by then, nor a purge of
-	// one of its tags newer than its making.
 	near := g.nearLifetime(key, e)
 	return val, &fill.Copy{FreshFor: near, StaleFor: near, Version: e.GetVersion(), Tags: e.GetTags(), Born: e.GetBorn()}, nil
 }

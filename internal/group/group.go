@@ -18,10 +18,11 @@ import (
 // one group on one node and the paths of a Get, a write and a lease through the cluster's
 // rooms. Its methods are safe for concurrent use.
 type Group[V any] struct {
-	env   Env
-	name  string
-	load  func(ctx context.Context, key string) (V, error)
-	codec Codec[V]
+	env       Env
+	name      string
+	load      func(ctx context.Context, key string) (V, error)               // nil with a batch loader only
+	batchLoad func(ctx context.Context, keys []string) (map[string]V, error) // nil: none
+	codec     Codec[V]
 
 	local *fill.Replica[V] // keys this node owns (or serves as acting owner)
 	near  *fill.Replica[V] // single flight of owner requests, and near copies of hot remote keys
@@ -33,7 +34,9 @@ type Group[V any] struct {
 	remoteGets atomic.Uint64 // Gets routed to another member (near hits included)
 	nearHits   atomic.Uint64 // Gets answered by a near copy
 	loads      atomic.Uint64 // runs of the application's loader
-	peerGets   atomic.Uint64 // Get requests served for peers (local serves them with Lookup, which counts no Get)
+	peerGets   atomic.Uint64 // Get requests served for peers (local serves them with Lookup, which counts no Get), a batch's keys each
+	// batchesSent counts the batched requests sent to owners (GetMany), batchKeysSent their keys.
+	batchesSent, batchKeysSent atomic.Uint64
 }
 
 // Codec turns a group's values into bytes for the wire and back (corral.Codec).
@@ -49,14 +52,28 @@ type Options struct {
 	Jitter, RefreshAhead    float64
 	FillTimeout             time.Duration // 0 = fill's default
 	MaxBytes                int64         // 0 = fill's default
+	// BatchWindow and MaxBatch shape the batches of the group's batch loader (see
+	// fill.Config); 0 = fill's defaults, a negative BatchWindow = no wait.
+	BatchWindow time.Duration
+	MaxBatch    int
 }
 
-// New returns a group called name on the node env describes, which loads keys with load and
-// puts values on the wire with codec. The name is valid (fill.CheckName) and load not nil:
-// package corral checks both first, and registers the group with its node.
-func New[V any](env Env, name string, load func(ctx context.Context, key string) (V, error), codec Codec[V], o Options) (*Group[V], error) {
+// New returns a group called name on the node env describes, which loads keys with load, or
+// with batchLoad (in batches) when that is not nil, and puts values on the wire with codec.
+// The name is valid (fill.CheckName) and one of the loaders is not nil: package corral checks
+// both first, and registers the group with its node.
+func New[V any](env Env, name string, load func(ctx context.Context, key string) (V, error),
+	batchLoad func(ctx context.Context, keys []string) (map[string]V, error), codec Codec[V], o Options) (*Group[V], error) {
 	o.FillTimeout = cmp.Or(o.FillTimeout, fill.DefaultFillTimeout)
-	g := &Group[V]{env: env, name: name, load: load, codec: codec}
+	g := &Group[V]{env: env, name: name, load: load, batchLoad: batchLoad, codec: codec}
+	var localLoad fill.ReplicaLoadFunc[V]
+	if load != nil {
+		localLoad = g.fillLocal
+	}
+	var localBatch fill.ReplicaBatchLoadFunc[V]
+	if batchLoad != nil {
+		localBatch = g.fillMany
+	}
 	g.leases = lease.NewTable(env.leaseConfig(name), lease.Store[V](leaseStore[V]{g}))
 	// A write is remembered long enough to outlast any copy on its way: a remote Get waits
 	// at most the fill timeout and a peer timeout, a hand-off and a warm pull less.
@@ -65,9 +82,10 @@ func New[V any](env Env, name string, load func(ctx context.Context, key string)
 		Clock: env.Clock,
 	})
 	var err error
-	g.local, err = fill.NewReplica(g.fillLocal, fill.Config[V]{
+	g.local, err = fill.NewReplica(localLoad, localBatch, fill.Config[V]{
 		Name: name, TTL: o.TTL, Jitter: o.Jitter, Grace: o.Grace, RefreshAhead: o.RefreshAhead,
 		NegativeTTL: o.NegativeTTL, FillTimeout: o.FillTimeout, MaxBytes: o.MaxBytes,
+		BatchWindow: o.BatchWindow, MaxBatch: o.MaxBatch,
 		Refreshes: env.Refreshes, Fills: env.Fills, Clock: env.Clock, Logger: env.Log, Rand: env.Rand,
 		OnFill: func(d time.Duration, err error) { env.OnFill(name, d) },
 	}, fill.ReplicaConfig{
@@ -77,10 +95,14 @@ func New[V any](env Env, name string, load func(ctx context.Context, key string)
 	if err != nil {
 		return nil, err
 	}
-	g.near, err = fill.NewReplica(g.fetch, fill.Config[V]{
+	g.near, err = fill.NewReplica(g.fetch, g.fetchMany, fill.Config[V]{
 		Name: name, FillTimeout: o.FillTimeout + env.PeerTimeout, MaxBytes: max(env.NearBytes, 1),
 		Clock: env.Clock, Logger: env.Log, Rand: env.Rand,
+		// A GetMany's keys go to their owners at once, one request each: no window, and
+		// no bound but the GetMany's own.
+		BatchWindow: -1, MaxBatch: MaxManyKeys,
 	}, fill.ReplicaConfig{
+		BatchOnlyMany: true, // a Get asks its owner alone, on the owner's stream
 		// An owner request runs on the caller's goroutine, under its ctx: no hand-off to a
 		// worker and back. When that caller leaves, its request ends, and the Gets that
 		// waited on it ask the owner again — which fills once whoever asks.

@@ -167,7 +167,7 @@ func (gs *testGroups) close(ctx context.Context) {
 // newGroup makes a group on tn, registered under its name, closed when tb ends.
 func newGroup[V any](tb testing.TB, tn *testNode, name string, load func(context.Context, string) (V, error), codec Codec[V], o Options) *Group[V] {
 	tb.Helper()
-	g, err := New(tn.env, name, load, codec, o)
+	g, err := New(tn.env, name, load, nil, codec, o)
 	if err != nil {
 		tb.Fatal(err)
 	}

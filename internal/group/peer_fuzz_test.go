@@ -84,7 +84,7 @@ func newFuzzNode(tb testing.TB) *fuzzNode {
 		if !strings.HasPrefix(name, "auto") || fz.autos.Add(1) > maxFuzzAutoGroups {
 			return fmt.Errorf("fuzz: no group %q here", name)
 		}
-		g, err := New(fz.n.env, name, fuzzLoadString, stringCodec{}, Options{MaxBytes: 1 << 20})
+		g, err := New(fz.n.env, name, fuzzLoadString, nil, stringCodec{}, Options{MaxBytes: 1 << 20})
 		if err == nil {
 			fz.n.register(name, g)
 		}

@@ -16,6 +16,13 @@ import (
 
 // ServeGet serves a peer's Get (or warm pull, a Peek) of a key, as its acting owner.
 func (g *Group[V]) ServeGet(ctx context.Context, req *peerpb.GetRequest) (*peerpb.GetResponse, error) {
+	if len(req.GetKeys()) > 0 {
+		if len(req.GetKeys()) > MaxManyKeys {
+			return nil, fmt.Errorf("%w: %d keys in one batch, at most %d", transport.ErrInvalidArgument, len(req.GetKeys()), MaxManyKeys)
+		}
+		resp, _ := g.serveMany(ctx, req, false)
+		return resp, nil
+	}
 	key := string(req.GetKey())
 	if err := g.env.Limits.Key(key); err != nil {
 		return nil, route.ToWire(err)
@@ -56,6 +63,12 @@ func (g *Group[V]) ServeGet(ctx context.Context, req *peerpb.GetRequest) (*peerp
 // ServeHeld is ServeGet for a key held here, which it answers without waiting, on the
 // goroutine that reads the peer's stream; false leaves the request to ServeGet.
 func (g *Group[V]) ServeHeld(ctx context.Context, req *peerpb.GetRequest) (*peerpb.GetResponse, bool) {
+	if n := len(req.GetKeys()); n > 0 {
+		if n > MaxManyKeys {
+			return nil, false // ServeGet says why
+		}
+		return g.serveMany(ctx, req, true)
+	}
 	key := string(req.GetKey())
 	e, src, ok := g.local.LookupHeld(ctx, key)
 	if !ok {

@@ -14,6 +14,10 @@ type Stats struct {
 	// Leases granted (tokens handed out), lapsed without a FillSet, and FillSets rejected for
 	// a token no longer live, on this node as the keys' owner.
 	LeasesGranted, LeasesLapsed, LeasesRejected uint64
+	// BatchesSent are the batched requests this node sent to owners (GetMany), and
+	// BatchKeysSent their keys; the store's BatchLoads and BatchKeys count its batch
+	// loader's calls and their keys.
+	BatchesSent, BatchKeysSent uint64
 }
 
 // Stats returns this group's counters on this node.
@@ -23,5 +27,6 @@ func (g *Group[V]) Stats() Stats {
 		Local: g.local.Stats(), Near: g.near.Stats(),
 		RemoteGets: g.remoteGets.Load(), NearHits: g.nearHits.Load(), Loads: g.loads.Load(), PeerGets: g.peerGets.Load(),
 		LeasesGranted: granted, LeasesLapsed: lapsed, LeasesRejected: rejected,
+		BatchesSent: g.batchesSent.Load(), BatchKeysSent: g.batchKeysSent.Load(),
 	}
 }

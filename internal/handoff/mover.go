@@ -38,3 +38,10 @@ type Mover struct{ cfg Config }
 
 // New returns a Mover over cfg.
 func New(cfg Config) *Mover { return &Mover{cfg: cfg} }
+
+// Moved reports whether a warm pull of key would ask anyone: whether key moved to this node
+// within PeekWindow (see view.View.PeekCandidates).
+func (m *Mover) Moved(key string) bool {
+	_, moved := m.cfg.View.Load().PeekCandidates(key, m.cfg.PeekWindow, time.Now(), m.cfg.AskedAt())
+	return moved
+}

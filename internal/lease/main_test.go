@@ -38,7 +38,7 @@ func newTable(tb testing.TB, vp *atomic.Pointer[view.View]) *Table[string] {
 	vp.Store(view.Alone("n0", "127.0.0.1:7947", ring.DefaultConfig()))
 	clock := version.New("n0", time.Now)
 	tombs := fill.NewTombstones(fill.TombstoneConfig{})
-	c, err := fill.NewReplica(func(context.Context, string) (string, *fill.Copy, error) { return "", nil, fill.ErrNotFound },
+	c, err := fill.NewReplica(func(context.Context, string) (string, *fill.Copy, error) { return "", nil, fill.ErrNotFound }, nil,
 		fill.Config[string]{Name: "g"}, fill.ReplicaConfig{NextVersion: clock.Next, Tombstones: tombs})
 	if err != nil {
 		tb.Fatal(err)

@@ -459,7 +459,11 @@ type GetRequest struct {
 	// wait_fill, with peek, asks the receiver to wait for a fill of the key it
 	// runs, if any, and to answer with what that fill stored. It still never
 	// starts a fill.
-	WaitFill      bool `protobuf:"varint,5,opt,name=wait_fill,json=waitFill,proto3" json:"wait_fill,omitempty"`
+	WaitFill bool `protobuf:"varint,5,opt,name=wait_fill,json=waitFill,proto3" json:"wait_fill,omitempty"`
+	// keys, when set, makes the request a batch (GetMany): the receiver serves
+	// each key as it would a Get of it alone (key is then unset) and answers with
+	// one result per key, in the order of keys. A batch never peeks.
+	Keys          [][]byte `protobuf:"bytes,6,rep,name=keys,proto3" json:"keys,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -529,6 +533,13 @@ func (x *GetRequest) GetWaitFill() bool {
 	return false
 }
 
+func (x *GetRequest) GetKeys() [][]byte {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
 type GetResponse struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Entry  *Entry                 `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
@@ -537,7 +548,9 @@ type GetResponse struct {
 	Found bool `protobuf:"varint,3,opt,name=found,proto3" json:"found,omitempty"`
 	// filling, for a peek that found nothing, says a fill of the key runs on
 	// the receiver: a peek with wait_fill would get its result.
-	Filling       bool `protobuf:"varint,4,opt,name=filling,proto3" json:"filling,omitempty"`
+	Filling bool `protobuf:"varint,4,opt,name=filling,proto3" json:"filling,omitempty"`
+	// results answers a batch (GetRequest.keys): one per key, in its order.
+	Results       []*KeyResult `protobuf:"bytes,5,rep,name=results,proto3" json:"results,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -600,6 +613,85 @@ func (x *GetResponse) GetFilling() bool {
 	return false
 }
 
+func (x *GetResponse) GetResults() []*KeyResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+// KeyResult is one key's answer in a batch: its entry, or the error a Get of
+// the key alone would have ended with (not found included).
+type KeyResult struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Entry   *Entry                 `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
+	Source  Source                 `protobuf:"varint,2,opt,name=source,proto3,enum=corral.peer.v1.Source" json:"source,omitempty"`
+	Failure *Failure               `protobuf:"bytes,3,opt,name=failure,proto3" json:"failure,omitempty"`
+	// again says the receiver left the key's entry out of the reply, which had
+	// no room left under the sender's reply limit: the sender asks again.
+	Again         bool `protobuf:"varint,4,opt,name=again,proto3" json:"again,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KeyResult) Reset() {
+	*x = KeyResult{}
+	mi := &file_peer_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KeyResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KeyResult) ProtoMessage() {}
+
+func (x *KeyResult) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KeyResult.ProtoReflect.Descriptor instead.
+func (*KeyResult) Descriptor() ([]byte, []int) {
+	return file_peer_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *KeyResult) GetEntry() *Entry {
+	if x != nil {
+		return x.Entry
+	}
+	return nil
+}
+
+func (x *KeyResult) GetSource() Source {
+	if x != nil {
+		return x.Source
+	}
+	return Source_SOURCE_UNSPECIFIED
+}
+
+func (x *KeyResult) GetFailure() *Failure {
+	if x != nil {
+		return x.Failure
+	}
+	return nil
+}
+
+func (x *KeyResult) GetAgain() bool {
+	if x != nil {
+		return x.Again
+	}
+	return false
+}
+
 // GetCall is one frame of GetStream from the sender: a Get, or the
 // cancellation of one the sender no longer waits for.
 type GetCall struct {
@@ -629,7 +721,7 @@ type GetCall struct {
 
 func (x *GetCall) Reset() {
 	*x = GetCall{}
-	mi := &file_peer_proto_msgTypes[4]
+	mi := &file_peer_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -641,7 +733,7 @@ func (x *GetCall) String() string {
 func (*GetCall) ProtoMessage() {}
 
 func (x *GetCall) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[4]
+	mi := &file_peer_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -654,7 +746,7 @@ func (x *GetCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCall.ProtoReflect.Descriptor instead.
 func (*GetCall) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{4}
+	return file_peer_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GetCall) GetId() uint64 {
@@ -709,7 +801,7 @@ type GetReply struct {
 
 func (x *GetReply) Reset() {
 	*x = GetReply{}
-	mi := &file_peer_proto_msgTypes[5]
+	mi := &file_peer_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -721,7 +813,7 @@ func (x *GetReply) String() string {
 func (*GetReply) ProtoMessage() {}
 
 func (x *GetReply) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[5]
+	mi := &file_peer_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -734,7 +826,7 @@ func (x *GetReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetReply.ProtoReflect.Descriptor instead.
 func (*GetReply) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{5}
+	return file_peer_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetReply) GetId() uint64 {
@@ -779,7 +871,7 @@ type Failure struct {
 
 func (x *Failure) Reset() {
 	*x = Failure{}
-	mi := &file_peer_proto_msgTypes[6]
+	mi := &file_peer_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -791,7 +883,7 @@ func (x *Failure) String() string {
 func (*Failure) ProtoMessage() {}
 
 func (x *Failure) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[6]
+	mi := &file_peer_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -804,7 +896,7 @@ func (x *Failure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Failure.ProtoReflect.Descriptor instead.
 func (*Failure) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{6}
+	return file_peer_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Failure) GetCode() uint32 {
@@ -841,7 +933,7 @@ type SetRequest struct {
 
 func (x *SetRequest) Reset() {
 	*x = SetRequest{}
-	mi := &file_peer_proto_msgTypes[7]
+	mi := &file_peer_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -853,7 +945,7 @@ func (x *SetRequest) String() string {
 func (*SetRequest) ProtoMessage() {}
 
 func (x *SetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[7]
+	mi := &file_peer_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -866,7 +958,7 @@ func (x *SetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRequest.ProtoReflect.Descriptor instead.
 func (*SetRequest) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{7}
+	return file_peer_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SetRequest) GetHeader() *Header {
@@ -893,7 +985,7 @@ type SetResponse struct {
 
 func (x *SetResponse) Reset() {
 	*x = SetResponse{}
-	mi := &file_peer_proto_msgTypes[8]
+	mi := &file_peer_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -905,7 +997,7 @@ func (x *SetResponse) String() string {
 func (*SetResponse) ProtoMessage() {}
 
 func (x *SetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[8]
+	mi := &file_peer_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -918,7 +1010,7 @@ func (x *SetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetResponse.ProtoReflect.Descriptor instead.
 func (*SetResponse) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{8}
+	return file_peer_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SetResponse) GetVersion() uint64 {
@@ -941,7 +1033,7 @@ type RemoveRequest struct {
 
 func (x *RemoveRequest) Reset() {
 	*x = RemoveRequest{}
-	mi := &file_peer_proto_msgTypes[9]
+	mi := &file_peer_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -953,7 +1045,7 @@ func (x *RemoveRequest) String() string {
 func (*RemoveRequest) ProtoMessage() {}
 
 func (x *RemoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[9]
+	mi := &file_peer_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -966,7 +1058,7 @@ func (x *RemoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveRequest.ProtoReflect.Descriptor instead.
 func (*RemoveRequest) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{9}
+	return file_peer_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RemoveRequest) GetHeader() *Header {
@@ -1007,7 +1099,7 @@ type RemoveResponse struct {
 
 func (x *RemoveResponse) Reset() {
 	*x = RemoveResponse{}
-	mi := &file_peer_proto_msgTypes[10]
+	mi := &file_peer_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1019,7 +1111,7 @@ func (x *RemoveResponse) String() string {
 func (*RemoveResponse) ProtoMessage() {}
 
 func (x *RemoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[10]
+	mi := &file_peer_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1032,7 +1124,7 @@ func (x *RemoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveResponse.ProtoReflect.Descriptor instead.
 func (*RemoveResponse) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{10}
+	return file_peer_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RemoveResponse) GetVersion() uint64 {
@@ -1065,7 +1157,7 @@ type InvalidateRequest struct {
 
 func (x *InvalidateRequest) Reset() {
 	*x = InvalidateRequest{}
-	mi := &file_peer_proto_msgTypes[11]
+	mi := &file_peer_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1077,7 +1169,7 @@ func (x *InvalidateRequest) String() string {
 func (*InvalidateRequest) ProtoMessage() {}
 
 func (x *InvalidateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[11]
+	mi := &file_peer_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1090,7 +1182,7 @@ func (x *InvalidateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvalidateRequest.ProtoReflect.Descriptor instead.
 func (*InvalidateRequest) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{11}
+	return file_peer_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *InvalidateRequest) GetHeader() *Header {
@@ -1153,7 +1245,7 @@ type InvalidateResponse struct {
 
 func (x *InvalidateResponse) Reset() {
 	*x = InvalidateResponse{}
-	mi := &file_peer_proto_msgTypes[12]
+	mi := &file_peer_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1165,7 +1257,7 @@ func (x *InvalidateResponse) String() string {
 func (*InvalidateResponse) ProtoMessage() {}
 
 func (x *InvalidateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[12]
+	mi := &file_peer_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1178,7 +1270,7 @@ func (x *InvalidateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvalidateResponse.ProtoReflect.Descriptor instead.
 func (*InvalidateResponse) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{12}
+	return file_peer_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *InvalidateResponse) GetUnreached() []string {
@@ -1206,7 +1298,7 @@ type WaitsForRequest struct {
 
 func (x *WaitsForRequest) Reset() {
 	*x = WaitsForRequest{}
-	mi := &file_peer_proto_msgTypes[13]
+	mi := &file_peer_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1218,7 +1310,7 @@ func (x *WaitsForRequest) String() string {
 func (*WaitsForRequest) ProtoMessage() {}
 
 func (x *WaitsForRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[13]
+	mi := &file_peer_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1231,7 +1323,7 @@ func (x *WaitsForRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitsForRequest.ProtoReflect.Descriptor instead.
 func (*WaitsForRequest) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{13}
+	return file_peer_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *WaitsForRequest) GetHeader() *Header {
@@ -1268,7 +1360,7 @@ type Wait struct {
 
 func (x *Wait) Reset() {
 	*x = Wait{}
-	mi := &file_peer_proto_msgTypes[14]
+	mi := &file_peer_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1280,7 +1372,7 @@ func (x *Wait) String() string {
 func (*Wait) ProtoMessage() {}
 
 func (x *Wait) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[14]
+	mi := &file_peer_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1293,7 +1385,7 @@ func (x *Wait) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Wait.ProtoReflect.Descriptor instead.
 func (*Wait) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{14}
+	return file_peer_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Wait) GetGroup() string {
@@ -1326,7 +1418,7 @@ type WaitsForResponse struct {
 
 func (x *WaitsForResponse) Reset() {
 	*x = WaitsForResponse{}
-	mi := &file_peer_proto_msgTypes[15]
+	mi := &file_peer_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1338,7 +1430,7 @@ func (x *WaitsForResponse) String() string {
 func (*WaitsForResponse) ProtoMessage() {}
 
 func (x *WaitsForResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[15]
+	mi := &file_peer_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1351,7 +1443,7 @@ func (x *WaitsForResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitsForResponse.ProtoReflect.Descriptor instead.
 func (*WaitsForResponse) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{15}
+	return file_peer_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *WaitsForResponse) GetWaits() []*Wait {
@@ -1374,7 +1466,7 @@ type HandoffResponse struct {
 
 func (x *HandoffResponse) Reset() {
 	*x = HandoffResponse{}
-	mi := &file_peer_proto_msgTypes[16]
+	mi := &file_peer_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1386,7 +1478,7 @@ func (x *HandoffResponse) String() string {
 func (*HandoffResponse) ProtoMessage() {}
 
 func (x *HandoffResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[16]
+	mi := &file_peer_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1399,7 +1491,7 @@ func (x *HandoffResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandoffResponse.ProtoReflect.Descriptor instead.
 func (*HandoffResponse) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{16}
+	return file_peer_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *HandoffResponse) GetAccepted() uint32 {
@@ -1428,7 +1520,7 @@ type ErrorDetail struct {
 
 func (x *ErrorDetail) Reset() {
 	*x = ErrorDetail{}
-	mi := &file_peer_proto_msgTypes[17]
+	mi := &file_peer_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1440,7 +1532,7 @@ func (x *ErrorDetail) String() string {
 func (*ErrorDetail) ProtoMessage() {}
 
 func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[17]
+	mi := &file_peer_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1453,7 +1545,7 @@ func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorDetail.ProtoReflect.Descriptor instead.
 func (*ErrorDetail) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{17}
+	return file_peer_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ErrorDetail) GetReason() Reason {
@@ -1474,7 +1566,7 @@ type Write struct {
 
 func (x *Write) Reset() {
 	*x = Write{}
-	mi := &file_peer_proto_msgTypes[18]
+	mi := &file_peer_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1486,7 +1578,7 @@ func (x *Write) String() string {
 func (*Write) ProtoMessage() {}
 
 func (x *Write) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[18]
+	mi := &file_peer_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1499,7 +1591,7 @@ func (x *Write) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Write.ProtoReflect.Descriptor instead.
 func (*Write) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{18}
+	return file_peer_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Write) GetKey() []byte {
@@ -1528,7 +1620,7 @@ type TagPurge struct {
 
 func (x *TagPurge) Reset() {
 	*x = TagPurge{}
-	mi := &file_peer_proto_msgTypes[19]
+	mi := &file_peer_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1540,7 +1632,7 @@ func (x *TagPurge) String() string {
 func (*TagPurge) ProtoMessage() {}
 
 func (x *TagPurge) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[19]
+	mi := &file_peer_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1553,7 +1645,7 @@ func (x *TagPurge) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TagPurge.ProtoReflect.Descriptor instead.
 func (*TagPurge) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{19}
+	return file_peer_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *TagPurge) GetTag() string {
@@ -1584,7 +1676,7 @@ type ReconcileRequest struct {
 
 func (x *ReconcileRequest) Reset() {
 	*x = ReconcileRequest{}
-	mi := &file_peer_proto_msgTypes[20]
+	mi := &file_peer_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1596,7 +1688,7 @@ func (x *ReconcileRequest) String() string {
 func (*ReconcileRequest) ProtoMessage() {}
 
 func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[20]
+	mi := &file_peer_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1609,7 +1701,7 @@ func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileRequest.ProtoReflect.Descriptor instead.
 func (*ReconcileRequest) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{20}
+	return file_peer_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ReconcileRequest) GetHeader() *Header {
@@ -1652,7 +1744,7 @@ type ReconcileResponse struct {
 
 func (x *ReconcileResponse) Reset() {
 	*x = ReconcileResponse{}
-	mi := &file_peer_proto_msgTypes[21]
+	mi := &file_peer_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1664,7 +1756,7 @@ func (x *ReconcileResponse) String() string {
 func (*ReconcileResponse) ProtoMessage() {}
 
 func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[21]
+	mi := &file_peer_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1677,7 +1769,7 @@ func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileResponse.ProtoReflect.Descriptor instead.
 func (*ReconcileResponse) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{21}
+	return file_peer_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ReconcileResponse) GetWrites() []*Write {
@@ -1711,7 +1803,7 @@ type LeaseRequest struct {
 
 func (x *LeaseRequest) Reset() {
 	*x = LeaseRequest{}
-	mi := &file_peer_proto_msgTypes[22]
+	mi := &file_peer_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1723,7 +1815,7 @@ func (x *LeaseRequest) String() string {
 func (*LeaseRequest) ProtoMessage() {}
 
 func (x *LeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[22]
+	mi := &file_peer_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1736,7 +1828,7 @@ func (x *LeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseRequest.ProtoReflect.Descriptor instead.
 func (*LeaseRequest) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{22}
+	return file_peer_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *LeaseRequest) GetHeader() *Header {
@@ -1788,7 +1880,7 @@ type LeaseResponse struct {
 
 func (x *LeaseResponse) Reset() {
 	*x = LeaseResponse{}
-	mi := &file_peer_proto_msgTypes[23]
+	mi := &file_peer_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1800,7 +1892,7 @@ func (x *LeaseResponse) String() string {
 func (*LeaseResponse) ProtoMessage() {}
 
 func (x *LeaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[23]
+	mi := &file_peer_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1813,7 +1905,7 @@ func (x *LeaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseResponse.ProtoReflect.Descriptor instead.
 func (*LeaseResponse) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{23}
+	return file_peer_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *LeaseResponse) GetState() LeaseState {
@@ -1853,7 +1945,7 @@ type FillSetRequest struct {
 
 func (x *FillSetRequest) Reset() {
 	*x = FillSetRequest{}
-	mi := &file_peer_proto_msgTypes[24]
+	mi := &file_peer_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1865,7 +1957,7 @@ func (x *FillSetRequest) String() string {
 func (*FillSetRequest) ProtoMessage() {}
 
 func (x *FillSetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[24]
+	mi := &file_peer_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1878,7 +1970,7 @@ func (x *FillSetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FillSetRequest.ProtoReflect.Descriptor instead.
 func (*FillSetRequest) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{24}
+	return file_peer_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *FillSetRequest) GetHeader() *Header {
@@ -1914,7 +2006,7 @@ type FillSetResponse struct {
 
 func (x *FillSetResponse) Reset() {
 	*x = FillSetResponse{}
-	mi := &file_peer_proto_msgTypes[25]
+	mi := &file_peer_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1926,7 +2018,7 @@ func (x *FillSetResponse) String() string {
 func (*FillSetResponse) ProtoMessage() {}
 
 func (x *FillSetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[25]
+	mi := &file_peer_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1939,7 +2031,7 @@ func (x *FillSetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FillSetResponse.ProtoReflect.Descriptor instead.
 func (*FillSetResponse) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{25}
+	return file_peer_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *FillSetResponse) GetStored() bool {
@@ -1983,19 +2075,26 @@ const file_peer_proto_rawDesc = "" +
 	"\tnot_found\x18\b \x01(\bR\bnotFound\x12\x12\n" +
 	"\x04tags\x18\t \x03(\tR\x04tags\x12\x12\n" +
 	"\x04born\x18\n" +
-	" \x01(\x04R\x04born\"\x95\x01\n" +
+	" \x01(\x04R\x04born\"\xa9\x01\n" +
 	"\n" +
 	"GetRequest\x12.\n" +
 	"\x06header\x18\x01 \x01(\v2\x16.corral.peer.v1.HeaderR\x06header\x12\x14\n" +
 	"\x05group\x18\x02 \x01(\tR\x05group\x12\x10\n" +
 	"\x03key\x18\x03 \x01(\fR\x03key\x12\x12\n" +
 	"\x04peek\x18\x04 \x01(\bR\x04peek\x12\x1b\n" +
-	"\twait_fill\x18\x05 \x01(\bR\bwaitFill\"\x9a\x01\n" +
+	"\twait_fill\x18\x05 \x01(\bR\bwaitFill\x12\x12\n" +
+	"\x04keys\x18\x06 \x03(\fR\x04keys\"\xcf\x01\n" +
 	"\vGetResponse\x12+\n" +
 	"\x05entry\x18\x01 \x01(\v2\x15.corral.peer.v1.EntryR\x05entry\x12.\n" +
 	"\x06source\x18\x02 \x01(\x0e2\x16.corral.peer.v1.SourceR\x06source\x12\x14\n" +
 	"\x05found\x18\x03 \x01(\bR\x05found\x12\x18\n" +
-	"\afilling\x18\x04 \x01(\bR\afilling\"\xb2\x01\n" +
+	"\afilling\x18\x04 \x01(\bR\afilling\x123\n" +
+	"\aresults\x18\x05 \x03(\v2\x19.corral.peer.v1.KeyResultR\aresults\"\xb1\x01\n" +
+	"\tKeyResult\x12+\n" +
+	"\x05entry\x18\x01 \x01(\v2\x15.corral.peer.v1.EntryR\x05entry\x12.\n" +
+	"\x06source\x18\x02 \x01(\x0e2\x16.corral.peer.v1.SourceR\x06source\x121\n" +
+	"\afailure\x18\x03 \x01(\v2\x17.corral.peer.v1.FailureR\afailure\x12\x14\n" +
+	"\x05again\x18\x04 \x01(\bR\x05again\"\xb2\x01\n" +
 	"\aGetCall\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x124\n" +
 	"\arequest\x18\x02 \x01(\v2\x1a.corral.peer.v1.GetRequestR\arequest\x12#\n" +
@@ -2130,7 +2229,7 @@ func file_peer_proto_rawDescGZIP() []byte {
 }
 
 var file_peer_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_peer_proto_goTypes = []any{
 	(Source)(0),                // 0: corral.peer.v1.Source
 	(Reason)(0),                // 1: corral.peer.v1.Reason
@@ -2139,79 +2238,84 @@ var file_peer_proto_goTypes = []any{
 	(*Entry)(nil),              // 4: corral.peer.v1.Entry
 	(*GetRequest)(nil),         // 5: corral.peer.v1.GetRequest
 	(*GetResponse)(nil),        // 6: corral.peer.v1.GetResponse
-	(*GetCall)(nil),            // 7: corral.peer.v1.GetCall
-	(*GetReply)(nil),           // 8: corral.peer.v1.GetReply
-	(*Failure)(nil),            // 9: corral.peer.v1.Failure
-	(*SetRequest)(nil),         // 10: corral.peer.v1.SetRequest
-	(*SetResponse)(nil),        // 11: corral.peer.v1.SetResponse
-	(*RemoveRequest)(nil),      // 12: corral.peer.v1.RemoveRequest
-	(*RemoveResponse)(nil),     // 13: corral.peer.v1.RemoveResponse
-	(*InvalidateRequest)(nil),  // 14: corral.peer.v1.InvalidateRequest
-	(*InvalidateResponse)(nil), // 15: corral.peer.v1.InvalidateResponse
-	(*WaitsForRequest)(nil),    // 16: corral.peer.v1.WaitsForRequest
-	(*Wait)(nil),               // 17: corral.peer.v1.Wait
-	(*WaitsForResponse)(nil),   // 18: corral.peer.v1.WaitsForResponse
-	(*HandoffResponse)(nil),    // 19: corral.peer.v1.HandoffResponse
-	(*ErrorDetail)(nil),        // 20: corral.peer.v1.ErrorDetail
-	(*Write)(nil),              // 21: corral.peer.v1.Write
-	(*TagPurge)(nil),           // 22: corral.peer.v1.TagPurge
-	(*ReconcileRequest)(nil),   // 23: corral.peer.v1.ReconcileRequest
-	(*ReconcileResponse)(nil),  // 24: corral.peer.v1.ReconcileResponse
-	(*LeaseRequest)(nil),       // 25: corral.peer.v1.LeaseRequest
-	(*LeaseResponse)(nil),      // 26: corral.peer.v1.LeaseResponse
-	(*FillSetRequest)(nil),     // 27: corral.peer.v1.FillSetRequest
-	(*FillSetResponse)(nil),    // 28: corral.peer.v1.FillSetResponse
+	(*KeyResult)(nil),          // 7: corral.peer.v1.KeyResult
+	(*GetCall)(nil),            // 8: corral.peer.v1.GetCall
+	(*GetReply)(nil),           // 9: corral.peer.v1.GetReply
+	(*Failure)(nil),            // 10: corral.peer.v1.Failure
+	(*SetRequest)(nil),         // 11: corral.peer.v1.SetRequest
+	(*SetResponse)(nil),        // 12: corral.peer.v1.SetResponse
+	(*RemoveRequest)(nil),      // 13: corral.peer.v1.RemoveRequest
+	(*RemoveResponse)(nil),     // 14: corral.peer.v1.RemoveResponse
+	(*InvalidateRequest)(nil),  // 15: corral.peer.v1.InvalidateRequest
+	(*InvalidateResponse)(nil), // 16: corral.peer.v1.InvalidateResponse
+	(*WaitsForRequest)(nil),    // 17: corral.peer.v1.WaitsForRequest
+	(*Wait)(nil),               // 18: corral.peer.v1.Wait
+	(*WaitsForResponse)(nil),   // 19: corral.peer.v1.WaitsForResponse
+	(*HandoffResponse)(nil),    // 20: corral.peer.v1.HandoffResponse
+	(*ErrorDetail)(nil),        // 21: corral.peer.v1.ErrorDetail
+	(*Write)(nil),              // 22: corral.peer.v1.Write
+	(*TagPurge)(nil),           // 23: corral.peer.v1.TagPurge
+	(*ReconcileRequest)(nil),   // 24: corral.peer.v1.ReconcileRequest
+	(*ReconcileResponse)(nil),  // 25: corral.peer.v1.ReconcileResponse
+	(*LeaseRequest)(nil),       // 26: corral.peer.v1.LeaseRequest
+	(*LeaseResponse)(nil),      // 27: corral.peer.v1.LeaseResponse
+	(*FillSetRequest)(nil),     // 28: corral.peer.v1.FillSetRequest
+	(*FillSetResponse)(nil),    // 29: corral.peer.v1.FillSetResponse
 }
 var file_peer_proto_depIdxs = []int32{
 	3,  // 0: corral.peer.v1.GetRequest.header:type_name -> corral.peer.v1.Header
 	4,  // 1: corral.peer.v1.GetResponse.entry:type_name -> corral.peer.v1.Entry
 	0,  // 2: corral.peer.v1.GetResponse.source:type_name -> corral.peer.v1.Source
-	5,  // 3: corral.peer.v1.GetCall.request:type_name -> corral.peer.v1.GetRequest
-	6,  // 4: corral.peer.v1.GetReply.response:type_name -> corral.peer.v1.GetResponse
-	9,  // 5: corral.peer.v1.GetReply.failure:type_name -> corral.peer.v1.Failure
-	1,  // 6: corral.peer.v1.Failure.reason:type_name -> corral.peer.v1.Reason
-	3,  // 7: corral.peer.v1.SetRequest.header:type_name -> corral.peer.v1.Header
-	4,  // 8: corral.peer.v1.SetRequest.entry:type_name -> corral.peer.v1.Entry
-	3,  // 9: corral.peer.v1.RemoveRequest.header:type_name -> corral.peer.v1.Header
-	3,  // 10: corral.peer.v1.InvalidateRequest.header:type_name -> corral.peer.v1.Header
-	3,  // 11: corral.peer.v1.WaitsForRequest.header:type_name -> corral.peer.v1.Header
-	17, // 12: corral.peer.v1.WaitsForResponse.waits:type_name -> corral.peer.v1.Wait
-	1,  // 13: corral.peer.v1.ErrorDetail.reason:type_name -> corral.peer.v1.Reason
-	3,  // 14: corral.peer.v1.ReconcileRequest.header:type_name -> corral.peer.v1.Header
-	21, // 15: corral.peer.v1.ReconcileRequest.writes:type_name -> corral.peer.v1.Write
-	22, // 16: corral.peer.v1.ReconcileRequest.purges:type_name -> corral.peer.v1.TagPurge
-	21, // 17: corral.peer.v1.ReconcileResponse.writes:type_name -> corral.peer.v1.Write
-	22, // 18: corral.peer.v1.ReconcileResponse.purges:type_name -> corral.peer.v1.TagPurge
-	3,  // 19: corral.peer.v1.LeaseRequest.header:type_name -> corral.peer.v1.Header
-	2,  // 20: corral.peer.v1.LeaseResponse.state:type_name -> corral.peer.v1.LeaseState
-	4,  // 21: corral.peer.v1.LeaseResponse.entry:type_name -> corral.peer.v1.Entry
-	3,  // 22: corral.peer.v1.FillSetRequest.header:type_name -> corral.peer.v1.Header
-	4,  // 23: corral.peer.v1.FillSetRequest.entry:type_name -> corral.peer.v1.Entry
-	5,  // 24: corral.peer.v1.Peer.Get:input_type -> corral.peer.v1.GetRequest
-	7,  // 25: corral.peer.v1.Peer.GetStream:input_type -> corral.peer.v1.GetCall
-	10, // 26: corral.peer.v1.Peer.Set:input_type -> corral.peer.v1.SetRequest
-	12, // 27: corral.peer.v1.Peer.Remove:input_type -> corral.peer.v1.RemoveRequest
-	14, // 28: corral.peer.v1.Peer.Invalidate:input_type -> corral.peer.v1.InvalidateRequest
-	4,  // 29: corral.peer.v1.Peer.Handoff:input_type -> corral.peer.v1.Entry
-	16, // 30: corral.peer.v1.Peer.WaitsFor:input_type -> corral.peer.v1.WaitsForRequest
-	23, // 31: corral.peer.v1.Peer.Reconcile:input_type -> corral.peer.v1.ReconcileRequest
-	25, // 32: corral.peer.v1.Peer.Lease:input_type -> corral.peer.v1.LeaseRequest
-	27, // 33: corral.peer.v1.Peer.FillSet:input_type -> corral.peer.v1.FillSetRequest
-	6,  // 34: corral.peer.v1.Peer.Get:output_type -> corral.peer.v1.GetResponse
-	8,  // 35: corral.peer.v1.Peer.GetStream:output_type -> corral.peer.v1.GetReply
-	11, // 36: corral.peer.v1.Peer.Set:output_type -> corral.peer.v1.SetResponse
-	13, // 37: corral.peer.v1.Peer.Remove:output_type -> corral.peer.v1.RemoveResponse
-	15, // 38: corral.peer.v1.Peer.Invalidate:output_type -> corral.peer.v1.InvalidateResponse
-	19, // 39: corral.peer.v1.Peer.Handoff:output_type -> corral.peer.v1.HandoffResponse
-	18, // 40: corral.peer.v1.Peer.WaitsFor:output_type -> corral.peer.v1.WaitsForResponse
-	24, // 41: corral.peer.v1.Peer.Reconcile:output_type -> corral.peer.v1.ReconcileResponse
-	26, // 42: corral.peer.v1.Peer.Lease:output_type -> corral.peer.v1.LeaseResponse
-	28, // 43: corral.peer.v1.Peer.FillSet:output_type -> corral.peer.v1.FillSetResponse
-	34, // [34:44] is the sub-list for method output_type
-	24, // [24:34] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	7,  // 3: corral.peer.v1.GetResponse.results:type_name -> corral.peer.v1.KeyResult
+	4,  // 4: corral.peer.v1.KeyResult.entry:type_name -> corral.peer.v1.Entry
+	0,  // 5: corral.peer.v1.KeyResult.source:type_name -> corral.peer.v1.Source
+	10, // 6: corral.peer.v1.KeyResult.failure:type_name -> corral.peer.v1.Failure
+	5,  // 7: corral.peer.v1.GetCall.request:type_name -> corral.peer.v1.GetRequest
+	6,  // 8: corral.peer.v1.GetReply.response:type_name -> corral.peer.v1.GetResponse
+	10, // 9: corral.peer.v1.GetReply.failure:type_name -> corral.peer.v1.Failure
+	1,  // 10: corral.peer.v1.Failure.reason:type_name -> corral.peer.v1.Reason
+	3,  // 11: corral.peer.v1.SetRequest.header:type_name -> corral.peer.v1.Header
+	4,  // 12: corral.peer.v1.SetRequest.entry:type_name -> corral.peer.v1.Entry
+	3,  // 13: corral.peer.v1.RemoveRequest.header:type_name -> corral.peer.v1.Header
+	3,  // 14: corral.peer.v1.InvalidateRequest.header:type_name -> corral.peer.v1.Header
+	3,  // 15: corral.peer.v1.WaitsForRequest.header:type_name -> corral.peer.v1.Header
+	18, // 16: corral.peer.v1.WaitsForResponse.waits:type_name -> corral.peer.v1.Wait
+	1,  // 17: corral.peer.v1.ErrorDetail.reason:type_name -> corral.peer.v1.Reason
+	3,  // 18: corral.peer.v1.ReconcileRequest.header:type_name -> corral.peer.v1.Header
+	22, // 19: corral.peer.v1.ReconcileRequest.writes:type_name -> corral.peer.v1.Write
+	23, // 20: corral.peer.v1.ReconcileRequest.purges:type_name -> corral.peer.v1.TagPurge
+	22, // 21: corral.peer.v1.ReconcileResponse.writes:type_name -> corral.peer.v1.Write
+	23, // 22: corral.peer.v1.ReconcileResponse.purges:type_name -> corral.peer.v1.TagPurge
+	3,  // 23: corral.peer.v1.LeaseRequest.header:type_name -> corral.peer.v1.Header
+	2,  // 24: corral.peer.v1.LeaseResponse.state:type_name -> corral.peer.v1.LeaseState
+	4,  // 25: corral.peer.v1.LeaseResponse.entry:type_name -> corral.peer.v1.Entry
+	3,  // 26: corral.peer.v1.FillSetRequest.header:type_name -> corral.peer.v1.Header
+	4,  // 27: corral.peer.v1.FillSetRequest.entry:type_name -> corral.peer.v1.Entry
+	5,  // 28: corral.peer.v1.Peer.Get:input_type -> corral.peer.v1.GetRequest
+	8,  // 29: corral.peer.v1.Peer.GetStream:input_type -> corral.peer.v1.GetCall
+	11, // 30: corral.peer.v1.Peer.Set:input_type -> corral.peer.v1.SetRequest
+	13, // 31: corral.peer.v1.Peer.Remove:input_type -> corral.peer.v1.RemoveRequest
+	15, // 32: corral.peer.v1.Peer.Invalidate:input_type -> corral.peer.v1.InvalidateRequest
+	4,  // 33: corral.peer.v1.Peer.Handoff:input_type -> corral.peer.v1.Entry
+	17, // 34: corral.peer.v1.Peer.WaitsFor:input_type -> corral.peer.v1.WaitsForRequest
+	24, // 35: corral.peer.v1.Peer.Reconcile:input_type -> corral.peer.v1.ReconcileRequest
+	26, // 36: corral.peer.v1.Peer.Lease:input_type -> corral.peer.v1.LeaseRequest
+	28, // 37: corral.peer.v1.Peer.FillSet:input_type -> corral.peer.v1.FillSetRequest
+	6,  // 38: corral.peer.v1.Peer.Get:output_type -> corral.peer.v1.GetResponse
+	9,  // 39: corral.peer.v1.Peer.GetStream:output_type -> corral.peer.v1.GetReply
+	12, // 40: corral.peer.v1.Peer.Set:output_type -> corral.peer.v1.SetResponse
+	14, // 41: corral.peer.v1.Peer.Remove:output_type -> corral.peer.v1.RemoveResponse
+	16, // 42: corral.peer.v1.Peer.Invalidate:output_type -> corral.peer.v1.InvalidateResponse
+	20, // 43: corral.peer.v1.Peer.Handoff:output_type -> corral.peer.v1.HandoffResponse
+	19, // 44: corral.peer.v1.Peer.WaitsFor:output_type -> corral.peer.v1.WaitsForResponse
+	25, // 45: corral.peer.v1.Peer.Reconcile:output_type -> corral.peer.v1.ReconcileResponse
+	27, // 46: corral.peer.v1.Peer.Lease:output_type -> corral.peer.v1.LeaseResponse
+	29, // 47: corral.peer.v1.Peer.FillSet:output_type -> corral.peer.v1.FillSetResponse
+	38, // [38:48] is the sub-list for method output_type
+	28, // [28:38] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_peer_proto_init() }
@@ -2225,7 +2329,7 @@ func file_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_peer_proto_rawDesc), len(file_peer_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   26,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

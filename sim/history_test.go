@@ -59,6 +59,7 @@ type getRec struct {
 	membersAsked int  // how many members it may ask on its way: the bound on its duration
 	group        string
 	closedAt     time.Duration // for a Get on a node that had crashed or left: when it closed; else -1
+	batch        bool          // one key of a GetMany
 }
 
 // writeRec is one Set or Remove (or, in group s, a SetWithExpiry or a FillSet that stored),
@@ -120,10 +121,14 @@ type span struct{ start, end time.Duration }
 
 // history is one seeded run and everything it recorded.
 type history struct {
-	seed  uint64
-	r     *rand.Rand // the history's choices; used by the main goroutine
-	start time.Time
-	c     *corraltest.Cluster
+	seed uint64
+	// batches: this history reads with GetMany too, and group g has a batch loader. Set for
+	// a sixth of the seeds (those ≡ 1 mod 6, which the regression seeds are not: their
+	// workloads stay what they were when they found their bugs).
+	batches bool
+	r       *rand.Rand // the history's choices; used by the main goroutine
+	start   time.Time
+	c       *corraltest.Cluster
 
 	mu sync.Mutex
 	// guards everything below
@@ -254,7 +259,11 @@ func (h *history) nodeConfig(name string) corral.Config {
 }
 
 func (h *history) setup(n *corral.Node) error {
-	g, err := corral.NewGroup(n, "g", h.load(n.Name()), corral.WithTTL(time.Hour), corral.WithFillTimeout(fillTimeout))
+	opts := []corral.GroupOption{corral.WithTTL(time.Hour), corral.WithFillTimeout(fillTimeout)}
+	if h.batches {
+		opts = append(opts, corral.WithBatchLoad(h.loadMany(n.Name())))
+	}
+	g, err := corral.NewGroup(n, "g", h.load(n.Name()), opts...)
 	if err != nil {
 		return err
 	}
@@ -477,6 +486,8 @@ func (h *history) client(r *rand.Rand, stop time.Time) {
 			continue
 		}
 		switch op := r.IntN(20); {
+		case op < 6 && h.batches:
+			h.getMany(name, g, manyKeysFrom(k, op))
 		case op < 14:
 			h.get(name, g, key(k), nil)
 		case op < 15:
@@ -527,6 +538,80 @@ func (h *history) get(node string, g *corral.Group[string], k string, cancel *ti
 	h.mu.Lock()
 	h.gets = append(h.gets, rec)
 	h.mu.Unlock()
+}
+
+// manyKeysFrom returns the keys a GetMany reads: k and the next n%5 keys, so that a batch mixes
+// hot and cold keys, owned here and elsewhere. It draws nothing: the history's choices stay
+// the same whatever a batch does.
+func manyKeysFrom(k, n int) []string {
+	keys := []string{key(k)}
+	for i := 1; i <= n%5; i++ {
+		keys = append(keys, key((k+i*7)%keysPerRun))
+	}
+	return keys
+}
+
+// getMany does one GetMany and records a Get of each key: its value, its error in the
+// *ManyError, ErrNotFound for a key absent without one, or the whole call's error.
+func (h *history) getMany(node string, g *corral.Group[string], keys []string) {
+	ctx, done := context.WithTimeout(context.Background(), getDeadline)
+	defer done()
+	start := h.now()
+	values, err := g.GetMany(ctx, keys)
+	end := h.now()
+	var me *corral.ManyError
+	errors.As(err, &me)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, k := range keys {
+		rec := getRec{key: k, node: node, start: start, end: end, membersAsked: h.nodes + 2, group: g.Name(), closedAt: -1, batch: true}
+		switch v, ok := values[k]; {
+		case ok:
+			rec.value = v
+		case me != nil && me.Errors[k] != nil:
+			rec.err = me.Errors[k]
+		case err != nil && me == nil:
+			rec.err = err
+		default:
+			rec.err = corral.ErrNotFound
+		}
+		h.gets = append(h.gets, rec)
+	}
+}
+
+// loadMany is group g's batch loader in the histories with batches: load's work for every
+// key, in one call that takes as long as its slowest key and fails, whole, when one fails.
+func (h *history) loadMany(node string) corral.BatchLoadFunc[string] {
+	return func(ctx context.Context, keys []string) (map[string]string, error) {
+		h.mu.Lock()
+		gen := h.gen
+		out := make(map[string]string, len(keys))
+		var longest time.Duration
+		fail := false
+		for _, key := range keys {
+			corral.TagKey(ctx, key, tagOf(key))
+			h.made++
+			value := fmt.Sprintf("%s@%d#f%d", key, gen, h.made)
+			h.madeAt[value] = h.now()
+			longest = max(longest, time.Duration(h.loadRand.Int64N(int64(30*time.Millisecond))))
+			fail = fail || h.loadRand.Float64() < 0.03
+			out[key] = value
+		}
+		for _, key := range keys {
+			h.fills = append(h.fills, fillRec{key: key, node: node, at: h.now(), failed: fail})
+		}
+		h.trace = append(h.trace, event{at: h.now(), node: node, what: fmt.Sprintf("fill %v (gen %d, fail %v)", keys, gen, fail)})
+		h.mu.Unlock()
+		select {
+		case <-time.After(longest):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if fail {
+			return nil, errors.New("source unavailable")
+		}
+		return out, nil
+	}
 }
 
 // write does one Set (of the next generation) or Remove, bumping the source's generation

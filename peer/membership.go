@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -32,6 +33,9 @@ type Membership struct {
 	del        *delegate
 	view       *view
 	gossipAddr string // advertised "ip:port", fixed at New
+	// warnedSelfSeed is set once a join attempt has logged a seed that names this member at
+	// another port (see selfseed.go).
+	warnedSelfSeed atomic.Bool
 	// retransmitMult is memberlist's RetransmitMult: how many times it sends a broadcast
 	// scales with it (see broadcastWait).
 	retransmitMult int
@@ -63,6 +67,8 @@ type Membership struct {
 // (it is logged): the first member of a cluster starts before the others, and a background loop
 // retries with backoff until some seed is reached, then re-joins, every RejoinInterval, the seeds
 // that are not members. Without seeds, this member is a one-node cluster that others may join.
+// One finding of that attempt fails New: a "dns+" or "k8s://" seed that names this member's own
+// address at another port than the one it is reached at (see selfseed.go).
 func New(cfg Config) (*Membership, error) {
 	s, err := cfg.validate()
 	if err != nil {
@@ -164,8 +170,12 @@ func New(cfg Config) (*Membership, error) {
 
 	if len(s.seeds) > 0 {
 		jctx, jcancel := context.WithTimeout(ctx, s.JoinTimeout)
-		n, err := m.joinSeeds(jctx, false)
+		n, err := m.joinSeeds(jctx, false, true)
 		jcancel()
+		if sse := (*selfSeedError)(nil); errors.As(err, &sse) {
+			m.Close()
+			return nil, err
+		}
 		if n > 0 {
 			log.Info("joined cluster", "member", s.Name, "seeds_reached", n, "members", m.view.len())
 		} else {

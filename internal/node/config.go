@@ -193,7 +193,7 @@ func (c *Config) validate() error {
 	c.MaxRefreshes = cmp.Or(c.MaxRefreshes, d.MaxRefreshes)
 	c.NearBytes = cmp.Or(c.NearBytes, d.NearBytes)
 	c.NearPromote = cmp.Or(c.NearPromote, d.NearPromote)
-	return nil
+	return checkSelfSeeds(c)
 }
 
 // advertiseAddr picks the IP peers dial: AdvertiseAddr, else BindAddr, else (bound to all

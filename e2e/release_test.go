@@ -24,12 +24,7 @@ import (
 // binary (the amd64 one run with docker run), checksums and their SSH signature, and that a
 // second build gives the same binaries, SBOMs and layers.
 func TestRelease(t *testing.T) {
-	if _, err := exec.LookPath("docker"); err != nil || exec.Command("docker", "info").Run() != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("docker is not available, and CI needs this test")
-		}
-		t.Skip("docker is not available")
-	}
+	needDocker(t)
 	v, err := os.ReadFile("../VERSION")
 	if err != nil {
 		t.Fatal(err)

@@ -193,7 +193,7 @@ func (c *Config) validate() error {
 	c.MaxRefreshes = cmp.Or(c.MaxRefreshes, d.MaxRefreshes)
 	c.NearBytes = cmp.Or(c.NearBytes, d.NearBytes)
 	c.NearPromote = cmp.Or(c.NearPromote, d.NearPromote)
-	return checkSelfSeeds(c)
+	return checkSelfSeeds(c.GossipPort, c.BindAddr, c.AdvertiseAddr, c.Host != nil, c.Join)
 }
 
 // advertiseAddr picks the IP peers dial: AdvertiseAddr, else BindAddr, else (bound to all

@@ -27,12 +27,14 @@ import (
 //
 // Plain "host:port" seeds are exempt: they name one process, and a host may run several.
 
-// checkSelfSeeds applies the first half of the rule to a validated c.
-func checkSelfSeeds(c *Config) error {
-	if c.GossipPort != 0 || c.Host != nil || isLoopback(c.BindAddr) || isLoopback(c.AdvertiseAddr) {
+// checkSelfSeeds applies the first half of the rule to a node's gossip port, bind and advertise
+// addresses as configured, and seeds; inMemory says it runs on an in-memory network. It takes
+// the values rather than a Config so that it goes wherever the Config's validation goes.
+func checkSelfSeeds(gossipPort int, bindAddr, advertiseAddr string, inMemory bool, join []string) error {
+	if gossipPort != 0 || inMemory || isLoopback(bindAddr) || isLoopback(advertiseAddr) {
 		return nil
 	}
-	for _, s := range c.Join {
+	for _, s := range join {
 		var at, fix string
 		switch {
 		case strings.HasPrefix(s, "dns+"):

@@ -1,7 +1,11 @@
 # corral — make targets. `make test` is what CI runs (.ci/run).
 GO ?= go
 
-.PHONY: test vet bench demo generate e2e e2e-faults e2e-k8s manifests image sim fuzz
+.PHONY: test vet bench demo generate e2e e2e-faults e2e-k8s manifests image release sim fuzz
+
+# The release this tree builds: the file VERSION, which the chart's appVersion repeats (a test
+# and release/release.sh check that they agree).
+VERSION ?= $(shell cat VERSION)
 
 test: vet
 	$(GO) test -race -count=1 ./...
@@ -82,13 +86,21 @@ manifests:
 	e2e/k8s/build.sh >/dev/null
 	cd e2e/k8s && $(GO) test -count=1 -run '^TestManifests$$' . -update
 
-# The container image: a static binary in an image built FROM scratch, run as non-root.
-IMAGE ?= corral:dev
+# The container image of this machine's architecture: a static binary in an image built FROM
+# scratch, run as non-root, tagged as the chart names it by default (corral:<appVersion>).
+IMAGE ?= corral:$(VERSION)
 image:
 	mkdir -p bin/image
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o bin/image/corral ./cmd/corral
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w -X main.version=$(VERSION)' -o bin/image/corral ./cmd/corral
 	cp Dockerfile bin/image/Dockerfile
 	docker build -t $(IMAGE) bin/image
+
+# A release (release/release.sh): static binaries for linux/amd64 and linux/arm64 with the
+# version stamped, their CycloneDX SBOMs, an image of each built FROM scratch with the
+# Dockerfile and saved as a tarball, SHA256SUMS, and with SIGNING_KEY (an SSH private key) its
+# signature; in out/release/$(VERSION). docs/releasing.md says how to check and load them.
+release:
+	GO=$(GO) VERSION=$(VERSION) release/release.sh
 
 # Regenerates transport/peerpb from peer.proto: needs protoc (Debian: protobuf-compiler),
 # protoc-gen-go and protoc-gen-go-grpc (see transport/peerpb/generate.go for the versions).

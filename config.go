@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/corralcache/corral/fill"
+	"github.com/corralcache/corral/internal/network"
 	"github.com/corralcache/corral/internal/peertls"
 	"github.com/corralcache/corral/peer"
 	"github.com/corralcache/corral/transport"
@@ -249,6 +250,15 @@ func (c *Config) validate() error {
 	c.NearBytes = cmp.Or(c.NearBytes, d.NearBytes)
 	c.NearPromote = cmp.Or(c.NearPromote, d.NearPromote)
 	return nil
+}
+
+// validateOn is validate for a node on nw, with the first half of the self-seed rule
+// (selfseed.go): a network of a test's own (one that says what to advertise) is exempt.
+func (c *Config) validateOn(nw network.Network) error {
+	if err := c.validate(); err != nil {
+		return err
+	}
+	return checkSelfSeeds(c.GossipPort, c.BindAddr, c.AdvertiseAddr, nw.AdvertiseIP() != "", c.Join)
 }
 
 // advertiseAddr picks the IP peers dial: AdvertiseAddr, else BindAddr, else (bound to all

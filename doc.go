@@ -10,18 +10,31 @@
 //
 // # Usage
 //
-//	node, err := corral.New(corral.Config{
-//		Join:       []string{"dns+myapp-corral.default.svc.cluster.local:7946"},
-//		Registerer: prometheus.DefaultRegisterer,
-//	})
-//	if err != nil { … }
+//	cfg := corral.DefaultConfig()      // fixed ports, 7946 for gossip and 7947 for peer gRPC
+//	cfg.BindAddr = os.Getenv("POD_IP") // the pod's address; "" = every interface
+//	cfg.Join = []string{"dns+shop-cache-corral-headless.default.svc.cluster.local:7946"}
+//	cfg.Registerer = prometheus.DefaultRegisterer
+//	node, err := corral.New(cfg)
+//	if err != nil {
+//		return err
+//	}
 //	defer node.Close(context.Background())
 //
 //	users, err := corral.NewGroup(node, "users", func(ctx context.Context, id string) (User, error) {
 //		return db.LoadUser(ctx, id) // runs once per key per expiry in the whole cluster
 //	}, corral.WithTTL(time.Minute), corral.WithJitter(0.1), corral.WithStaleWhileRevalidate(10*time.Second))
-//	if err != nil { … }
+//	if err != nil {
+//		return err
+//	}
 //	u, err := users.Get(ctx, "42")
+//
+// The seed is the headless Service of the chart (charts/corral, release shop-cache): every
+// replica's address, at one port. So the ports are fixed: with a "dns+" or "k8s://" seed,
+// GossipPort 0 — any free port, what a zero Config means, right for tests on loopback — fails
+// New, and so does a seed whose records show this node at another port than its own. With the
+// chart, also set Config.Label (the chart's cluster label) and the gossip key
+// (ParseSecretKeys reads the chart's key file, mounted from its Secret); the README shows the
+// lines, and the chart's install notes print them for a release.
 //
 // The caller's duties:
 //  1. Register every group under the same name with the same loader on every replica, as

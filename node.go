@@ -96,7 +96,7 @@ func init() {
 // newNode starts the node cfg describes on nw. Each step undoes what it started when a later
 // one fails.
 func newNode(cfg Config, nw network.Network) (*Node, error) {
-	if err := cfg.validate(); err != nil {
+	if err := cfg.validateOn(nw); err != nil {
 		return nil, err
 	}
 	n := &Node{cfg: cfg, net: nw, log: cfg.Logger.With("node", cfg.Name), rand: newLockedRand(cfg.Rand),

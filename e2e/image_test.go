@@ -15,12 +15,7 @@ import (
 // a two-node cluster of it on a Docker network of its own: the nodes join, serve a PUT and a
 // GET across each other, run as a non-root user, and stop cleanly on docker stop (SIGTERM).
 func TestImage(t *testing.T) {
-	if _, err := exec.LookPath("docker"); err != nil || exec.Command("docker", "info").Run() != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("docker is not available, and CI needs this test")
-		}
-		t.Skip("docker is not available")
-	}
+	needDocker(t)
 	image := "corral:e2e"
 	make := exec.Command("make", "image", "IMAGE="+image)
 	make.Dir = ".."
@@ -87,6 +82,17 @@ func TestImage(t *testing.T) {
 		var v clusterView
 		return json.NewDecoder(resp.Body).Decode(&v) == nil && len(v.Members) == 1
 	})
+}
+
+// needDocker skips the test without a Docker daemon, or fails it in CI, where it must run.
+func needDocker(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("docker"); err != nil || exec.Command("docker", "info").Run() != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("docker is not available, and CI needs this test")
+		}
+		t.Skip("docker is not available")
+	}
 }
 
 func docker(t *testing.T, args ...string) string {

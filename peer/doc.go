@@ -66,7 +66,13 @@
 // reached (or another member has joined this one) a background loop retries with backoff between
 // JoinBackoffMin and JoinBackoffMax; afterwards it re-joins, every RejoinInterval, the seed
 // addresses that are not live members. That heals two pods that started together and each formed
-// a one-node cluster.
+// a one-node cluster. A "dns+" or "k8s://" seed names every member of a service at one port:
+// New fails when such a seed shows this member's own (non-loopback) address at another port
+// than the one it is reached at, since nobody would find it there (see selfseed.go).
+//
+// Leaving: Leave waits for its broadcasts to go out, at most a few gossip rounds (3.2s with
+// the LAN defaults; see broadcast.go), and returns nil when no other member is live any more —
+// every member stopping at once leaves the last ones nobody to tell, which is a normal end.
 //
 // Two sides of a partition that declared each other dead heal sooner: memberlist probes and
 // exchanges state only with members it holds live, so about every ReconnectInterval (1s) each

@@ -35,20 +35,36 @@ func (m *Membership) Join(ctx context.Context, seeds []string) (int, error) {
 	if err := m.runDiscoveries(dctx, parsed); err != nil {
 		return 0, err
 	}
-	return m.join(ctx, parsed, false)
+	return m.join(ctx, parsed, false, false)
 }
 
 // joinSeeds joins the configured seeds; with skipMembers, only addresses that are not members.
-// The first call starts the seeds' discoveries, which run until Close.
-func (m *Membership) joinSeeds(ctx context.Context, skipMembers bool) (int, error) {
+// The first call starts the seeds' discoveries, which run until Close. With strict (New's
+// attempt), a seed that names this member at another port (see selfseed.go) fails it before
+// any address is joined.
+func (m *Membership) joinSeeds(ctx context.Context, skipMembers, strict bool) (int, error) {
 	if err := m.runDiscoveries(m.ctx, m.s.seeds); err != nil {
 		return 0, err
 	}
-	return m.join(ctx, m.s.seeds, skipMembers)
+	return m.join(ctx, m.s.seeds, skipMembers, strict)
 }
 
-func (m *Membership) join(ctx context.Context, seeds []seed, skipMembers bool) (int, error) {
-	addrs, resolveErr := resolveSeeds(ctx, m.s.Resolver, seeds)
+func (m *Membership) join(ctx context.Context, seeds []seed, skipMembers, strict bool) (int, error) {
+	var selfErr error
+	addrs, resolveErr := resolveSeeds(ctx, m.s.Resolver, seeds, func(sd seed, found []netip.AddrPort) {
+		if selfErr == nil {
+			selfErr = checkSelfSeed(sd, found, addrPort(m.gossipAddr))
+		}
+	})
+	if selfErr != nil {
+		if strict {
+			return 0, selfErr
+		}
+		if !m.warnedSelfSeed.Swap(true) {
+			m.log.Error("a seed names this member at a port where it does not listen; members that find it through the seed cannot reach it",
+				"member", m.s.Name, "err", selfErr)
+		}
+	}
 
 	skip := map[netip.AddrPort]bool{addrPort(m.gossipAddr): true}
 	if skipMembers {
@@ -177,7 +193,7 @@ func (m *Membership) joinLoop(reached bool) {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(m.ctx, s.JoinTimeout)
-		n, err := m.joinSeeds(ctx, reached)
+		n, err := m.joinSeeds(ctx, reached, false)
 		cancel()
 		if m.ctx.Err() != nil {
 			return

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -32,6 +33,12 @@ type Membership struct {
 	del        *delegate
 	view       *view
 	gossipAddr string // advertised "ip:port", fixed at New
+	// warnedSelfSeed is set once a join attempt has logged a seed that names this member at
+	// another port (see selfseed.go).
+	warnedSelfSeed atomic.Bool
+	// retransmitMult is memberlist's RetransmitMult: how many times it sends a broadcast
+	// scales with it (see broadcastWait).
+	retransmitMult int
 	// keyring is memberlist's, nil for plaintext gossip; it locks itself. keysMu serializes
 	// SetKeys, whose add, use and remove must not interleave with another's.
 	keyring *memberlist.Keyring
@@ -60,6 +67,8 @@ type Membership struct {
 // (it is logged): the first member of a cluster starts before the others, and a background loop
 // retries with backoff until some seed is reached, then re-joins, every RejoinInterval, the seeds
 // that are not members. Without seeds, this member is a one-node cluster that others may join.
+// One finding of that attempt fails New: a "dns+" or "k8s://" seed that names this member's own
+// address at another port than the one it is reached at (see selfseed.go).
 func New(cfg Config) (*Membership, error) {
 	s, err := cfg.validate()
 	if err != nil {
@@ -144,6 +153,7 @@ func New(cfg Config) (*Membership, error) {
 	}
 	m.ml = ml
 	m.gossipAddr = ml.LocalNode().Address()
+	m.retransmitMult = mc.RetransmitMult
 	if s.ReconnectInterval > 0 {
 		// Its own source, drawn before the join loop takes s.Rand over.
 		r := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
@@ -160,8 +170,12 @@ func New(cfg Config) (*Membership, error) {
 
 	if len(s.seeds) > 0 {
 		jctx, jcancel := context.WithTimeout(ctx, s.JoinTimeout)
-		n, err := m.joinSeeds(jctx, false)
+		n, err := m.joinSeeds(jctx, false, true)
 		jcancel()
+		if sse := (*selfSeedError)(nil); errors.As(err, &sse) {
+			m.Close()
+			return nil, err
+		}
 		if n > 0 {
 			log.Info("joined cluster", "member", s.Name, "seeds_reached", n, "members", m.view.len())
 		} else {
@@ -196,8 +210,8 @@ func (m *Membership) Claimants() []Member {
 	return slices.DeleteFunc(cs, func(c Member) bool { return m.view.has(c.Name) })
 }
 
-// UpdateMeta publishes new meta and waits until it has been gossiped, at most until ctx's
-// deadline (10s without one). meta.RingVersion must be 0 or this member's ring version, and
+// UpdateMeta publishes new meta and waits until it has been gossiped, at most a few gossip
+// rounds (see broadcast.go) and never past ctx's deadline (10s without one). meta.RingVersion must be 0 or this member's ring version, and
 // meta.StartedAt zero keeps the current one. Peers get EventUpdate.
 func (m *Membership) UpdateMeta(ctx context.Context, meta Meta) error {
 	cur := m.del.currentMeta()
@@ -235,7 +249,7 @@ func (m *Membership) UpdateMeta(ctx context.Context, meta Meta) error {
 	if err != nil {
 		return err
 	}
-	if err := m.ml.UpdateNode(waitBudget(ctx)); err != nil {
+	if err := m.awaitBroadcast(ctx, m.ml.UpdateNode); err != nil {
 		if ctx.Err() != nil {
 			err = ctx.Err()
 		}
@@ -245,10 +259,9 @@ func (m *Membership) UpdateMeta(ctx context.Context, meta Meta) error {
 }
 
 // StartLeaving tells the cluster that this member is about to leave: it publishes meta marked
-// "leaving" and waits until it has been gossiped, at most until ctx's deadline (10s without
-// one). Peers then see Member.Leaving set — this member is still live and serving, but hands
-// its keys off and takes no more — and, when it leaves, report EventLeave rather than
-// EventFail. Leave, which should follow, does not publish it again. Calling StartLeaving again
+// "leaving" and waits until it has been gossiped, as UpdateMeta does. Peers then see
+// Member.Leaving set — this member is still live and serving, but hands its keys off and takes
+// no more — and, when it leaves, report EventLeave rather than EventFail. Leave, which should follow, does not publish it again. Calling StartLeaving again
 // returns nil; after Leave it returns ErrLeft, after Close ErrClosed.
 func (m *Membership) StartLeaving(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
@@ -268,7 +281,7 @@ func (m *Membership) StartLeaving(ctx context.Context) error {
 	if err != nil || already {
 		return err
 	}
-	if err := m.ml.UpdateNode(waitBudget(ctx)); err != nil {
+	if err := m.awaitBroadcast(ctx, m.ml.UpdateNode); err != nil {
 		return fmt.Errorf("peer: StartLeaving: %w", err)
 	}
 	return nil
@@ -277,10 +290,12 @@ func (m *Membership) StartLeaving(ctx context.Context) error {
 // Leave tells the cluster that this member is going away, so that peers report EventLeave (not
 // EventFail) and drop it at once rather than after failure detection. It keeps gossiping until
 // Close, which should follow. Leave first publishes meta marked "leaving" and waits for it to be
-// gossiped (unless StartLeaving did), then broadcasts memberlist's leave and waits for that: both waits end at ctx's
-// deadline (10s without one). A peer that missed the first message reports EventFail instead.
-// When the deadline cuts a wait short, Leave returns an error but the leave is under way all the
-// same: memberlist keeps gossiping it until Close.
+// gossiped (unless StartLeaving did), then broadcasts memberlist's leave and waits for that:
+// each wait takes at most a few gossip rounds (see broadcast.go) and ends at ctx's deadline
+// (10s without one). A peer that missed the first message reports EventFail instead. When a
+// wait is cut short while other members are live, Leave returns an error but the leave is under
+// way all the same: memberlist keeps gossiping it until Close. When no other member is live any
+// more (they all left at once), there is nobody left to tell, and Leave returns nil.
 //
 // After Leave, this member still lists itself in Members (it keeps serving until Close) and gets
 // no event about itself. Calling Leave again returns nil; after Close it returns ErrClosed.
@@ -309,12 +324,12 @@ func (m *Membership) Leave(ctx context.Context) error {
 
 	var errs []error
 	if !announced {
-		if err := m.ml.UpdateNode(waitBudget(ctx)); err != nil {
+		if err := m.awaitBroadcast(ctx, m.ml.UpdateNode); err != nil {
 			// Go on: leaving matters more than peers knowing it was graceful.
 			errs = append(errs, fmt.Errorf("announce leaving: %w", err))
 		}
 	}
-	if err := m.ml.Leave(waitBudget(ctx)); err != nil {
+	if err := m.awaitBroadcast(ctx, m.ml.Leave); err != nil {
 		errs = append(errs, fmt.Errorf("broadcast leave: %w", err))
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -117,45 +117,52 @@ func parseSeeds(ss []string) ([]seed, error) {
 // resolveSeeds turns seeds into distinct "ip:port" addresses, looking names up with r now and
 // taking the addresses a seed's discovery found last (waiting for its first answer until ctx
 // ends). A seed that fails to resolve is reported in err, but the addresses of the other seeds are
-// still returned.
-func resolveSeeds(ctx context.Context, r Resolver, seeds []seed) (addrs []string, err error) {
+// still returned. each, if not nil, is called with every seed and the addresses it resolved to.
+func resolveSeeds(ctx context.Context, r Resolver, seeds []seed, each func(sd seed, found []netip.AddrPort)) (addrs []string, err error) {
 	seen := make(map[netip.AddrPort]bool)
-	add := func(ap netip.AddrPort) {
-		if !seen[ap] {
-			seen[ap] = true
-			addrs = append(addrs, ap.String())
-		}
-	}
 	var errs []error
 	for _, sd := range seeds {
-		if sd.disc != nil {
-			found, err := sd.disc.current(ctx)
-			if err != nil {
-				errs = append(errs, err)
-			}
-			for _, a := range found {
-				if ap, err := netip.ParseAddrPort(a); err == nil {
-					add(netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()))
-				}
-			}
-			continue
-		}
-		if sd.ip.IsValid() {
-			add(netip.AddrPortFrom(sd.ip, sd.port))
-			continue
-		}
-		hosts, err := r.LookupHost(ctx, sd.host)
+		found, err := resolveSeed(ctx, r, sd)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("resolve seed %q: %w", sd.raw, err))
-			continue
+			errs = append(errs, err)
 		}
-		for _, h := range hosts {
-			ip, err := netip.ParseAddr(h)
-			if err != nil {
-				continue
+		if each != nil {
+			each(sd, found)
+		}
+		for _, ap := range found {
+			if !seen[ap] {
+				seen[ap] = true
+				addrs = append(addrs, ap.String())
 			}
-			add(netip.AddrPortFrom(ip.Unmap(), sd.port))
 		}
 	}
 	return addrs, errors.Join(errs...)
+}
+
+// resolveSeed returns the addresses sd names now (see resolveSeeds), IPv4-mapped IPv6 addresses
+// unmapped.
+func resolveSeed(ctx context.Context, r Resolver, sd seed) ([]netip.AddrPort, error) {
+	var found []netip.AddrPort
+	if sd.disc != nil {
+		addrs, err := sd.disc.current(ctx)
+		for _, a := range addrs {
+			if ap, err := netip.ParseAddrPort(a); err == nil {
+				found = append(found, netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()))
+			}
+		}
+		return found, err
+	}
+	if sd.ip.IsValid() {
+		return []netip.AddrPort{netip.AddrPortFrom(sd.ip, sd.port)}, nil
+	}
+	hosts, err := r.LookupHost(ctx, sd.host)
+	if err != nil {
+		return nil, fmt.Errorf("resolve seed %q: %w", sd.raw, err)
+	}
+	for _, h := range hosts {
+		if ip, err := netip.ParseAddr(h); err == nil {
+			found = append(found, netip.AddrPortFrom(ip.Unmap(), sd.port))
+		}
+	}
+	return found, nil
 }

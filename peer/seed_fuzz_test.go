@@ -52,7 +52,7 @@ func FuzzParseSeed(f *testing.F) {
 
 		r := &StaticResolver{}
 		r.Set(sd.host, strings.Split(answer, ",")...)
-		addrs, _ := resolveSeeds(context.Background(), r, []seed{sd})
+		addrs, _ := resolveSeeds(context.Background(), r, []seed{sd}, nil)
 		seen := map[string]bool{}
 		for _, a := range addrs {
 			ap, err := netip.ParseAddrPort(a)

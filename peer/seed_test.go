@@ -43,7 +43,7 @@ func TestResolveSeeds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addrs, err := resolveSeeds(context.Background(), r, seeds)
+	addrs, err := resolveSeeds(context.Background(), r, seeds, nil)
 	want := []string{"10.0.0.9:1", "10.0.0.2:7946", "10.0.0.1:7946", "[fd00::1]:7946", "10.0.0.3:7946"}
 	if !slices.Equal(addrs, want) {
 		t.Errorf("addresses %v, want %v", addrs, want)

@@ -22,6 +22,7 @@ Usage:
   corral inspect --addr host:port [--key K]
                          print a node's view of the cluster, and K's owner
   corral demo [flags]    run a cluster on this machine and show one fill per expiry
+  corral version         the release, commit, Go version and platform of this binary
   corral help            this text
 
 Run "corral <command> -h" for a command's flags.
@@ -64,6 +65,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		return 0
+	case "version", "--version", "-version":
+		return printVersion(stdout)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

@@ -584,7 +584,7 @@ func TestChartInstallUpgrade(t *testing.T) {
 	}
 
 	library := helm(t, "install", "lib", chartDir, "--namespace", ns, "--set", "mode=library,library.selector.app=shop,discovery.mode=k8s")
-	for _, want := range []string{`Join:  []string{"k8s://` + ns + `/lib-corral-headless"}`, `import _ "github.com/corralcache/corral/peer/k8s"`, "port-forward svc/lib-corral-headless"} {
+	for _, want := range []string{`cfg.Join = []string{"k8s://` + ns + `/lib-corral-headless"}`, `import _ "github.com/corralcache/corral/peer/k8s"`, "port-forward svc/lib-corral-headless"} {
 		if !strings.Contains(library, want) {
 			t.Errorf("library-mode notes lack %q:\n%s", want, library)
 		}

@@ -8,9 +8,9 @@
 //
 //	import _ "github.com/corralcache/corral/peer/k8s"
 //
-//	node, err := corral.New(corral.Config{
-//		Join: []string{"k8s://corral"}, // the Service "corral" in this pod's namespace
-//	})
+//	cfg := corral.DefaultConfig()       // fixed ports: the EndpointSlices name every member at one
+//	cfg.Join = []string{"k8s://corral"} // the Service "corral" in this pod's namespace
+//	node, err := corral.New(cfg)
 //
 // The caller must:
 //

@@ -33,10 +33,13 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The one change: the image built for this run, which is never pulled.
-	m := strings.NewReplacer("image: catalog:latest", "image: "+exampleImage, "imagePullPolicy: IfNotPresent", "imagePullPolicy: Never").Replace(string(manifest))
-	if !strings.Contains(m, exampleImage) || !strings.Contains(m, "imagePullPolicy: Never") {
-		t.Fatal("examples/catalog/kubernetes.yaml no longer names image catalog:latest with imagePullPolicy IfNotPresent")
+	// The changes: the image built for this run, which is never pulled, and the products API,
+	// the counting origin instead of the example's built-in demo products.
+	const products = `{name: PRODUCTS_URL, value: "http://products-api:9000/items/products/{id}"}`
+	m := strings.NewReplacer("image: catalog:latest", "image: "+exampleImage, "imagePullPolicy: IfNotPresent", "imagePullPolicy: Never",
+		`{name: PRODUCTS_URL, value: ""}`, products).Replace(string(manifest))
+	if !strings.Contains(m, exampleImage) || !strings.Contains(m, "imagePullPolicy: Never") || !strings.Contains(m, products) {
+		t.Fatal(`examples/catalog/kubernetes.yaml no longer names image catalog:latest with imagePullPolicy IfNotPresent, and {name: PRODUCTS_URL, value: ""}`)
 	}
 	kubectlIn(t, ns, m, "apply", "-f", "-")
 	kubectl(t, ns, "rollout", "status", "deployment/catalog", "--timeout", "5m")

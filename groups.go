@@ -26,10 +26,16 @@ type groups struct {
 	limits  *limit.Checker
 	log     *slog.Logger
 
+	clock fill.Clock // the early writes' clock
+
 	mu sync.RWMutex
-	// guards byName
+	// guards byName and early
 	byName map[string]handle
+	early  map[string]*fill.Tombstones // writes of groups not registered yet (Remember)
 }
+
+// maxEarlyGroups bounds the groups whose writes are remembered before they are registered.
+const maxEarlyGroups = 64
 
 // handle is a group whatever its value type (a *group.Group[V]): what the node needs of it.
 type handle interface {
@@ -46,9 +52,33 @@ var (
 	_ handle       = (*group.Group[string])(nil)
 )
 
-func (gs *groups) init(self string, auto func(name string) error, leaving *atomic.Bool, limits *limit.Checker, log *slog.Logger) {
-	gs.self, gs.auto, gs.leaving, gs.limits, gs.log = self, auto, leaving, limits, log
+func (gs *groups) init(self string, auto func(name string) error, leaving *atomic.Bool, limits *limit.Checker, clock fill.Clock, log *slog.Logger) {
+	gs.self, gs.auto, gs.leaving, gs.limits, gs.clock, gs.log = self, auto, leaving, limits, clock, log
 	gs.byName = make(map[string]handle)
+}
+
+// Remember keeps a write of a group not registered yet, for register.
+func (gs *groups) Remember(name, key string, version uint64) {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	if g, ok := gs.byName[name]; ok { // registered meanwhile
+		g.Invalidate(key, version)
+		return
+	}
+	t := gs.early[name]
+	if t == nil {
+		if len(gs.early) >= maxEarlyGroups {
+			gs.log.Warn("corral: a write of a group not registered here is forgotten: too many such groups",
+				"group", name, "at_most", maxEarlyGroups)
+			return
+		}
+		if gs.early == nil {
+			gs.early = make(map[string]*fill.Tombstones)
+		}
+		t = fill.NewTombstones(fill.TombstoneConfig{Clock: gs.clock})
+		gs.early[name] = t
+	}
+	t.Record(key, version)
 }
 
 // register adds g under name. It fails once the node is leaving, or when name is taken.
@@ -60,6 +90,14 @@ func (gs *groups) register(name string, g handle) error {
 	}
 	if _, dup := gs.byName[name]; dup {
 		return fmt.Errorf("corral: group %q is already registered on this node", name)
+	}
+	// The writes this node was told of before the group was registered: none of its
+	// stores takes a copy older than them.
+	if t := gs.early[name]; t != nil {
+		for key, version := range t.All() {
+			g.Invalidate(key, version)
+		}
+		delete(gs.early, name)
 	}
 	gs.byName[name] = g
 	return nil

@@ -151,6 +151,7 @@ func (n *Node) listenPeers() (net.Listener, error) {
 // each other, and the environment every group is built with.
 func (n *Node) buildParts() error {
 	cfg := &n.cfg
+	n.clock, n.stopClock = n.net.Clock()
 	n.versions = version.New(cfg.Name, time.Now)
 	n.tags = fill.NewTags(fill.TagsConfig{})
 	n.waits = fill.NewWaitGraph(n.resolveWaits)
@@ -167,6 +168,7 @@ func (n *Node) buildParts() error {
 		SilentPeerTimeout: cfg.SilentPeerTimeout, OnCall: n.metrics.peerCall, Dialer: n.net.Dial(),
 	})
 	if err != nil {
+		n.stopClock()
 		return fmt.Errorf("corral: peer transport: %w", err)
 	}
 	n.router = route.New(route.Config{View: &n.view, Client: n.client, Clock: n.versions, Log: n.log,
@@ -182,7 +184,7 @@ func (n *Node) buildParts() error {
 	if cfg.AutoGroup != nil {
 		auto = func(name string) error { return cfg.AutoGroup(n, name) }
 	}
-	n.groups.init(cfg.Name, auto, &n.state.Leaving, &n.limits, n.log)
+	n.groups.init(cfg.Name, auto, &n.state.Leaving, &n.limits, n.clock, n.log)
 	n.owner = owner.New(owner.Config{Self: cfg.Name, PeerAddr: n.peerAddr, View: &n.view, Clock: n.versions,
 		Writer: n.writer, Waits: n.waits, Log: n.log, PeerTLS: cfg.PeerTLS != nil, AllowNonMemberPeers: cfg.AllowNonMemberPeers,
 		PeekWindow: cfg.PeekWindow, Members: n.members.LiveAndClaimants, Groups: &n.groups, Limits: &n.limits,
@@ -195,9 +197,9 @@ func (n *Node) buildParts() error {
 		Logger: n.log, OnLimit: n.metrics.limits.hit})
 	if err != nil {
 		n.client.Close()
+		n.stopClock()
 		return fmt.Errorf("corral: peer transport: %w", err)
 	}
-	n.clock, n.stopClock = n.net.Clock()
 	n.env = group.Env{
 		Self: cfg.Name, View: &n.view, State: &n.state,
 		Router: n.router, Client: n.client, Writer: n.writer, Mover: n.mover, Versions: n.versions,

@@ -156,6 +156,8 @@ func (gs *testGroups) Serve(name string) (owner.Group, error) {
 	return nil, fmt.Errorf("%w: %q", transport.ErrUnknownGroup, name)
 }
 
+func (gs *testGroups) Remember(string, string, uint64) {}
+
 func (gs *testGroups) close(ctx context.Context) {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()

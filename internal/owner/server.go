@@ -81,6 +81,10 @@ type Groups interface {
 	// Serve returns the group a request names, registering it first when the node may
 	// (corral.Config.AutoGroup), or an error wrapping transport.ErrUnknownGroup.
 	Serve(name string) (Group, error)
+	// Remember keeps a write of key at version, in the group called name that is not
+	// registered here, until the group is: it then refuses every copy older than the write
+	// from the start — a hand-off or a warm pull from a member that missed the write.
+	Remember(name, key string, version uint64)
 }
 
 // Server is the owner's side of the peer protocol: the transport.Handler, which serves a
@@ -198,9 +202,13 @@ func (s *Server) Invalidate(ctx context.Context, req *peerpb.InvalidateRequest) 
 		return nil, fmt.Errorf("%w: %v", transport.ErrInvalidArgument, err)
 	}
 	s.cfg.Clock.Observe(req.GetVersion())
-	// A node that does not have the group holds no copy; it may still know members that do.
+	// A node that does not have the group yet holds no copy; it remembers the write for when
+	// the group is registered (its application registers its groups after the node joined),
+	// and it may know members that do have the group.
 	if g, ok := s.cfg.Groups.Lookup(req.GetGroup()); ok {
 		g.Invalidate(key, req.GetVersion())
+	} else if fill.CheckName(req.GetGroup()) == nil {
+		s.cfg.Groups.Remember(req.GetGroup(), key, req.GetVersion())
 	}
 	s.cfg.Log.Debug("corral: told of a write", "group", req.GetGroup(), "key", key, "version", req.GetVersion(), "by", req.GetHeader().GetSender())
 	if s.cfg.State.Left.Load() {

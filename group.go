@@ -135,6 +135,14 @@ func (g *Group[V]) Remove(ctx context.Context, key string) error {
 	return publicErr(g.g.Remove(ctx, key))
 }
 
+// Backups returns the members that keep the backups of key in this node's view, in order
+// (see WithBackups); none without backups.
+func (g *Group[V]) Backups(key string) []Member { return members(g.g.BackupsOf(key)) }
+
+// KeepsBackup reports whether this node keeps a backup of key (see WithBackups): a copy its
+// owner gave it, which it would serve as its own, filling nothing, if the owner were gone.
+func (g *Group[V]) KeepsBackup(key string) bool { return g.g.KeepsBackup(key) }
+
 // Stats returns this group's counters on this node.
 func (g *Group[V]) Stats() GroupStats { return statsOf(g.g.Stats()) }
 

@@ -41,8 +41,8 @@ const maxEarlyGroups = 64
 type handle interface {
 	owner.Group
 	handoff.Group
-	// LeasesMoved ends the leases of keys whose owner changed in v.
-	LeasesMoved(v *view.View)
+	// ViewChanged follows a membership change to v (its leases, its backups).
+	ViewChanged(v *view.View)
 	Stats() group.Stats
 	Close(ctx context.Context) error
 }
@@ -164,10 +164,10 @@ func (gs *groups) forHandoff() []handoff.Group {
 	return out
 }
 
-// leasesMoved ends, in every group, the leases of keys whose owner changed in v.
-func (gs *groups) leasesMoved(v *view.View) {
+// viewChanged tells every group of the membership change to v.
+func (gs *groups) viewChanged(v *view.View) {
 	for _, g := range gs.list() {
-		g.LeasesMoved(v)
+		g.ViewChanged(v)
 	}
 }
 

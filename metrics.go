@@ -88,6 +88,8 @@ var groupCounters = []struct {
 	{"corral_batch_request_keys_total", "Keys of those requests: divided by corral_batch_requests_total, the keys a batch carries on average.", func(s GroupStats) float64 { return float64(s.BatchRequestKeys) }},
 	{"corral_batch_loads_total", "Calls of a group's batch loader (WithBatchLoad) on this node.", func(s GroupStats) float64 { return float64(s.BatchLoads) }},
 	{"corral_batch_load_keys_total", "Keys of those calls: divided by corral_batch_loads_total, the keys one database query loads on average.", func(s GroupStats) float64 { return float64(s.BatchLoadKeys) }},
+	{"corral_backups_sent_total", "Entries this node gave the backups of keys it owns (WithBackups).", func(s GroupStats) float64 { return float64(s.BackupsSent) }},
+	{"corral_backups_taken_total", "Backups this node took as its own value on coming to own their keys (their owner left or crashed): each one a fill saved.", func(s GroupStats) float64 { return float64(s.BackupsTaken) }},
 	{"corral_tag_purged_total", "Values dropped on this node (store and near copies) because a tag of theirs was purged after they were made: found on a read, by the sweep, or a fill's result.", func(s GroupStats) float64 { return float64(s.Purged) }},
 }
 
@@ -113,12 +115,24 @@ func (c *excludedCollector) Collect(ch chan<- prometheus.Metric) {
 
 // groupCollector emits the group counters.
 type groupCollector struct {
-	src   *metricSources
-	descs []*prometheus.Desc
+	src    *metricSources
+	descs  []*prometheus.Desc // groupCounters'
+	gauges []*prometheus.Desc // groupGauges'
+}
+
+// groupGauges are the group metrics that go down as well as up.
+var groupGauges = []struct {
+	name, help string
+	value      func(GroupStats) float64
+}{
+	{"corral_backup_entries", "Copies this node keeps now as a backup of keys other members own (WithBackups): each would be this node's value, with no fill, if their owner crashed.", func(s GroupStats) float64 { return float64(s.BackupEntries) }},
 }
 
 func (c *groupCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range c.descs {
+		ch <- d
+	}
+	for _, d := range c.gauges {
 		ch <- d
 	}
 }
@@ -127,6 +141,9 @@ func (c *groupCollector) Collect(ch chan<- prometheus.Metric) {
 	for name, s := range c.src.groups() {
 		for i, gc := range groupCounters {
 			ch <- prometheus.MustNewConstMetric(c.descs[i], prometheus.CounterValue, gc.value(s), name)
+		}
+		for i, gg := range groupGauges {
+			ch <- prometheus.MustNewConstMetric(c.gauges[i], prometheus.GaugeValue, gg.value(s), name)
 		}
 	}
 }
@@ -164,6 +181,9 @@ func newMetrics(reg prometheus.Registerer, src *metricSources) (*metrics, error)
 	gc := &groupCollector{src: src}
 	for _, c := range groupCounters {
 		gc.descs = append(gc.descs, prometheus.NewDesc(c.name, c.help, []string{"group"}, nil))
+	}
+	for _, c := range groupGauges {
+		gc.gauges = append(gc.gauges, prometheus.NewDesc(c.name, c.help, []string{"group"}, nil))
 	}
 	members := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "corral_members",

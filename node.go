@@ -179,7 +179,7 @@ func (n *Node) buildParts() error {
 	n.keeper = viewkeeper.New(viewkeeper.Config{Self: cfg.Name, PeerAddr: n.peerAddr, PeerTLS: cfg.PeerTLS != nil,
 		PeekWindow: cfg.PeekWindow, Ring: ring.DefaultConfig(), View: &n.view, Membership: &n.members,
 		Client: n.client, Router: n.router, Writer: n.writer, Groups: n.groups.forWrites, Log: n.log,
-		Moved: n.groups.leasesMoved, Changed: n.changed})
+		Moved: n.groups.viewChanged, Changed: n.changed})
 	var auto func(name string) error
 	if cfg.AutoGroup != nil {
 		auto = func(name string) error { return cfg.AutoGroup(n, name) }

@@ -119,3 +119,22 @@ func WithCodec[V any](c Codec[V]) GroupOption {
 		return nil
 	})
 }
+
+// WithBackups has each entry of the group also kept by the key's next n members on the ring —
+// the members that would own it, in order, if its owner were gone — so that an owner that
+// crashes costs no fill: its successor already holds its entries (fresh, stale within grace,
+// or a remembered not-found). The owner gives a copy to the backups whenever it stores an
+// entry (a fill, a refresh, a warm pull, a Set, a FillSet) before any caller sees it or the
+// write returns, and after each membership change to the members that became backups, so a
+// group stays at n copies. Reads and fills stay on the owner. n is 0 (none, the default) to
+// 2; each backup costs the group's memory again on some member, and every fill and write a
+// round trip to each backup.
+func WithBackups(n int) GroupOption {
+	return optionFunc(func(o *groupOptions) error {
+		if n < 0 || n > group.MaxBackups {
+			return fmt.Errorf("corral: WithBackups(%d): want 0 to %d", n, group.MaxBackups)
+		}
+		o.Backups = n
+		return nil
+	})
+}

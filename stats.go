@@ -28,6 +28,11 @@ type GroupStats struct {
 	BatchRequestKeys uint64 // their keys
 	BatchLoads       uint64 // calls of the group's batch loader on this node
 	BatchLoadKeys    uint64 // their keys
+
+	// Backups (see WithBackups).
+	BackupEntries int    // copies this node keeps now as a backup of other owners' keys
+	BackupsSent   uint64 // entries this node gave its keys' backups
+	BackupsTaken  uint64 // backups this node took as its own value on coming to own their keys
 }
 
 // statsOf sums a group's counters by part into its GroupStats.
@@ -57,5 +62,9 @@ func statsOf(s group.Stats) GroupStats {
 		BatchRequestKeys: s.BatchKeysSent,
 		BatchLoads:       s.Local.BatchLoads,
 		BatchLoadKeys:    s.Local.BatchKeys,
+
+		BackupEntries: s.BackupEntries,
+		BackupsSent:   s.BackupsSent,
+		BackupsTaken:  s.BackupsTaken,
 	}
 }

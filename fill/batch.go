@@ -219,6 +219,10 @@ func (c *Cache[V]) runBatch(parent context.Context, b *batch[V], inline bool) {
 	}
 	fc.end()
 	x := &fc.choice // the loader has returned: nothing writes it any more
+	// Settle every key first, then hand the stored entries to ReplicaConfig.Stored at once,
+	// then wake every key's callers: as complete does for one key.
+	done := make([]*settled[V], len(b.calls))
+	var stored []string
 	for i, cl := range b.calls {
 		key := b.keys[i]
 		r := result[V]{err: err}
@@ -234,10 +238,24 @@ func (c *Cache[V]) runBatch(parent context.Context, b *batch[V], inline bool) {
 			xi.take(r.copy)
 		}
 		if inline && r.err != nil && parent.Err() != nil {
-			r.err, xi = errAbandoned, nil // complete stores nothing and marks cl abandoned
+			r.err, xi = errAbandoned, nil // settle stores nothing, and finish marks cl abandoned
 		}
-		if e := c.complete(key, cl, xi, r, startNano); e != nil && xi.copied && c.clock.NowNano() >= e.fresh {
-			c.refresh(base, key, e) // as run does for a stale copy
+		if s := c.settle(key, cl, xi, r, startNano); s != nil {
+			done[i] = s
+			if s.stored && c.rc.Stored != nil {
+				stored = append(stored, key)
+			}
+		}
+	}
+	if len(stored) > 0 {
+		c.rc.Stored(stored)
+	}
+	for i, s := range done {
+		if s == nil {
+			continue
+		}
+		if e := c.finish(s); e != nil && s.r.copy != nil && c.clock.NowNano() >= e.fresh {
+			c.refresh(base, b.keys[i], e) // as run does for a stale copy
 		}
 	}
 }

@@ -293,8 +293,37 @@ func (c *Cache[V]) run(parent context.Context, key string, cl *call[V], slot *Li
 
 // complete ends cl once, with the loader's result r (stored when it may be) or with the
 // fill timeout's error, whichever comes first; the later call does nothing. It returns the
-// entry it stored, or nil.
+// entry it stored, or nil. With ReplicaConfig.Stored, the entry it stored is given to it
+// before any caller of the fill is woken.
 func (c *Cache[V]) complete(key string, cl *call[V], x *choice, r result[V], startNano int64) *entry[V] {
+	s := c.settle(key, cl, x, r, startNano)
+	if s == nil {
+		return nil
+	}
+	if s.stored && c.rc.Stored != nil {
+		c.rc.Stored([]string{key})
+	}
+	return c.finish(s)
+}
+
+// settled is a fill's result once settle has stored it (or not), for finish to hand to its
+// callers.
+type settled[V any] struct {
+	cl             *call[V]
+	r              result[V]
+	e              *entry[V] // what was to be stored, nil when nothing was kept
+	stored, purged bool
+	now, fresh     int64
+	stale          int64
+	version        uint64
+	fillMicros     uint32
+	tags           []string
+	born           uint64
+}
+
+// settle is the first half of complete: it stores the fill's result when it may, and ends
+// the fill's call in c.calls; nil when cl was completed already.
+func (c *Cache[V]) settle(key string, cl *call[V], x *choice, r result[V], startNano int64) *settled[V] {
 	now := c.clock.NowNano()
 	var (
 		e              *entry[V] // what may be stored: allocated only if it would be kept
@@ -365,13 +394,20 @@ func (c *Cache[V]) complete(key string, cl *call[V], x *choice, r result[V], sta
 		delete(c.calls, key)
 	}
 	c.mu.Unlock()
+	return &settled[V]{cl: cl, r: r, e: e, stored: stored, purged: purged, now: now, fresh: fresh, stale: stale,
+		version: version, fillMicros: fillMicros, tags: tags, born: born}
+}
 
+// finish is the second half of complete: it hands the settled result to the fill's callers,
+// and returns the entry it stored, or nil.
+func (c *Cache[V]) finish(s *settled[V]) *entry[V] {
+	cl, r, e := s.cl, s.r, s.e
 	if r.err == errAbandoned {
 		cl.abandoned = true
 		close(cl.done)
 		return nil
 	}
-	if purged {
+	if s.purged {
 		c.stats.fills.Add(1)
 		c.stats.purged.Add(1)
 		cl.purged = true
@@ -385,22 +421,22 @@ func (c *Cache[V]) complete(key string, cl *call[V], x *choice, r result[V], sta
 	if r.err != nil && !errors.Is(r.err, ErrNotFound) {
 		c.stats.fillErrors.Add(1)
 	}
-	if !stored && cl.stale != nil {
+	if !s.stored && cl.stale != nil {
 		cl.stale.endRefresh() // the stale entry stays; a later read may retry
 	}
 	if r.err == nil {
 		if e != nil {
-			cl.entry = e.export(now)
+			cl.entry = e.export(s.now)
 		} else {
-			cl.entry = exported(r.v, fresh, stale, version, fillMicros, now)
-			if len(tags) > 0 { // returned, not stored: its callers still see its tags
-				cl.entry.Tags, cl.entry.Born = tags, born
+			cl.entry = exported(r.v, s.fresh, s.stale, s.version, s.fillMicros, s.now)
+			if len(s.tags) > 0 { // returned, not stored: its callers still see its tags
+				cl.entry.Tags, cl.entry.Born = s.tags, s.born
 			}
 		}
 	}
 	cl.err = r.err
 	close(cl.done)
-	if !stored {
+	if !s.stored {
 		return nil
 	}
 	return e

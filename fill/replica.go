@@ -27,6 +27,11 @@ type Replica[V any] struct{ *Cache[V] }
 // orders its writes with those of other processes. The zero value is a replica that shares
 // nothing and orders its own writes only.
 type ReplicaConfig struct {
+	// Stored, if set, is given the keys a fill (or a batch's fill) stored, before any of the
+	// fill's callers is woken: corral gives their entries (PeekAny) to a group's backups then,
+	// so that a value any caller saw is held by them too. It runs on the fill's goroutine and
+	// may block it. nil = nothing is told.
+	Stored func(keys []string)
 	// BatchOnlyMany, for a replica with both loaders, keeps the batch loader for GetMany and
 	// GetEntries: a Get's miss and a refresh use the per-key loader (corral's near cache: a
 	// Get asks its owner on the owner's stream, a GetMany each owner for all its keys).

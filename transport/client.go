@@ -110,7 +110,7 @@ type ClientConfig struct {
 
 	// OnCall, if set, is called after every RPC sent with the method
 	// ("Get", "Set", "Remove", "Invalidate", "Handoff", "WaitsFor", "Reconcile", "Lease",
-	// "FillSet"), the gRPC code of
+	// "FillSet", "Backup"), the gRPC code of
 	// the result as codes.Code.String gives it ("OK", "NotFound",
 	// "Unavailable", ...) and the time the call took. It feeds
 	// corral_peer_requests_total. It runs on the caller's goroutine and must

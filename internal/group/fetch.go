@@ -72,12 +72,13 @@ func (g *Group[V]) fromOwner(st *view.MemberState, key string, e *peerpb.Entry) 
 	return val, &fill.Copy{FreshFor: near, StaleFor: near, Version: e.GetVersion(), Tags: e.GetTags(), Born: e.GetBorn()}, nil
 }
 
-// remoteSet asks st, the key's owner, to apply a Set of key at version, tagged with tags.
-func (g *Group[V]) remoteSet(ctx context.Context, st *view.MemberState, key string, value []byte, version uint64, tags []string) error {
-	_, err := g.env.Client.Set(ctx, st.PeerAddr, &peerpb.SetRequest{
+// remoteSet asks st, the key's owner, to apply a Set of key at version, tagged with tags, and
+// returns the backups it could not give the value to.
+func (g *Group[V]) remoteSet(ctx context.Context, st *view.MemberState, key string, value []byte, version uint64, tags []string) ([]string, error) {
+	resp, err := g.env.Client.Set(ctx, st.PeerAddr, &peerpb.SetRequest{
 		Header: g.env.Router.Header(ctx), Entry: &peerpb.Entry{Group: g.name, Key: []byte(key), Value: value, Version: version, Tags: tags},
 	})
-	return err
+	return resp.GetUnreached(), err
 }
 
 // remoteRemove asks st, the key's owner, to apply a Remove of key at version.

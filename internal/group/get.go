@@ -228,6 +228,15 @@ func (g *Group[V]) wrapErr(key string, err error) error {
 // serve into a miss that the source cannot answer. A refresh loads from the source.
 func (g *Group[V]) fillLocal(ctx context.Context, key string) (V, *fill.Copy, error) {
 	if !fill.IsRefresh(ctx) {
+		// A backup this node keeps of the key, from when another member owned it: the
+		// owner crashed, and this node, its successor, takes over its value.
+		if e, ok := g.fromBackup(key); ok {
+			cp := copyOf(e)
+			if e.NotFound {
+				return e.Value, cp, fill.ErrNotFound
+			}
+			return e.Value, cp, nil
+		}
 		if e, ok := handoff.Pull(ctx, g.env.Mover, g.name, key, g.tombs.Floor, g.decodeEntry); ok {
 			g.env.Received()
 			cp := copyOf(e)

@@ -3,6 +3,7 @@ package group
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -37,6 +38,15 @@ type Group[V any] struct {
 	peerGets   atomic.Uint64 // Get requests served for peers (local serves them with Lookup, which counts no Get), a batch's keys each
 	// batchesSent counts the batched requests sent to owners (GetMany), batchKeysSent their keys.
 	batchesSent, batchKeysSent atomic.Uint64
+
+	// Backups (backup.go): how many members keep a copy of each entry; the copies this node
+	// keeps for other owners; entries given to backups, and backups taken as this node's own.
+	backups               int
+	backup                *fill.Replica[V] // nil without backups
+	backupsSent, promoted atomic.Uint64
+	rebackupKick          chan struct{}      // wakes rebackup; nil without backups
+	rebackupStop          context.CancelFunc // ends it
+	rebackupDone          chan struct{}      // closed when it has ended
 }
 
 // Codec turns a group's values into bytes for the wire and back (corral.Codec).
@@ -56,6 +66,9 @@ type Options struct {
 	// fill.Config); 0 = fill's defaults, a negative BatchWindow = no wait.
 	BatchWindow time.Duration
 	MaxBatch    int
+	// Backups is how many members keep a copy of each entry beside its owner (backup.go), at
+	// most MaxBackups; 0 = none.
+	Backups int
 }
 
 // New returns a group called name on the node env describes, which loads keys with load, or
@@ -65,7 +78,10 @@ type Options struct {
 func New[V any](env Env, name string, load func(ctx context.Context, key string) (V, error),
 	batchLoad func(ctx context.Context, keys []string) (map[string]V, error), codec Codec[V], o Options) (*Group[V], error) {
 	o.FillTimeout = cmp.Or(o.FillTimeout, fill.DefaultFillTimeout)
-	g := &Group[V]{env: env, name: name, load: load, batchLoad: batchLoad, codec: codec}
+	if o.Backups < 0 || o.Backups > MaxBackups {
+		return nil, fmt.Errorf("corral: %d backups: want 0 to %d", o.Backups, MaxBackups)
+	}
+	g := &Group[V]{env: env, name: name, load: load, batchLoad: batchLoad, codec: codec, backups: o.Backups}
 	var localLoad fill.ReplicaLoadFunc[V]
 	if load != nil {
 		localLoad = g.fillLocal
@@ -81,6 +97,13 @@ func New[V any](env Env, name string, load func(ctx context.Context, key string)
 		TTL:   max(fill.DefaultTombstoneTTL, 2*(o.FillTimeout+env.PeerTimeout)),
 		Clock: env.Clock,
 	})
+	if err := g.startBackups(o); err != nil {
+		return nil, err
+	}
+	var stored func(keys []string)
+	if g.backups > 0 {
+		stored = g.stored
+	}
 	var err error
 	g.local, err = fill.NewReplica(localLoad, localBatch, fill.Config[V]{
 		Name: name, TTL: o.TTL, Jitter: o.Jitter, Grace: o.Grace, RefreshAhead: o.RefreshAhead,
@@ -90,9 +113,10 @@ func New[V any](env Env, name string, load func(ctx context.Context, key string)
 		OnFill: func(d time.Duration, err error) { env.OnFill(name, d) },
 	}, fill.ReplicaConfig{
 		NextVersion: env.Versions.Next, Tombstones: g.tombs, Waits: env.Waits.Hook(nil),
-		Tags: env.Tags, VersionNow: env.Versions.Now,
+		Tags: env.Tags, VersionNow: env.Versions.Now, Stored: stored,
 	})
 	if err != nil {
+		g.stopBackups(context.Background())
 		return nil, err
 	}
 	g.near, err = fill.NewReplica(g.fetch, g.fetchMany, fill.Config[V]{
@@ -122,6 +146,7 @@ func New[V any](env Env, name string, load func(ctx context.Context, key string)
 		if g.near != nil {
 			g.near.Close(context.Background())
 		}
+		g.stopBackups(context.Background())
 		return nil, err
 	}
 	return g, nil

@@ -119,25 +119,32 @@ func (g *Group[V]) store(ctx context.Context, key string, v V, token string, e l
 	}
 	var stored bool
 	err = g.write(ctx, key,
-		func(drawn uint64) (uint64, error) {
+		func(drawn uint64) (uint64, []string, error) {
 			version, err := g.leases.Store(key, v, token, e, drawn)
 			stored = version > 0
-			return version, err
+			if err != nil || !stored {
+				return version, nil, err
+			}
+			return version, g.pushBackups(ctx, []string{key}), nil
 		},
-		func(ctx context.Context, st *view.MemberState, drawn uint64) (uint64, error) {
+		func(ctx context.Context, st *view.MemberState, drawn uint64) (uint64, []string, error) {
 			resp, err := g.env.Client.FillSet(ctx, st.PeerAddr, &peerpb.FillSetRequest{
 				Header: g.env.Router.Header(ctx), Token: token,
 				Entry: &peerpb.Entry{Group: g.name, Key: []byte(key), Value: b,
 					FreshForNanos: int64(e.TTL), StaleForNanos: int64(e.SWR), Version: drawn, Tags: e.Tags},
 			})
 			stored = resp.GetStored()
-			return resp.GetVersion(), err
+			return resp.GetVersion(), resp.GetUnreached(), err
 		})
 	return stored, err
 }
 
-// LeasesMoved ends the leases of keys whose owner changed in v.
-func (g *Group[V]) LeasesMoved(v *view.View) { g.leases.Moved(v) }
+// ViewChanged follows a membership change to v: it ends the leases of keys whose owner
+// changed, and has the backups follow the new view (see rebackup).
+func (g *Group[V]) ViewChanged(v *view.View) {
+	g.leases.Moved(v)
+	g.viewChanged()
+}
 
 // ServeLease serves a peer's Lease, as the key's acting owner.
 func (g *Group[V]) ServeLease(ctx context.Context, req *peerpb.LeaseRequest) (*peerpb.LeaseResponse, error) {
@@ -192,10 +199,12 @@ func (g *Group[V]) ServeFillSet(ctx context.Context, req *peerpb.FillSetRequest)
 	if err != nil {
 		return nil, route.ToWire(err)
 	}
+	var unreached []string
 	if version > 0 {
 		g.near.Invalidate(key, version)
+		unreached = g.pushBackups(ctx, []string{key}) // before the writer returns
 	}
-	return &peerpb.FillSetResponse{Stored: version > 0, Version: version}, nil
+	return &peerpb.FillSetResponse{Stored: version > 0, Version: version, Unreached: unreached}, nil
 }
 
 func (g *Group[V]) leaseFromWire(resp *peerpb.LeaseResponse) (lease.Answer[V], error) {

@@ -40,7 +40,7 @@ func TestMovedLeaseIsNotGrantedAgain(t *testing.T) {
 	}
 	self := []peer.Member{{Name: tn.env.Self, Meta: peer.Meta{PeerAddr: testAddr}}}
 	elsewhere := viewOwnedBy(t, tn, []peer.Member{{Name: "other", Meta: peer.Meta{PeerAddr: "192.0.2.1:7947"}}})
-	g.LeasesMoved(elsewhere)
+	g.ViewChanged(elsewhere)
 	ans, err := g.leases.Acquire(ctx, "k", time.Minute, time.Now())
 	if err != nil || ans.State != lease.Stale || ans.Token != "" {
 		t.Fatalf("Lease as acting owner after the key moved away = %+v, %v; want stale without a token", ans, err)
@@ -51,7 +51,7 @@ func TestMovedLeaseIsNotGrantedAgain(t *testing.T) {
 	if ans, err := g.leases.Acquire(ctx, "k", time.Minute, time.Now()); err != nil || ans.State != lease.Moved {
 		t.Fatalf("Lease of a missing key after its lease moved away = %+v, %v; want moved", ans, err)
 	}
-	g.LeasesMoved(viewOwnedBy(t, tn, self)) // the key is this node's again
+	g.ViewChanged(viewOwnedBy(t, tn, self)) // the key is this node's again
 	if ans, err := g.leases.Acquire(ctx, "k", time.Minute, time.Now()); err != nil || ans.State != lease.Fill || ans.Token == "" {
 		t.Fatalf("Lease once the key is back = %+v, %v; want fill", ans, err)
 	}

@@ -319,11 +319,20 @@ func (g *Group[V]) fillMany(ctx context.Context, keys []string) (map[string]fill
 	return out, nil
 }
 
-// pullMany takes, into out, the copies other members hold of those of keys that moved here
-// lately (see handoff.Pull), all at once, and returns the keys it found none of.
+// pullMany takes, into out, the backups this node keeps of keys it now owns, and the copies
+// other members hold of those that moved here lately (see handoff.Pull), all at once, and
+// returns the keys it found none of.
 func (g *Group[V]) pullMany(ctx context.Context, keys []string, out map[string]fill.Loaded[V]) []string {
 	var moved, rest []string
 	for _, key := range keys {
+		if e, ok := g.fromBackup(key); ok { // see fillLocal
+			l := fill.Loaded[V]{Value: e.Value, Copy: copyOf(e)}
+			if e.NotFound {
+				l.Err = fill.ErrNotFound
+			}
+			out[key] = l
+			continue
+		}
 		if g.env.Mover.Moved(key) {
 			moved = append(moved, key)
 		} else {

@@ -2,6 +2,7 @@ package group
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -29,6 +30,9 @@ func (g *Group[V]) ServeGet(ctx context.Context, req *peerpb.GetRequest) (*peerp
 	}
 	if req.GetPeek() {
 		e, ok := g.local.PeekAny(key)
+		if !ok && g.backup != nil {
+			e, ok = g.backup.PeekAny(key) // a warm pull finds the backups too
+		}
 		if !ok && req.GetWaitFill() {
 			e, ok = g.local.AwaitFill(ctx, key)
 		}
@@ -114,8 +118,12 @@ func (g *Group[V]) ServeSet(ctx context.Context, req *peerpb.SetRequest) (*peerp
 		return nil, route.ToWire(err)
 	}
 	g.near.Invalidate(key, version)
+	var unreached []string
+	if stored {
+		unreached = g.pushBackups(ctx, []string{key}) // before the writer returns
+	}
 	g.env.Log.Debug("corral: set as owner", "group", g.name, "key", key, "version", version, "stored", stored, "for", req.GetHeader().GetSender())
-	return &peerpb.SetResponse{Version: version}, nil
+	return &peerpb.SetResponse{Version: version, Unreached: unreached}, nil
 }
 
 // ServeRemove applies a peer's Remove as the key's owner.
@@ -145,13 +153,20 @@ func (g *Group[V]) Invalidate(key string, version uint64) {
 	}
 	g.local.Invalidate(key, version)
 	g.near.Invalidate(key, version)
+	if g.backup != nil {
+		g.backup.Invalidate(key, version)
+	}
 	g.leases.Revoke(key, version)
 }
 
 // Latest returns the largest version of key known here, in either store (see
 // fill.Cache.Latest).
 func (g *Group[V]) Latest(key string) uint64 {
-	return max(g.local.Latest(key), g.near.Latest(key))
+	l := max(g.local.Latest(key), g.near.Latest(key))
+	if g.backup != nil {
+		l = max(l, g.backup.Latest(key))
+	}
+	return l
 }
 
 // Accept stores an entry a leaving member handed off, unless this node holds a newer version
@@ -248,13 +263,12 @@ func (g *Group[V]) nearLifetime(key string, e *peerpb.Entry) time.Duration {
 
 func (g *Group[V]) closeStores(ctx context.Context) error {
 	g.leases.Close()
-	err1 := g.local.Close(ctx)
-	err2 := g.near.Close(ctx)
+	return errors.Join(g.local.Close(ctx), g.near.Close(ctx), g.stopBackups(ctx), g.stopHot())
+}
+
+func (g *Group[V]) stopHot() error {
 	g.hot.StopAllGoroutines()
-	if err1 != nil {
-		return err1
-	}
-	return err2
+	return nil
 }
 
 // Close closes the group's stores and ends its leases.

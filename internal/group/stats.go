@@ -18,15 +18,25 @@ type Stats struct {
 	// BatchKeysSent their keys; the store's BatchLoads and BatchKeys count its batch
 	// loader's calls and their keys.
 	BatchesSent, BatchKeysSent uint64
+	// BackupEntries are the backups this node keeps for other owners now; BackupsSent the
+	// entries it gave its keys' backups; BackupsTaken the backups it took as its own value
+	// on coming to own their keys.
+	BackupEntries             int
+	BackupsSent, BackupsTaken uint64
 }
 
 // Stats returns this group's counters on this node.
 func (g *Group[V]) Stats() Stats {
 	granted, lapsed, rejected := g.leases.Stats()
+	var backups int
+	if g.backup != nil {
+		backups = g.backup.Stats().Entries
+	}
 	return Stats{
 		Local: g.local.Stats(), Near: g.near.Stats(),
 		RemoteGets: g.remoteGets.Load(), NearHits: g.nearHits.Load(), Loads: g.loads.Load(), PeerGets: g.peerGets.Load(),
 		LeasesGranted: granted, LeasesLapsed: lapsed, LeasesRejected: rejected,
 		BatchesSent: g.batchesSent.Load(), BatchKeysSent: g.batchKeysSent.Load(),
+		BackupEntries: backups, BackupsSent: g.backupsSent.Load(), BackupsTaken: g.promoted.Load(),
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/internal/view"
@@ -31,12 +32,16 @@ func (g *Group[V]) Set(ctx context.Context, key string, v V, tags ...string) err
 	}
 	// A Set that finds a newer write at the owner still tells: the copies it makes older are
 	// older than the newer write too.
-	return g.write(ctx, key, func(version uint64) (uint64, error) {
-		_, err := g.local.SetAt(key, v, version, tags...)
-		return version, err
+	return g.write(ctx, key, func(version uint64) (uint64, []string, error) {
+		stored, err := g.local.SetAt(key, v, version, tags...)
+		if err != nil || !stored {
+			return version, nil, err
+		}
+		return version, g.pushBackups(ctx, []string{key}), nil
 	},
-		func(ctx context.Context, st *view.MemberState, version uint64) (uint64, error) {
-			return version, g.remoteSet(ctx, st, key, b, version, tags)
+		func(ctx context.Context, st *view.MemberState, version uint64) (uint64, []string, error) {
+			unreached, err := g.remoteSet(ctx, st, key, b, version, tags)
+			return version, unreached, err
 		})
 }
 
@@ -48,19 +53,23 @@ func (g *Group[V]) Remove(ctx context.Context, key string) error {
 	if err := g.env.Limits.Key(key); err != nil {
 		return err
 	}
-	return g.write(ctx, key, func(version uint64) (uint64, error) { return version, g.local.RemoveAt(key, version) },
-		func(ctx context.Context, st *view.MemberState, version uint64) (uint64, error) {
-			return version, g.remoteRemove(ctx, st, key, version)
+	// The backups are told of a Remove as every member is: no value to give them.
+	return g.write(ctx, key, func(version uint64) (uint64, []string, error) { return version, nil, g.local.RemoveAt(key, version) },
+		func(ctx context.Context, st *view.MemberState, version uint64) (uint64, []string, error) {
+			return version, nil, g.remoteRemove(ctx, st, key, version)
 		})
 }
 
-// write applies a Set or Remove on the owner, then tells every member of it (see package
-// write).
-func (g *Group[V]) write(ctx context.Context, key string, local func(version uint64) (uint64, error),
-	remote func(ctx context.Context, st *view.MemberState, version uint64) (uint64, error)) error {
+// write applies a Set, Remove or FillSet on the owner, then tells every member of it (see
+// package write). local and remote apply it, here or on the member st, and return the
+// version applied and the key's backups the owner could not give the written value to:
+// those are named in the *write.UnreachedError, as the members not told are.
+func (g *Group[V]) write(ctx context.Context, key string, local func(version uint64) (uint64, []string, error),
+	remote func(ctx context.Context, st *view.MemberState, version uint64) (uint64, []string, error)) error {
 	if g.env.State.Leaving.Load() {
 		return view.ErrClosed
 	}
+	var backups []string // the backups the last attempt could not reach
 	gated := func(version uint64) (uint64, error) {
 		// Applied here as the key's owner: not once this node has stopped serving (its
 		// hand-off's last round must see every write applied here).
@@ -68,15 +77,25 @@ func (g *Group[V]) write(ctx context.Context, key string, local func(version uin
 			return 0, view.ErrClosed
 		}
 		defer g.env.State.Writes.Exit()
-		return local(version)
+		applied, unreached, err := local(version)
+		backups = unreached
+		return applied, err
 	}
-	err := g.env.Writer.Write(ctx, g.name, key, write.Apply{Local: gated, Remote: remote}, g.Invalidate)
+	onOwner := func(ctx context.Context, st *view.MemberState, version uint64) (uint64, error) {
+		applied, unreached, err := remote(ctx, st, version)
+		backups = unreached
+		return applied, err
+	}
+	err := g.env.Writer.Write(ctx, g.name, key, write.Apply{Local: gated, Remote: onOwner}, g.Invalidate)
 	var ue *write.UnreachedError
-	if errors.As(err, &ue) {
+	switch {
+	case errors.As(err, &ue):
+		ue.Members = slices.Compact(slices.Sorted(slices.Values(append(ue.Members, backups...))))
 		return ue
-	}
-	if err != nil {
+	case err != nil:
 		return g.wrapErr(key, err)
+	case len(backups) > 0:
+		return &write.UnreachedError{Members: backups, Err: write.ErrNotTold}
 	}
 	return nil
 }

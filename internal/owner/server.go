@@ -33,6 +33,9 @@ type Group interface {
 	ServeFillSet(ctx context.Context, req *peerpb.FillSetRequest) (*peerpb.FillSetResponse, error)
 	// Accept stores an entry a leaving member handed off, unless a newer one is known here.
 	Accept(e *peerpb.Entry) (bool, error)
+	// KeepBackup keeps a copy its owner gave this node as one of the key's backups, unless a
+	// newer write is known here.
+	KeepBackup(e *peerpb.Entry) (bool, error)
 }
 
 // Config is what a Server serves with. Every field is required; the pointers are the
@@ -99,8 +102,9 @@ type Server struct {
 }
 
 var (
-	_ transport.HitHandler   = (*Server)(nil)
-	_ transport.LeaseHandler = (*Server)(nil)
+	_ transport.HitHandler    = (*Server)(nil)
+	_ transport.LeaseHandler  = (*Server)(nil)
+	_ transport.BackupHandler = (*Server)(nil)
 )
 
 // New returns the Server of a node.
@@ -274,6 +278,34 @@ func (s *Server) Handoff(ctx context.Context, e *peerpb.Entry) (bool, error) {
 		s.cfg.Received()
 	}
 	return ok, err
+}
+
+// Backup keeps the copies a key's owner gives this node as one of the key's backups (a group
+// with backups), each unless a write newer than it is known here. A node that is leaving
+// keeps nothing: it answers that it is leaving, and the owner gives the copies to the members
+// that stay.
+func (s *Server) Backup(ctx context.Context, req *peerpb.BackupRequest) (*peerpb.BackupResponse, error) {
+	if err := s.admit(ctx, req.GetHeader()); err != nil {
+		return nil, err
+	}
+	if s.cfg.State.Leaving.Load() {
+		return nil, fmt.Errorf("%w: %s is leaving", transport.ErrLeaving, s.cfg.Self)
+	}
+	resp := &peerpb.BackupResponse{Kept: make([]bool, len(req.GetEntries()))}
+	for i, e := range req.GetEntries() {
+		if err := version.Check(e.GetVersion()); err != nil {
+			return nil, fmt.Errorf("%w: %v", transport.ErrInvalidArgument, err)
+		}
+		s.cfg.Clock.Observe(e.GetVersion())
+		g, err := s.cfg.Groups.Serve(e.GetGroup())
+		if err != nil {
+			return nil, err
+		}
+		if resp.Kept[i], err = g.KeepBackup(e); err != nil {
+			return nil, err
+		}
+	}
+	return resp, nil
 }
 
 // WaitsFor lists what this node's fill of a key waits on, for a member looking for a fill

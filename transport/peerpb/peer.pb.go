@@ -978,7 +978,10 @@ func (x *SetRequest) GetEntry() *Entry {
 type SetResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// version is the write's version.
-	Version       uint64 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	Version uint64 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	// unreached names the key's backups the owner could not give the written
+	// value to (a group with backups).
+	Unreached     []string `protobuf:"bytes,2,rep,name=unreached,proto3" json:"unreached,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1018,6 +1021,13 @@ func (x *SetResponse) GetVersion() uint64 {
 		return x.Version
 	}
 	return 0
+}
+
+func (x *SetResponse) GetUnreached() []string {
+	if x != nil {
+		return x.Unreached
+	}
+	return nil
 }
 
 type RemoveRequest struct {
@@ -1999,7 +2009,10 @@ type FillSetResponse struct {
 	// stored is false when the token was no longer live: nothing changed.
 	Stored bool `protobuf:"varint,1,opt,name=stored,proto3" json:"stored,omitempty"`
 	// version is the write's version, when stored.
-	Version       uint64 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	Version uint64 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	// unreached names the key's backups the owner could not give the stored
+	// value to (a group with backups).
+	Unreached     []string `protobuf:"bytes,3,rep,name=unreached,proto3" json:"unreached,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2046,6 +2059,113 @@ func (x *FillSetResponse) GetVersion() uint64 {
 		return x.Version
 	}
 	return 0
+}
+
+func (x *FillSetResponse) GetUnreached() []string {
+	if x != nil {
+		return x.Unreached
+	}
+	return nil
+}
+
+type BackupRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Header *Header                `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	// entries are the copies, each naming its group and key, with its
+	// version, remaining lifetime and tags.
+	Entries       []*Entry `protobuf:"bytes,2,rep,name=entries,proto3" json:"entries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupRequest) Reset() {
+	*x = BackupRequest{}
+	mi := &file_peer_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupRequest) ProtoMessage() {}
+
+func (x *BackupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
+func (*BackupRequest) Descriptor() ([]byte, []int) {
+	return file_peer_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *BackupRequest) GetHeader() *Header {
+	if x != nil {
+		return x.Header
+	}
+	return nil
+}
+
+func (x *BackupRequest) GetEntries() []*Entry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+type BackupResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// kept says, entry by entry, whether the receiver kept the copy (it knew
+	// of a newer write when it did not).
+	Kept          []bool `protobuf:"varint,1,rep,packed,name=kept,proto3" json:"kept,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupResponse) Reset() {
+	*x = BackupResponse{}
+	mi := &file_peer_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupResponse) ProtoMessage() {}
+
+func (x *BackupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupResponse.ProtoReflect.Descriptor instead.
+func (*BackupResponse) Descriptor() ([]byte, []int) {
+	return file_peer_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *BackupResponse) GetKept() []bool {
+	if x != nil {
+		return x.Kept
+	}
+	return nil
 }
 
 var File_peer_proto protoreflect.FileDescriptor
@@ -2113,9 +2233,10 @@ const file_peer_proto_rawDesc = "" +
 	"\n" +
 	"SetRequest\x12.\n" +
 	"\x06header\x18\x01 \x01(\v2\x16.corral.peer.v1.HeaderR\x06header\x12+\n" +
-	"\x05entry\x18\x02 \x01(\v2\x15.corral.peer.v1.EntryR\x05entry\"'\n" +
+	"\x05entry\x18\x02 \x01(\v2\x15.corral.peer.v1.EntryR\x05entry\"E\n" +
 	"\vSetResponse\x12\x18\n" +
-	"\aversion\x18\x01 \x01(\x04R\aversion\"\x81\x01\n" +
+	"\aversion\x18\x01 \x01(\x04R\aversion\x12\x1c\n" +
+	"\tunreached\x18\x02 \x03(\tR\tunreached\"\x81\x01\n" +
 	"\rRemoveRequest\x12.\n" +
 	"\x06header\x18\x01 \x01(\v2\x16.corral.peer.v1.HeaderR\x06header\x12\x14\n" +
 	"\x05group\x18\x02 \x01(\tR\x05group\x12\x10\n" +
@@ -2177,10 +2298,16 @@ const file_peer_proto_rawDesc = "" +
 	"\x0eFillSetRequest\x12.\n" +
 	"\x06header\x18\x01 \x01(\v2\x16.corral.peer.v1.HeaderR\x06header\x12+\n" +
 	"\x05entry\x18\x02 \x01(\v2\x15.corral.peer.v1.EntryR\x05entry\x12\x14\n" +
-	"\x05token\x18\x03 \x01(\tR\x05token\"C\n" +
+	"\x05token\x18\x03 \x01(\tR\x05token\"a\n" +
 	"\x0fFillSetResponse\x12\x16\n" +
 	"\x06stored\x18\x01 \x01(\bR\x06stored\x12\x18\n" +
-	"\aversion\x18\x02 \x01(\x04R\aversion*M\n" +
+	"\aversion\x18\x02 \x01(\x04R\aversion\x12\x1c\n" +
+	"\tunreached\x18\x03 \x03(\tR\tunreached\"p\n" +
+	"\rBackupRequest\x12.\n" +
+	"\x06header\x18\x01 \x01(\v2\x16.corral.peer.v1.HeaderR\x06header\x12/\n" +
+	"\aentries\x18\x02 \x03(\v2\x15.corral.peer.v1.EntryR\aentries\"$\n" +
+	"\x0eBackupResponse\x12\x12\n" +
+	"\x04kept\x18\x01 \x03(\bR\x04kept*M\n" +
 	"\x06Source\x12\x16\n" +
 	"\x12SOURCE_UNSPECIFIED\x10\x00\x12\a\n" +
 	"\x03HIT\x10\x01\x12\b\n" +
@@ -2202,7 +2329,7 @@ const file_peer_proto_rawDesc = "" +
 	"\x10LEASE_STATE_FILL\x10\x02\x12\x15\n" +
 	"\x11LEASE_STATE_STALE\x10\x03\x12\x14\n" +
 	"\x10LEASE_STATE_BUSY\x10\x04\x12\x15\n" +
-	"\x11LEASE_STATE_MOVED\x10\x052\xe0\x05\n" +
+	"\x11LEASE_STATE_MOVED\x10\x052\xa9\x06\n" +
 	"\x04Peer\x12>\n" +
 	"\x03Get\x12\x1a.corral.peer.v1.GetRequest\x1a\x1b.corral.peer.v1.GetResponse\x12B\n" +
 	"\tGetStream\x12\x17.corral.peer.v1.GetCall\x1a\x18.corral.peer.v1.GetReply(\x010\x01\x12>\n" +
@@ -2214,7 +2341,8 @@ const file_peer_proto_rawDesc = "" +
 	"\bWaitsFor\x12\x1f.corral.peer.v1.WaitsForRequest\x1a .corral.peer.v1.WaitsForResponse\x12P\n" +
 	"\tReconcile\x12 .corral.peer.v1.ReconcileRequest\x1a!.corral.peer.v1.ReconcileResponse\x12D\n" +
 	"\x05Lease\x12\x1c.corral.peer.v1.LeaseRequest\x1a\x1d.corral.peer.v1.LeaseResponse\x12J\n" +
-	"\aFillSet\x12\x1e.corral.peer.v1.FillSetRequest\x1a\x1f.corral.peer.v1.FillSetResponseB0Z.github.com/corralcache/corral/transport/peerpbb\x06proto3"
+	"\aFillSet\x12\x1e.corral.peer.v1.FillSetRequest\x1a\x1f.corral.peer.v1.FillSetResponse\x12G\n" +
+	"\x06Backup\x12\x1d.corral.peer.v1.BackupRequest\x1a\x1e.corral.peer.v1.BackupResponseB0Z.github.com/corralcache/corral/transport/peerpbb\x06proto3"
 
 var (
 	file_peer_proto_rawDescOnce sync.Once
@@ -2229,7 +2357,7 @@ func file_peer_proto_rawDescGZIP() []byte {
 }
 
 var file_peer_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_peer_proto_goTypes = []any{
 	(Source)(0),                // 0: corral.peer.v1.Source
 	(Reason)(0),                // 1: corral.peer.v1.Reason
@@ -2261,6 +2389,8 @@ var file_peer_proto_goTypes = []any{
 	(*LeaseResponse)(nil),      // 27: corral.peer.v1.LeaseResponse
 	(*FillSetRequest)(nil),     // 28: corral.peer.v1.FillSetRequest
 	(*FillSetResponse)(nil),    // 29: corral.peer.v1.FillSetResponse
+	(*BackupRequest)(nil),      // 30: corral.peer.v1.BackupRequest
+	(*BackupResponse)(nil),     // 31: corral.peer.v1.BackupResponse
 }
 var file_peer_proto_depIdxs = []int32{
 	3,  // 0: corral.peer.v1.GetRequest.header:type_name -> corral.peer.v1.Header
@@ -2291,31 +2421,35 @@ var file_peer_proto_depIdxs = []int32{
 	4,  // 25: corral.peer.v1.LeaseResponse.entry:type_name -> corral.peer.v1.Entry
 	3,  // 26: corral.peer.v1.FillSetRequest.header:type_name -> corral.peer.v1.Header
 	4,  // 27: corral.peer.v1.FillSetRequest.entry:type_name -> corral.peer.v1.Entry
-	5,  // 28: corral.peer.v1.Peer.Get:input_type -> corral.peer.v1.GetRequest
-	8,  // 29: corral.peer.v1.Peer.GetStream:input_type -> corral.peer.v1.GetCall
-	11, // 30: corral.peer.v1.Peer.Set:input_type -> corral.peer.v1.SetRequest
-	13, // 31: corral.peer.v1.Peer.Remove:input_type -> corral.peer.v1.RemoveRequest
-	15, // 32: corral.peer.v1.Peer.Invalidate:input_type -> corral.peer.v1.InvalidateRequest
-	4,  // 33: corral.peer.v1.Peer.Handoff:input_type -> corral.peer.v1.Entry
-	17, // 34: corral.peer.v1.Peer.WaitsFor:input_type -> corral.peer.v1.WaitsForRequest
-	24, // 35: corral.peer.v1.Peer.Reconcile:input_type -> corral.peer.v1.ReconcileRequest
-	26, // 36: corral.peer.v1.Peer.Lease:input_type -> corral.peer.v1.LeaseRequest
-	28, // 37: corral.peer.v1.Peer.FillSet:input_type -> corral.peer.v1.FillSetRequest
-	6,  // 38: corral.peer.v1.Peer.Get:output_type -> corral.peer.v1.GetResponse
-	9,  // 39: corral.peer.v1.Peer.GetStream:output_type -> corral.peer.v1.GetReply
-	12, // 40: corral.peer.v1.Peer.Set:output_type -> corral.peer.v1.SetResponse
-	14, // 41: corral.peer.v1.Peer.Remove:output_type -> corral.peer.v1.RemoveResponse
-	16, // 42: corral.peer.v1.Peer.Invalidate:output_type -> corral.peer.v1.InvalidateResponse
-	20, // 43: corral.peer.v1.Peer.Handoff:output_type -> corral.peer.v1.HandoffResponse
-	19, // 44: corral.peer.v1.Peer.WaitsFor:output_type -> corral.peer.v1.WaitsForResponse
-	25, // 45: corral.peer.v1.Peer.Reconcile:output_type -> corral.peer.v1.ReconcileResponse
-	27, // 46: corral.peer.v1.Peer.Lease:output_type -> corral.peer.v1.LeaseResponse
-	29, // 47: corral.peer.v1.Peer.FillSet:output_type -> corral.peer.v1.FillSetResponse
-	38, // [38:48] is the sub-list for method output_type
-	28, // [28:38] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	3,  // 28: corral.peer.v1.BackupRequest.header:type_name -> corral.peer.v1.Header
+	4,  // 29: corral.peer.v1.BackupRequest.entries:type_name -> corral.peer.v1.Entry
+	5,  // 30: corral.peer.v1.Peer.Get:input_type -> corral.peer.v1.GetRequest
+	8,  // 31: corral.peer.v1.Peer.GetStream:input_type -> corral.peer.v1.GetCall
+	11, // 32: corral.peer.v1.Peer.Set:input_type -> corral.peer.v1.SetRequest
+	13, // 33: corral.peer.v1.Peer.Remove:input_type -> corral.peer.v1.RemoveRequest
+	15, // 34: corral.peer.v1.Peer.Invalidate:input_type -> corral.peer.v1.InvalidateRequest
+	4,  // 35: corral.peer.v1.Peer.Handoff:input_type -> corral.peer.v1.Entry
+	17, // 36: corral.peer.v1.Peer.WaitsFor:input_type -> corral.peer.v1.WaitsForRequest
+	24, // 37: corral.peer.v1.Peer.Reconcile:input_type -> corral.peer.v1.ReconcileRequest
+	26, // 38: corral.peer.v1.Peer.Lease:input_type -> corral.peer.v1.LeaseRequest
+	28, // 39: corral.peer.v1.Peer.FillSet:input_type -> corral.peer.v1.FillSetRequest
+	30, // 40: corral.peer.v1.Peer.Backup:input_type -> corral.peer.v1.BackupRequest
+	6,  // 41: corral.peer.v1.Peer.Get:output_type -> corral.peer.v1.GetResponse
+	9,  // 42: corral.peer.v1.Peer.GetStream:output_type -> corral.peer.v1.GetReply
+	12, // 43: corral.peer.v1.Peer.Set:output_type -> corral.peer.v1.SetResponse
+	14, // 44: corral.peer.v1.Peer.Remove:output_type -> corral.peer.v1.RemoveResponse
+	16, // 45: corral.peer.v1.Peer.Invalidate:output_type -> corral.peer.v1.InvalidateResponse
+	20, // 46: corral.peer.v1.Peer.Handoff:output_type -> corral.peer.v1.HandoffResponse
+	19, // 47: corral.peer.v1.Peer.WaitsFor:output_type -> corral.peer.v1.WaitsForResponse
+	25, // 48: corral.peer.v1.Peer.Reconcile:output_type -> corral.peer.v1.ReconcileResponse
+	27, // 49: corral.peer.v1.Peer.Lease:output_type -> corral.peer.v1.LeaseResponse
+	29, // 50: corral.peer.v1.Peer.FillSet:output_type -> corral.peer.v1.FillSetResponse
+	31, // 51: corral.peer.v1.Peer.Backup:output_type -> corral.peer.v1.BackupResponse
+	41, // [41:52] is the sub-list for method output_type
+	30, // [30:41] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_peer_proto_init() }
@@ -2329,7 +2463,7 @@ func file_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_peer_proto_rawDesc), len(file_peer_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   27,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -33,6 +33,7 @@ const (
 	Peer_Reconcile_FullMethodName  = "/corral.peer.v1.Peer/Reconcile"
 	Peer_Lease_FullMethodName      = "/corral.peer.v1.Peer/Lease"
 	Peer_FillSet_FullMethodName    = "/corral.peer.v1.Peer/FillSet"
+	Peer_Backup_FullMethodName     = "/corral.peer.v1.Peer/Backup"
 )
 
 // PeerClient is the client API for Peer service.
@@ -82,6 +83,12 @@ type PeerClient interface {
 	// only while that lease is live (stored = false otherwise, and nothing
 	// changes); without one, unconditionally (a Set with a lifetime).
 	FillSet(ctx context.Context, in *FillSetRequest, opts ...grpc.CallOption) (*FillSetResponse, error)
+	// Backup gives the receiver copies of entries its sender owns, for a group
+	// with backups: the receiver is among the members that would own the keys,
+	// in order, if the sender were gone. It keeps each copy, with its remaining
+	// lifetime, unless it knows of a write newer than the copy, and answers
+	// which it kept. A receiver that is leaving keeps nothing.
+	Backup(ctx context.Context, in *BackupRequest, opts ...grpc.CallOption) (*BackupResponse, error)
 }
 
 type peerClient struct {
@@ -198,6 +205,16 @@ func (c *peerClient) FillSet(ctx context.Context, in *FillSetRequest, opts ...gr
 	return out, nil
 }
 
+func (c *peerClient) Backup(ctx context.Context, in *BackupRequest, opts ...grpc.CallOption) (*BackupResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(BackupResponse)
+	err := c.cc.Invoke(ctx, Peer_Backup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PeerServer is the server API for Peer service.
 // All implementations must embed UnimplementedPeerServer
 // for forward compatibility.
@@ -245,6 +262,12 @@ type PeerServer interface {
 	// only while that lease is live (stored = false otherwise, and nothing
 	// changes); without one, unconditionally (a Set with a lifetime).
 	FillSet(context.Context, *FillSetRequest) (*FillSetResponse, error)
+	// Backup gives the receiver copies of entries its sender owns, for a group
+	// with backups: the receiver is among the members that would own the keys,
+	// in order, if the sender were gone. It keeps each copy, with its remaining
+	// lifetime, unless it knows of a write newer than the copy, and answers
+	// which it kept. A receiver that is leaving keeps nothing.
+	Backup(context.Context, *BackupRequest) (*BackupResponse, error)
 	mustEmbedUnimplementedPeerServer()
 }
 
@@ -284,6 +307,9 @@ func (UnimplementedPeerServer) Lease(context.Context, *LeaseRequest) (*LeaseResp
 }
 func (UnimplementedPeerServer) FillSet(context.Context, *FillSetRequest) (*FillSetResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method FillSet not implemented")
+}
+func (UnimplementedPeerServer) Backup(context.Context, *BackupRequest) (*BackupResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Backup not implemented")
 }
 func (UnimplementedPeerServer) mustEmbedUnimplementedPeerServer() {}
 func (UnimplementedPeerServer) testEmbeddedByValue()              {}
@@ -464,6 +490,24 @@ func _Peer_FillSet_Handler(srv interface{}, ctx context.Context, dec func(interf
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Peer_Backup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(BackupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PeerServer).Backup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Peer_Backup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PeerServer).Backup(ctx, req.(*BackupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Peer_ServiceDesc is the grpc.ServiceDesc for Peer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -502,6 +546,10 @@ var Peer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "FillSet",
 			Handler:    _Peer_FillSet_Handler,
+		},
+		{
+			MethodName: "Backup",
+			Handler:    _Peer_Backup_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -1,0 +1,297 @@
+package group
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/corralcache/corral/fill"
+	"github.com/corralcache/corral/internal/route"
+	"github.com/corralcache/corral/internal/version"
+	"github.com/corralcache/corral/internal/view"
+	"github.com/corralcache/corral/transport"
+	"github.com/corralcache/corral/transport/peerpb"
+)
+
+// Backups (Options.Backups = n). Every entry a key's owner stores — a fill, a refresh, a
+// warm pull, a Set, a FillSet — is also held by the key's next n members on the ring: the
+// members that would own it, in order, if the owner were gone, as every replica computes
+// alike (backupsOf). So when the owner crashes, its successor already holds the entry and
+// serves it, filling nothing.
+//
+//   - Giving. The owner gives an entry to its backups (pushBackups, one Backup call per
+//     member) before the fill's callers are woken (fill.ReplicaConfig.Stored) and before a
+//     write returns: a value any caller saw is held by the backups too. A backup it could not
+//     reach is named by a write's *UnreachedError, as any member not told of a write is.
+//   - Keeping. A backup keeps the copy in a store of its own (g.backup) under the group's
+//     tombstones, so it refuses a copy older than a write it was told of — writes are told to
+//     every member, backups included — and the writes and purges it is told of drop its
+//     copies as they drop any.
+//   - Taking over. A node that comes to own a key it holds a backup of takes the backup as
+//     its value at its first miss (fillLocal), with the copy's version and remaining lifetime,
+//     instead of loading it; and it answers warm pulls from its backups too.
+//   - Staying at n. After each membership change, the owner gives a copy of each entry it
+//     owns to the members that became its backups (rebackup): a backup that left or died is
+//     replaced, and the new owner of a key whose owner crashed gives its copy on.
+//
+// A member that missed a write (paused, cut off) is declared dead and kept out of the rings
+// until it has exchanged writes with the others (see package viewkeeper): it cannot own a key
+// before it has dropped the copies the write made older.
+
+// MaxBackups bounds Options.Backups.
+const MaxBackups = 2
+
+// backupsOf returns the members that keep backups of key under v: the next g.backups members
+// after its owner on the ring — those that would own it, in order, if the owner were gone —
+// leaving members skipped; with giving, this node is left out too (an acting owner gives its
+// entries to the others).
+func (g *Group[V]) backupsOf(v *view.View, key string, giving bool) []*view.MemberState {
+	if g.backups == 0 {
+		return nil
+	}
+	failed := make([]string, 1, 1+2*MaxBackups)
+	failed[0] = v.Owner(key)
+	var out []*view.MemberState
+	for len(out) < g.backups {
+		name := v.Ring.Successor(key, failed...)
+		if name == "" {
+			break
+		}
+		failed = append(failed, name)
+		if giving && name == v.Self {
+			continue
+		}
+		st, ok := v.Members[name]
+		if !ok || st.Leaving.Load() {
+			continue // it is given nothing to keep: the next one is
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// BackupsOf returns the members that keep backups of key in this node's view, in order (none
+// without backups).
+func (g *Group[V]) BackupsOf(key string) []view.Member {
+	var out []view.Member
+	for _, st := range g.backupsOf(g.env.View.Load(), key, false) {
+		out = append(out, st.Member)
+	}
+	return out
+}
+
+// KeepsBackup reports whether this node keeps a backup of key that it could take as its own
+// value now (see fromBackup).
+func (g *Group[V]) KeepsBackup(key string) bool {
+	if g.backup == nil {
+		return false
+	}
+	e, ok := g.backup.PeekAny(key)
+	return ok && e.Version >= g.tombs.Floor(key)
+}
+
+// pushBackups gives the entries of keys that this node's store holds to their backups under
+// the current view, one Backup call per member, all at once, and returns the names of the
+// backups it could not give them to, sorted. A backup that answers it is leaving is given
+// nothing and not named: it is no backup any more once it has left.
+func (g *Group[V]) pushBackups(ctx context.Context, keys []string) []string {
+	v := g.env.View.Load()
+	return g.pushTo(ctx, v, keys, func(key string) []*view.MemberState { return g.backupsOf(v, key, true) })
+}
+
+// pushTo gives the entries of keys that this node's store holds to the members to(key) names.
+func (g *Group[V]) pushTo(ctx context.Context, v *view.View, keys []string, to func(key string) []*view.MemberState) []string {
+	if g.backups == 0 {
+		return nil
+	}
+	byMember := make(map[*view.MemberState][]*peerpb.Entry)
+	for _, key := range keys {
+		sts := to(key)
+		if len(sts) == 0 {
+			continue
+		}
+		e, ok := g.local.PeekAny(key)
+		if !ok {
+			continue // gone already (a write removed it, the store evicted it)
+		}
+		pe, err := g.encodeEntry(key, e)
+		if err != nil {
+			continue
+		}
+		for _, st := range sts {
+			byMember[st] = append(byMember[st], pe)
+		}
+	}
+	var mu sync.Mutex
+	var unreached []string
+	var wg sync.WaitGroup
+	for st, entries := range byMember {
+		wg.Go(func() {
+			err := g.env.Router.UntilSilent(ctx, st.PeerAddr, func(ctx context.Context) error {
+				_, err := g.env.Client.Backup(ctx, st.PeerAddr, &peerpb.BackupRequest{Header: g.env.Router.Header(ctx), Entries: entries})
+				return err
+			})
+			g.backupsSent.Add(uint64(len(entries)))
+			if err == nil || errors.Is(err, transport.ErrLeaving) {
+				return
+			}
+			g.env.Log.Warn("corral: a backup was not given its copies", "group", g.name, "member", st.Name,
+				"entries", len(entries), "err", err)
+			mu.Lock()
+			unreached = append(unreached, st.Name)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	slices.Sort(unreached)
+	return unreached
+}
+
+// stored is the store's fill.ReplicaConfig.Stored: the keys a fill stored go to their
+// backups before its callers are woken.
+func (g *Group[V]) stored(keys []string) {
+	ctx, cancel := context.WithTimeout(context.Background(), g.env.PeerTimeout)
+	defer cancel()
+	g.pushBackups(ctx, keys)
+}
+
+// KeepBackup keeps pe, an entry its owner gave this node as one of the key's backups, unless
+// a write newer than it is known here (the group's tombstones).
+func (g *Group[V]) KeepBackup(pe *peerpb.Entry) (bool, error) {
+	key := string(pe.GetKey())
+	if err := g.env.Limits.Key(key); err != nil {
+		return false, route.ToWire(err)
+	}
+	if err := version.Check(pe.GetVersion()); err != nil {
+		return false, fmt.Errorf("%w: %v", transport.ErrInvalidArgument, err)
+	}
+	e, err := g.decodeEntry(pe)
+	if err != nil {
+		return false, fmt.Errorf("%w: %v", transport.ErrInvalidArgument, err)
+	}
+	if g.backup == nil {
+		return false, nil // no backups here: a group configured otherwise on the owner
+	}
+	return g.backup.Put(key, e)
+}
+
+// fromBackup returns the backup this node keeps of key, when it may take it as its own value
+// (no write newer than it is known here).
+func (g *Group[V]) fromBackup(key string) (fill.Entry[V], bool) {
+	if g.backup == nil {
+		return fill.Entry[V]{}, false
+	}
+	e, ok := g.backup.PeekAny(key)
+	if !ok || e.Version < g.tombs.Floor(key) {
+		return fill.Entry[V]{}, false
+	}
+	g.promoted.Add(1)
+	return e, true
+}
+
+// rebackup runs while the group lives, for a group with backups: after each membership
+// change (viewChanged), it gives a copy of each entry this node owns to the members that
+// became its backups, and takes the backups of keys this node now owns into its store, giving
+// them on in turn. A change while it works makes it start over with the newest view.
+func (g *Group[V]) rebackup(ctx context.Context) {
+	defer close(g.rebackupDone)
+	var prev *view.View
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-g.rebackupKick:
+		}
+		v := g.env.View.Load()
+		if v.Stopped {
+			continue // this node serves nothing any more: its keys are handed off
+		}
+		g.rebackupView(ctx, prev, v)
+		prev = v
+	}
+}
+
+// viewChanged asks rebackup to look at the newest view.
+func (g *Group[V]) viewChanged() {
+	if g.rebackupKick == nil {
+		return
+	}
+	select {
+	case g.rebackupKick <- struct{}{}:
+	default: // one is pending: it reads the newest view
+	}
+}
+
+// rebackupView gives the backups of v that prev did not have the entries this node owns
+// under v (prev nil: every backup), and takes the backups it now owns into its store.
+func (g *Group[V]) rebackupView(ctx context.Context, prev, v *view.View) {
+	var taken []string
+	for key, e := range g.backup.All() {
+		if v.Owner(key) != v.Self || e.Version < g.tombs.Floor(key) {
+			continue
+		}
+		if stored, _ := g.local.Put(key, e); stored {
+			taken = append(taken, key)
+		}
+	}
+	var keys []string
+	for key := range g.local.All() {
+		if v.Owner(key) == v.Self {
+			keys = append(keys, key)
+		}
+	}
+	const batch = 1024 // entries per Backup call
+	for len(keys) > 0 && ctx.Err() == nil {
+		n := min(batch, len(keys))
+		chunk := keys[:n]
+		keys = keys[n:]
+		pctx, cancel := context.WithTimeout(ctx, g.env.PeerTimeout)
+		g.pushTo(pctx, v, chunk, func(key string) []*view.MemberState {
+			now := g.backupsOf(v, key, true)
+			if prev == nil || slices.Contains(taken, key) {
+				return now
+			}
+			was := g.backupsOf(prev, key, true)
+			return slices.DeleteFunc(now, func(st *view.MemberState) bool {
+				return slices.ContainsFunc(was, func(w *view.MemberState) bool { return w.Name == st.Name && w.PeerAddr == st.PeerAddr })
+			})
+		})
+		cancel()
+	}
+}
+
+// startBackups makes the group's backup store and starts rebackup, for a group with
+// backups.
+func (g *Group[V]) startBackups(o Options) error {
+	if g.backups == 0 {
+		return nil
+	}
+	var err error
+	g.backup, err = fill.NewReplica[V](nil, nil, fill.Config[V]{
+		Name: g.name, MaxBytes: o.MaxBytes, Clock: g.env.Clock, Logger: g.env.Log, Rand: g.env.Rand,
+	}, fill.ReplicaConfig{NextVersion: g.env.Versions.Next, Tombstones: g.tombs, Tags: g.env.Tags, VersionNow: g.env.Versions.Now})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	g.rebackupStop = cancel
+	g.rebackupKick = make(chan struct{}, 1) // one pending look is enough: it reads the newest view
+	g.rebackupDone = make(chan struct{})
+	go g.rebackup(ctx)
+	return nil
+}
+
+// stopBackups stops rebackup and closes the backup store.
+func (g *Group[V]) stopBackups(ctx context.Context) error {
+	if g.backup == nil {
+		return nil
+	}
+	g.rebackupStop()
+	select {
+	case <-g.rebackupDone:
+	case <-ctx.Done():
+	}
+	return g.backup.Close(ctx)
+}

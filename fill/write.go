@@ -139,7 +139,8 @@ func (r *Replica[V]) RemoveAt(key string, version uint64) error {
 // and born — a hand-off, say; a stale one within grace, or a remembered not-found
 // (en.NotFound), too. It does nothing, and returns false, when en is older than a write of
 // the key known here (en.Version below the Tombstones' floor), when a tag of en was purged
-// after en.Born, when the held entry's version is at least en.Version, or when en is no
+// after en.Born, when the held entry is as new (a newer version, or the same one living at least
+// as long as en would; one past its grace or purged does not count), or when en is no
 // longer servable (StaleFor ≤ 0). Fills in flight are not revoked: their results are not
 // older. Errors: a *KeyError, a *TagError, ErrClosed.
 func (r *Replica[V]) Put(key string, en Entry[V]) (bool, error) {
@@ -173,7 +174,11 @@ func (r *Replica[V]) Put(key string, en Entry[V]) (bool, error) {
 	if en.Version < c.tombs.Floor(key) {
 		return false, nil
 	}
-	if old, ok := c.store.GetIfPresent(key); ok && old.version >= en.Version && now < old.stale {
+	// A copy held that is as new — a newer version, or the same one living at least as long
+	// (a later fill of an unchanged key lives longer: a refresh's, a refill's) — stays; one
+	// that can no longer be served (past its grace, or purged) does not count.
+	if old, ok := c.store.GetIfPresent(key); ok && now < old.stale && !old.purged() &&
+		(old.version > en.Version || old.version == en.Version && old.fresh >= e.fresh) {
 		return false, nil
 	}
 	c.store.Set(key, e)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/corralcache/corral"
+	"github.com/corralcache/corral/ring"
 )
 
 // violation is one broken guarantee in a history.
@@ -217,7 +218,128 @@ func (h *history) check() []violation {
 				live, l.key, l.start, l.node, allowed, len(owners[l.key]), h.failovers[l.key], restarts[l.key])
 		}
 	}
+	// 9. Backups: in a history whose groups keep backups, the crash of a key's owner costs
+	// the key no fill, while it is the only fault: from the crash to the next fault of any
+	// kind (a crash, a leave, a join, a restart, a partition, a pause, a slow link) and the
+	// end of the workload. A key written, purged, failed or filled in the last moments before
+	// the crash is left out: its value was on its way, not yet held.
+	if h.backups > 0 {
+		for _, v := range h.crashFills() {
+			add("crash fills", "%s", v)
+		}
+	}
 	return out
+}
+
+// crashFills lists the fills of keys whose owner crashed, in the windows check 9 judges.
+// h.mu must be held.
+func (h *history) crashFills() []string {
+	var out []string
+	for i, c := range h.life {
+		if !c.crash || !c.gone {
+			continue
+		}
+		end := workload
+		for _, e := range h.life[i+1:] {
+			end = min(end, e.at)
+			break
+		}
+		for _, sp := range h.splits {
+			if sp.start >= c.at {
+				end = min(end, sp.start)
+			} else if sp.heal < 0 || sp.heal > c.at-time.Second {
+				end = -1 // a fault that overlaps the crash: not the only one
+			}
+		}
+		for _, e := range h.life[:i] {
+			if e.at > c.at-time.Second {
+				end = -1 // a change just before: the backups may be moving
+			}
+		}
+		// Joins are not life events: a view that grows inside the window ends it too.
+		for _, views := range h.viewLog {
+			for j := 1; j < len(views); j++ {
+				if views[j].at > c.at && views[j].at < end && len(views[j].members) > len(views[j-1].members) {
+					end = views[j].at
+				}
+			}
+		}
+		if end <= c.at {
+			continue
+		}
+		r := h.ringBefore(c.name, c.at)
+		if r == nil {
+			continue
+		}
+		for k := range keysPerRun {
+			key := key(k)
+			if r.Owner(key) != c.name || !h.quietBefore(key, c.name, c.at, end) {
+				continue
+			}
+			for _, f := range h.fills {
+				if f.key == key && f.at > c.at && f.at < end {
+					out = append(out, fmt.Sprintf("%s filled on %s at %v after its owner %s crashed at %v (backups: %d)",
+						key, f.node, f.at, c.name, c.at, h.backups))
+					break
+				}
+			}
+		}
+	}
+	return out
+}
+
+// ringBefore returns the ring of the view a member other than name held just before t, in
+// which name is a member. h.mu must be held.
+func (h *history) ringBefore(name string, t time.Duration) *ring.Ring {
+	for node, views := range h.viewLog {
+		if node == name {
+			continue
+		}
+		var last []string
+		for _, v := range views {
+			if v.at >= t {
+				break
+			}
+			last = v.members
+		}
+		if slices.Contains(last, name) {
+			r, err := ring.New(last, ring.DefaultConfig())
+			if err == nil {
+				return r
+			}
+		}
+	}
+	return nil
+}
+
+// quietBefore reports whether key was held by owner, settled, before owner crashed at t:
+// last filled there (so held, and given to its backups), well before t, with no write, purge
+// or failed fill of it from then to end. h.mu must be held.
+func (h *history) quietBefore(key, owner string, t, end time.Duration) bool {
+	const settle = 500 * time.Millisecond
+	filled := false
+	for _, f := range h.fills {
+		if f.key != key {
+			continue
+		}
+		if f.at < t {
+			filled = f.node == owner && !f.failed
+		}
+		if f.at > t-settle && f.at < t || f.failed && f.at < end {
+			return false
+		}
+	}
+	for _, w := range h.writes {
+		if w.key == key && w.end > t-settle && w.start < end {
+			return false
+		}
+	}
+	for _, p := range h.purges {
+		if p.tag == tagOf(key) && p.end > t-settle && p.start < end {
+			return false
+		}
+	}
+	return filled
 }
 
 // restartsOfOwners counts, per key, the restarts of nodes that owned the key in some view.

@@ -126,6 +126,9 @@ type history struct {
 	// a sixth of the seeds (those ≡ 1 mod 6, which the regression seeds are not: their
 	// workloads stay what they were when they found their bugs).
 	batches bool
+	// backups: the groups keep this many backups (WithBackups), for the seeds ≡ 5 mod 7 (again
+	// none of the regressions): 1 or 2.
+	backups int
 	r       *rand.Rand // the history's choices; used by the main goroutine
 	start   time.Time
 	c       *corraltest.Cluster
@@ -259,7 +262,7 @@ func (h *history) nodeConfig(name string) corral.Config {
 }
 
 func (h *history) setup(n *corral.Node) error {
-	opts := []corral.GroupOption{corral.WithTTL(time.Hour), corral.WithFillTimeout(fillTimeout)}
+	opts := []corral.GroupOption{corral.WithTTL(time.Hour), corral.WithFillTimeout(fillTimeout), corral.WithBackups(h.backups)}
 	if h.batches {
 		opts = append(opts, corral.WithBatchLoad(h.loadMany(n.Name())))
 	}
@@ -267,7 +270,7 @@ func (h *history) setup(n *corral.Node) error {
 	if err != nil {
 		return err
 	}
-	s, err := corral.NewGroup(n, "s", h.noSource(n.Name()), corral.WithFillTimeout(fillTimeout))
+	s, err := corral.NewGroup(n, "s", h.noSource(n.Name()), corral.WithFillTimeout(fillTimeout), corral.WithBackups(h.backups))
 	if err != nil {
 		return err
 	}

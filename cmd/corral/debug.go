@@ -41,6 +41,14 @@ func (d *daemon) debugState() debugui.State {
 					}
 					g.HotTags[k] = info.Tags
 				}
+				if bs := h.Backups(k); len(bs) > 0 {
+					if g.HotBackups == nil {
+						g.HotBackups = make(map[string][]string)
+					}
+					for _, b := range bs {
+						g.HotBackups[k] = append(g.HotBackups[k], b.Name)
+					}
+				}
 			}
 		}
 		st.Groups = append(st.Groups, g)

@@ -46,6 +46,7 @@ type serveConfig struct {
 	maxBytes                       int64
 	maxValueBytes                  int
 	maxGroups                      int
+	backups                        int
 	groups                         listFlag
 	minMembers                     int
 	shutdownTimeout, shutdownDelay time.Duration
@@ -80,6 +81,7 @@ func serveFlags(out io.Writer) (*flag.FlagSet, *serveConfig) {
 	fs.DurationVar(&c.fillTimeout, "fill-timeout", 10*time.Second, "bound on one origin fetch")
 	fs.DurationVar(&c.silentPeerTimeout, "silent-peer-timeout", d.SilentPeerTimeout, "how long a request waits on a peer before probing it; a peer that does not answer the probe within this too is failed over, so a paused or cut-off owner costs at most twice this. Raise it where nodes are starved of CPU for longer (a live owner descheduled that long is failed over, and its key filled once more); negative = never probe (wait for memberlist to declare the peer dead)")
 	fs.Int64Var(&c.maxBytes, "max-bytes", fill.DefaultMaxBytes, "memory bound of each group's store on this node, bytes")
+	fs.IntVar(&c.backups, "backups", 0, "backups of every group's entries, 0 to 2: each entry is also kept by the next members on the ring, so that an owner that crashes costs no origin call (memory per node ×(1+N))")
 	fs.IntVar(&c.maxValueBytes, "max-value-bytes", d.MaxValueBytes, "largest value accepted, bytes (larger PUT bodies get 413)")
 	fs.IntVar(&c.maxGroups, "max-groups", 64, "groups this node serves at most, counting those given by --group and those that hold a value here; at most as many again that hold nothing may exist")
 	fs.Var(&c.groups, "group", "a group to serve from the start, repeatable (with --api-token-file, a read without the token serves only groups that exist: those given here, and those an authorized request or a peer created)")
@@ -158,6 +160,8 @@ func (c *serveConfig) validate() error {
 		return errors.New("--silent-peer-timeout must not be 0 (negative = never probe)")
 	case c.maxBytes <= 0 || c.maxValueBytes <= 0 || c.maxGroups <= 0:
 		return errors.New("--max-bytes, --max-value-bytes and --max-groups must be positive")
+	case c.backups < 0 || c.backups > 2:
+		return fmt.Errorf("--backups %d: want 0 to 2", c.backups)
 	case len(c.configuredGroups()) > c.maxGroups:
 		return fmt.Errorf("%d groups given by --group and --resp-group exceed --max-groups %d", len(c.configuredGroups()), c.maxGroups)
 	case c.minMembers < 1:
@@ -272,7 +276,7 @@ func startDaemon(c *serveConfig, log *slog.Logger) (*daemon, error) {
 	gcfg := objects.GroupsConfig{
 		Options: []corral.GroupOption{corral.WithTTL(c.ttl), corral.WithJitter(c.jitter),
 			corral.WithStaleWhileRevalidate(c.swr), corral.WithNegativeTTL(c.negativeTTL),
-			corral.WithFillTimeout(c.fillTimeout), corral.WithMaxBytes(c.maxBytes)},
+			corral.WithFillTimeout(c.fillTimeout), corral.WithMaxBytes(c.maxBytes), corral.WithBackups(c.backups)},
 		MaxGroups: c.maxGroups, Configured: c.configuredGroups(),
 	}
 	if d.origin != nil {

@@ -135,6 +135,7 @@ func (g *Group[V]) pushTo(ctx context.Context, v *view.View, keys []string, to f
 			})
 			g.backupsSent.Add(uint64(len(entries)))
 			if err == nil || errors.Is(err, transport.ErrLeaving) {
+				g.env.Log.Debug("corral: gave backups", "group", g.name, "member", st.Name, "entries", len(entries), "err", err)
 				return
 			}
 			g.env.Log.Warn("corral: a backup was not given its copies", "group", g.name, "member", st.Name,
@@ -174,7 +175,9 @@ func (g *Group[V]) KeepBackup(pe *peerpb.Entry) (bool, error) {
 	if g.backup == nil {
 		return false, nil // no backups here: a group configured otherwise on the owner
 	}
-	return g.backup.Put(key, e)
+	kept, err := g.backup.Put(key, e)
+	g.env.Log.Debug("corral: kept a backup", "group", g.name, "key", key, "version", e.Version, "kept", kept)
+	return kept, err
 }
 
 // fromBackup returns the backup this node keeps of key, when it may take it as its own value
@@ -185,9 +188,11 @@ func (g *Group[V]) fromBackup(key string) (fill.Entry[V], bool) {
 	}
 	e, ok := g.backup.PeekAny(key)
 	if !ok || e.Version < g.tombs.Floor(key) {
+		g.env.Log.Debug("corral: no backup to take", "group", g.name, "key", key, "held", ok)
 		return fill.Entry[V]{}, false
 	}
 	g.promoted.Add(1)
+	g.env.Log.Debug("corral: took a backup", "group", g.name, "key", key, "version", e.Version)
 	return e, true
 }
 

@@ -38,4 +38,6 @@ type Group struct {
 	HotKeys     []string `json:"hot_keys"`     // hottest first; arbitrary bytes, shown as text
 	// HotTags holds the tags of the hot keys that carry any (RemoveByTag), by key.
 	HotTags map[string][]string `json:"hot_tags,omitempty"`
+	// HotBackups holds the members that keep backups of the hot keys (--backups), by key.
+	HotBackups map[string][]string `json:"hot_backups,omitempty"`
 }

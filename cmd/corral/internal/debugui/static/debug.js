@@ -336,12 +336,14 @@
       const c = cards[i];
       const keys = g.hot_keys || [];
       const tags = g.hot_tags || {};
-      const sig = JSON.stringify([keys, tags]);
+      const backups = g.hot_backups || {};
+      const sig = JSON.stringify([keys, tags, backups]);
       if (sig === c.sig) return; // unchanged: keep the nodes, and any selection in them
       c.sig = sig;
       c.list.replaceChildren(...keys.map((k) => {
         const li = keyNode(k);
         for (const t of tags[k] || []) li.appendChild(el('span', 'tag', t));
+        for (const b of backups[k] || []) li.appendChild(el('span', 'backup', 'backup: ' + b));
         return li;
       }));
       c.empty.hidden = keys.length > 0;

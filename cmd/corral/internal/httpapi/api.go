@@ -61,6 +61,7 @@ type Config struct {
 type API struct {
 	cfg    Config
 	limits *httpLimits
+	types  typeValues // Content-Type header values of the objects served
 }
 
 // New returns the API of cfg. It refuses a Config that lacks what it requires, or whose
@@ -96,7 +97,9 @@ func (a *API) Server() *http.Server {
 
 func (a *API) routes() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/groups/{group}/keys/{key}", a.getKey)
+	mux.HandleFunc("GET /v1/groups/{group}/keys/{key}", func(w http.ResponseWriter, r *http.Request) {
+		a.getKey(w, r, r.PathValue("group"), r.PathValue("key"))
+	})
 	mux.HandleFunc("PUT /v1/groups/{group}/keys/{key}", a.putKey)
 	mux.HandleFunc("DELETE /v1/groups/{group}/keys/{key}", a.deleteKey)
 	mux.HandleFunc("DELETE /v1/tags/{tag}", a.deleteTag)
@@ -111,7 +114,13 @@ func (a *API) routes() http.Handler {
 		mux.Handle("GET /debug/corral", a.cfg.Debug)
 		mux.Handle("GET /debug/corral/", a.cfg.Debug)
 	}
-	return mux
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if group, key, ok := keyPath(r); ok {
+			a.getKey(w, r, group, key) // the hit's own route: see keyPath
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
 }
 
 func (a *API) readyz(w http.ResponseWriter, r *http.Request) {

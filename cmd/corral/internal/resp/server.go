@@ -54,6 +54,7 @@ type Server struct {
 	ln     net.Listener
 	lim    requestLimits
 	budget *pendingBudget
+	keys   keyStrings // GET's keys as strings
 
 	ctx    context.Context // ends the commands still blocked when the server stops
 	cancel context.CancelFunc

@@ -81,12 +81,13 @@ func TestRuntimePlan(t *testing.T) {
 		wantLimit            int64
 		wantFloor            uint64
 	}{
-		{"container", "auto", "auto", nil, none, 4 * gib, 4 * gib * 9 / 10, 4 * gib * 9 / 10 / 4},
-		{"no-container", "auto", "auto", nil, none, 0, 0, heapFloorUnlimited},
+		{"container", "auto", "auto", nil, none, 4 * gib, 4 * gib * 9 / 10, heapFloorDefault},
+		{"small-container", "auto", "auto", nil, none, 100 << 20, 90 << 20, 90 << 20 / 4},
+		{"no-container", "auto", "auto", nil, none, 0, 0, heapFloorDefault},
 		{"flags", "2GiB", "512Mi", nil, none, 4 * gib, 2 * gib, 512 << 20},
-		{"flag-limit-auto-floor", "2GiB", "auto", nil, none, 0, 2 * gib, gib / 2},
+		{"flag-limit-auto-floor", "64MiB", "auto", nil, none, 0, 64 << 20, 16 << 20},
 		{"none", "none", "none", nil, none, 4 * gib, 0, 0},
-		{"gomemlimit-wins", "2GiB", "auto", map[string]string{"GOMEMLIMIT": "1GiB"}, gib, 4 * gib, 0, gib / 4},
+		{"gomemlimit-wins", "2GiB", "auto", map[string]string{"GOMEMLIMIT": "100MiB"}, 100 << 20, 4 * gib, 0, 25 << 20},
 		{"gogc-wins", "auto", "1GiB", map[string]string{"GOGC": "200"}, none, 4 * gib, 4 * gib * 9 / 10, 0},
 	}
 	for _, tt := range tests {
@@ -137,9 +138,12 @@ func TestFloorPercent(t *testing.T) {
 		want        int
 	}{
 		{4 << 20, 256 << 20, 6300},  // goal 4 MiB × 64 = 256 MiB
-		{0, 256 << 20, 25500},       // an empty heap counts as 1 MiB
+		{1 << 20, 256 << 20, 6400},  // the minimum, 4 MiB × 64, is the floor (live × 65 is 65 MiB)
+		{0, 32 << 20, 800},          // an empty heap: the minimum, 4 MiB × 8
+		{16 << 20, 256 << 20, 1500}, // live × 16
 		{128 << 20, 256 << 20, 100}, // twice live reaches the floor: GOGC's own
 		{1 << 30, 256 << 20, 100},   // past the floor
+		{1 << 20, 4 << 20, 100},     // a floor at the runtime's own minimum
 	}
 	for _, tt := range tests {
 		if got := floorPercent(tt.live, tt.floor); got != tt.want {

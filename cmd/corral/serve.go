@@ -204,9 +204,9 @@ type daemon struct {
 	api         *httpapi.API
 	respMetrics *resp.Metrics
 
-	mu   sync.Mutex   // guards srv and resp
-	srv  *http.Server // set when serving starts
-	resp *resp.Server // nil = no Redis protocol front (--resp-port 0); set before serving
+	mu   sync.Mutex      // guards srv and resp
+	srv  *httpapi.Server // set when serving starts
+	resp *resp.Server    // nil = no Redis protocol front (--resp-port 0); set before serving
 
 	stopping atomic.Bool // SIGTERM arrived: not ready
 

@@ -82,17 +82,25 @@ func New(cfg Config) (*API, error) {
 	return &API{cfg: cfg, limits: newHTTPLimits(cfg.Limits, cfg.Hits)}, nil
 }
 
-// Server returns an http.Server that serves the API within its limits. The caller serves it
-// on its listener and shuts it down; one Server at a time, since the limits count the
-// connections of the one.
-func (a *API) Server() *http.Server {
+// idleTimeout is how long a kept-alive connection may wait for its next request.
+const idleTimeout = 2 * time.Minute
+
+// Server returns a Server that serves the API within its limits. The caller serves it on its
+// listener and shuts it down; one Server at a time, since the limits count the connections
+// of the one.
+func (a *API) Server() *Server {
 	srv := &http.Server{
-		Handler:     a.limits.middleware(a.authorize(a.routes())),
-		IdleTimeout: 2 * time.Minute,
+		Handler:     a.handler(),
+		IdleTimeout: idleTimeout,
 		ErrorLog:    slog.NewLogLogger(a.cfg.Log.Handler(), slog.LevelWarn),
 	}
 	a.limits.server(srv)
-	return srv
+	return newServer(a, srv)
+}
+
+// handler is the whole API as one handler: the limits, the token, the routes.
+func (a *API) handler() http.Handler {
+	return a.limits.middleware(a.authorize(a.routes()))
 }
 
 func (a *API) routes() http.Handler {

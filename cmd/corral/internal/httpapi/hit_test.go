@@ -54,13 +54,13 @@ func hitHandler(tb testing.TB) http.Handler {
 	if err := g.Set(context.Background(), "k", hitValue); err != nil {
 		tb.Fatal(err)
 	}
-	return ta.a.Server().Handler
+	return ta.a.handler()
 }
 
 // TestHitAllocs holds the HTTP hit path — the limits, the token check, the route, the
-// group's Get and the headers, everything corral runs between net/http handing it a request
-// and the body's write — to no allocation. What net/http allocates itself is measured beside
-// it by BenchmarkHit/server.
+// group's Get and the headers, everything corral runs between a server handing it a request
+// and the body's write — to no allocation. The whole request, as served, is TestFrontAllocs';
+// what net/http would allocate is measured beside it by BenchmarkHit/net-http.
 func TestHitAllocs(t *testing.T) {
 	h := hitHandler(t)
 	r := httptest.NewRequest(http.MethodGet, "/v1/groups/g/keys/k", nil)
@@ -153,9 +153,9 @@ func TestKeyPath(t *testing.T) {
 }
 
 // BenchmarkHit measures an HTTP hit of a 512-byte value: handler, what corral runs (0 allocs:
-// TestHitAllocs); server, a whole request over a loopback connection — net/http reading the
-// request and writing the response, and a client that allocates nothing — so its allocs/op
-// less the handler's are net/http's own.
+// TestHitAllocs); server, a whole request over a loopback connection as the API serves it (the
+// front; 0 allocs: TestFrontAllocs); net-http, the same through net/http alone, as the API was
+// served before the front — its allocs/op are net/http's own. The client allocates nothing.
 //
 //	go test -run '^$' -bench BenchmarkHit -benchmem ./cmd/corral/internal/httpapi
 func BenchmarkHit(b *testing.B) {
@@ -171,45 +171,61 @@ func BenchmarkHit(b *testing.B) {
 	})
 	b.Run("server", func(b *testing.B) {
 		ts := startTestServer(b, nil)
-		g, err := ts.groups.Group(ts.a.cfg.Node, "g")
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := g.Set(context.Background(), "k", hitValue); err != nil {
-			b.Fatal(err)
-		}
-		c, err := net.Dial("tcp", ts.http)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer c.Close()
-		req := []byte("GET /v1/groups/g/keys/k HTTP/1.1\r\nHost: corral\r\n\r\n")
-		br := bufio.NewReaderSize(c, 8<<10)
-		body := make([]byte, 8<<10)
-		b.ReportAllocs()
-		for b.Loop() {
-			if _, err := c.Write(req); err != nil {
-				b.Fatal(err)
-			}
-			length := -1
-			for {
-				line, err := br.ReadSlice('\n')
-				if err != nil {
-					b.Fatal(err)
-				}
-				if len(line) <= 2 {
-					break
-				}
-				if v, ok := bytes.CutPrefix(line, []byte("Content-Length: ")); ok {
-					length, _ = strconv.Atoi(string(bytes.TrimSpace(v)))
-				}
-			}
-			if length != len(hitValue.Body) {
-				b.Fatalf("Content-Length %d, want %d", length, len(hitValue.Body))
-			}
-			if _, err := io.ReadFull(br, body[:length]); err != nil {
-				b.Fatal(err)
-			}
-		}
+		benchmarkHitOver(b, ts.testAPI, ts.http)
 	})
+	b.Run("net-http", func(b *testing.B) {
+		ta := newTestAPI(b, nil)
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		srv := &http.Server{Handler: ta.a.handler()}
+		go srv.Serve(lis)
+		defer srv.Close()
+		benchmarkHitOver(b, ta, lis.Addr().String())
+	})
+}
+
+// benchmarkHitOver measures hits of group g's key k, which it sets, through the server at addr.
+func benchmarkHitOver(b *testing.B, ta *testAPI, addr string) {
+	g, err := ta.groups.Group(ta.a.cfg.Node, "g")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := g.Set(context.Background(), "k", hitValue); err != nil {
+		b.Fatal(err)
+	}
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	req := []byte("GET /v1/groups/g/keys/k HTTP/1.1\r\nHost: corral\r\n\r\n")
+	br := bufio.NewReaderSize(c, 8<<10)
+	body := make([]byte, 8<<10)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := c.Write(req); err != nil {
+			b.Fatal(err)
+		}
+		length := -1
+		for {
+			line, err := br.ReadSlice('\n')
+			if err != nil {
+				b.Fatal(err)
+			}
+			if len(line) <= 2 {
+				break
+			}
+			if v, ok := bytes.CutPrefix(line, []byte("Content-Length: ")); ok {
+				length, _ = strconv.Atoi(string(bytes.TrimSpace(v)))
+			}
+		}
+		if length != len(hitValue.Body) {
+			b.Fatalf("Content-Length %d, want %d", length, len(hitValue.Body))
+		}
+		if _, err := io.ReadFull(br, body[:length]); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -16,7 +16,13 @@ func keyPath(r *http.Request) (group, key string, ok bool) {
 	if r.Method != http.MethodGet || r.URL.RawPath != "" {
 		return "", "", false
 	}
-	rest, ok := strings.CutPrefix(r.URL.Path, "/v1/groups/")
+	return splitKeyPath(r.URL.Path)
+}
+
+// splitKeyPath returns the group and key of a path /v1/groups/{group}/keys/{key} whose
+// segments cleaning leaves as they are.
+func splitKeyPath(path string) (group, key string, ok bool) {
+	rest, ok := strings.CutPrefix(path, "/v1/groups/")
 	if !ok {
 		return "", "", false
 	}

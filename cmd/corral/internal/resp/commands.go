@@ -266,7 +266,7 @@ func (s *Server) get(c *conn, args [][]byte) {
 			return
 		}
 	}
-	v, err := s.cfg.Group.Get(s.ctx, s.keys.of(args[0]))
+	v, err := s.cfg.Group.Get(s.ctx, s.keys.Of(args[0]))
 	switch {
 	case errors.Is(err, corral.ErrNotFound):
 		c.null()

@@ -64,7 +64,7 @@ func fullPlan() plan {
 		FrontReps:       3,
 		FrontValue:      512,
 		HopKeys:         100_000,
-		RESPRequests:    [2]int{300_000, 2_000_000},
+		RESPRequests:    [2]int{100_000, 1_000_000},
 	}
 }
 

@@ -44,16 +44,17 @@ const frontBodyBuffer = 8 << 10
 
 // frontConn is one connection served by the front. Its fields are its goroutine's.
 type frontConn struct {
-	s      *Server
-	c      net.Conn
-	br     *bufio.Reader
-	bw     *bufio.Writer
-	ctx    context.Context
-	cancel context.CancelFunc
-	req    *http.Request
-	url    url.URL
-	w      frontWriter
-	keys   []string // the response's header names, sorted
+	s        *Server
+	c        net.Conn
+	br       *bufio.Reader
+	bw       *bufio.Writer
+	ctx      context.Context
+	cancel   context.CancelFunc
+	req      *http.Request
+	url      url.URL
+	w        frontWriter
+	keys     []string  // the response's header names, sorted
+	deadline time.Time // the connection's read deadline, as last set
 }
 
 func newFrontConn(s *Server, c net.Conn) *frontConn {
@@ -91,23 +92,25 @@ func (fc *frontConn) serve() {
 	fc.req = (&http.Request{Method: http.MethodGet, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header: http.Header{}, Body: http.NoBody, RemoteAddr: fc.c.RemoteAddr().String(), URL: &fc.url}).WithContext(fc.ctx)
 	fc.w.fc, fc.w.h = fc, http.Header{}
-	born := time.Now()
+	// A new connection has --read-header-timeout from its accept to send a whole request; a
+	// kept-alive one idleTimeout to begin the next, and then --read-header-timeout. A deadline
+	// is set only before a read that waits (wait): most requests arrive whole in one read.
+	headerBy := time.Now().Add(lim.ReadHeaderTimeout)
 	for first := true; ; first = false {
 		if !s.setIdle(fc, true) {
 			return
 		}
-		if first {
-			fc.c.SetReadDeadline(born.Add(lim.ReadHeaderTimeout))
-		} else {
-			fc.c.SetReadDeadline(time.Now().Add(idleTimeout))
+		begin := headerBy
+		if !first {
+			begin = time.Now().Add(idleTimeout)
 		}
-		if !fc.wait(1, first) || !s.setIdle(fc, false) {
+		if !fc.wait(1, first, begin) || !s.setIdle(fc, false) {
 			return
 		}
 		if !first {
-			fc.c.SetReadDeadline(time.Now().Add(lim.ReadHeaderTimeout))
+			headerBy = time.Now().Add(lim.ReadHeaderTimeout)
 		}
-		n, take, ok := fc.readHeader(first)
+		n, take, ok := fc.readHeader(first, headerBy)
 		if !ok {
 			return
 		}
@@ -116,7 +119,6 @@ func (fc *frontConn) serve() {
 			return
 		}
 		fc.br.Discard(n)
-		fc.c.SetReadDeadline(time.Time{}) // nothing is read while the request is served
 		s.serve.ServeHTTP(&fc.w, fc.req)
 		if !fc.respond() {
 			return
@@ -124,16 +126,20 @@ func (fc *frontConn) serve() {
 	}
 }
 
-// wait waits until n bytes are buffered, sending the replies written so far first. A read
-// that fails ends the connection; one that timed out waiting for a request's header is a
-// slowloris, counted (a kept-alive connection that sent nothing is not one: net/http counts
-// neither). It reports whether the bytes arrived.
-func (fc *frontConn) wait(n int, first bool) bool {
+// wait waits until n bytes are buffered, at most until deadline, sending the replies written
+// so far first. A read that fails ends the connection; one that timed out waiting for a
+// request's header is a slowloris, counted (a kept-alive connection that sent nothing is not
+// one: net/http counts neither). It reports whether the bytes arrived.
+func (fc *frontConn) wait(n int, first bool, deadline time.Time) bool {
 	if fc.br.Buffered() >= n {
 		return true
 	}
 	if fc.bw.Buffered() > 0 && fc.bw.Flush() != nil {
 		return false
+	}
+	if !deadline.Equal(fc.deadline) {
+		fc.c.SetReadDeadline(deadline)
+		fc.deadline = deadline
 	}
 	if _, err := fc.br.Peek(n); err != nil {
 		var ne net.Error
@@ -147,7 +153,7 @@ func (fc *frontConn) wait(n int, first bool) bool {
 
 // readHeader reads the next request's header, without consuming it. It returns the header's
 // length and whether the front takes the request; ok is false when the connection ends.
-func (fc *frontConn) readHeader(first bool) (n int, take, ok bool) {
+func (fc *frontConn) readHeader(first bool, deadline time.Time) (n int, take, ok bool) {
 	max := min(fc.s.api.cfg.Limits.MaxHeaderBytes-64, fc.br.Size())
 	for {
 		buf, _ := fc.br.Peek(fc.br.Buffered())
@@ -157,7 +163,7 @@ func (fc *frontConn) readHeader(first bool) (n int, take, ok bool) {
 		if len(buf) >= max {
 			return 0, false, true // net/http answers it, within its own bound
 		}
-		if !fc.wait(len(buf)+1, first) {
+		if !fc.wait(len(buf)+1, first, deadline) {
 			return 0, false, false
 		}
 	}
@@ -271,7 +277,7 @@ func (fc *frontConn) handOver(br *bufio.Reader) bool {
 	if fc.bw != nil && fc.bw.Buffered() > 0 && fc.bw.Flush() != nil {
 		return false
 	}
-	fc.c.SetReadDeadline(time.Time{})
+	fc.c.SetReadDeadline(time.Time{}) // net/http sets its own
 	var c net.Conn = fc.c
 	if br != nil && br.Buffered() > 0 {
 		c = &handedConn{Conn: fc.c, r: br}

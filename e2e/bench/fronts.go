@@ -96,15 +96,20 @@ func measureHTTP(ctx context.Context, _ *bed, p plan, rep *report) error {
 			return err
 		}
 	}
+	procs := map[string]*proc{"corral": one.proc, "varnish": varnish.proc, "nginx": nginx.proc}
 	systems := []string{"corral", "varnish", "nginx"}
 	for round := range p.FrontReps {
 		for li, l := range httpLoads {
 			for k := range systems {
 				sys := systems[(k+round+li)%len(systems)] // no system always first or last
 				args := wrkArgs(l.threads, l.conns, p.FrontDuration, urls[sys], "")
+				cpu0 := procs[sys].cpu()
 				res, err := runWrk(ctx, p.FrontDuration, args)
 				if err != nil {
 					return err
+				}
+				if res.Requests > 0 {
+					res.CPU = (procs[sys].cpu() - cpu0) / time.Duration(res.Requests)
 				}
 				rep.command(fmt.Sprintf("wrk, %d connection(s), %s", l.conns, sys), "wrk "+shellJoin(args))
 				st := rep.front(fmt.Sprintf("http/%s/%d", sys, l.conns))
@@ -194,9 +199,23 @@ func measureHops(ctx context.Context, dir, bin string, o *origin, one *corralSer
 				name = []string{"three", "one"}[k]
 			}
 			args := wrkArgs(2, 64, p.FrontDuration, targets[name], script, "/v1/groups/hops/keys/", fmt.Sprint(p.HopKeys))
+			nodes := []*corralServe{one}
+			if name == "three" {
+				nodes = cluster
+			}
+			cpu := func() (t time.Duration) {
+				for _, n := range nodes {
+					t += n.cpu()
+				}
+				return t
+			}
+			cpu0 := cpu()
 			res, err := runWrk(ctx, p.FrontDuration, args)
 			if err != nil {
 				return err
+			}
+			if res.Requests > 0 {
+				res.CPU = (cpu() - cpu0) / time.Duration(res.Requests)
 			}
 			rep.command("wrk, random keys", "wrk "+shellJoin(args)+"   (random-keys.lua: GET PREFIX..k, k uniform in [0, N))")
 			st := rep.front("hops/" + name)
@@ -366,6 +385,7 @@ func (r *report) frontWrk(key string) (wrkResult, bool) {
 		P50:    time.Duration(medianOf(st.wrk, func(w wrkResult) float64 { return float64(w.P50) })),
 		P99:    time.Duration(medianOf(st.wrk, func(w wrkResult) float64 { return float64(w.P99) })),
 		Errors: int64(medianOf(st.wrk, func(w wrkResult) float64 { return float64(w.Errors) })),
+		CPU:    time.Duration(medianOf(st.wrk, func(w wrkResult) float64 { return float64(w.CPU) })),
 	}, true
 }
 
@@ -386,6 +406,9 @@ func wrkCell(w wrkResult, ok bool) string {
 		return "–"
 	}
 	s := fmt.Sprintf("p50 %s / p99 %s · %s", us(w.P50), us(w.P99), rate(int64(w.RPS), time.Second))
+	if w.CPU > 0 {
+		s += fmt.Sprintf(" · %s CPU", us(w.CPU))
+	}
 	if w.Errors > 0 {
 		s += fmt.Sprintf(" · %d errors", w.Errors)
 	}
@@ -409,7 +432,7 @@ func (r *report) httpRows() []row {
 			verdict += fmt.Sprintf("; throughput ≥ nginx: %s (%s)", yes(cok && nok && c.RPS >= n.RPS), ratio(c.RPS, n.RPS))
 		}
 		rows = append(rows, row{
-			what: fmt.Sprintf("%s · HTTP hit of one %d-byte key, %d connection(s) (`wrk -t%d -c%d -d%ds`, median of %d): p50 / p99 · requests/s",
+			what: fmt.Sprintf("%s · HTTP hit of one %d-byte key, %d connection(s) (`wrk -t%d -c%d -d%ds`, median of %d): p50 / p99 · requests/s · the server's CPU per request",
 				letter, r.plan.FrontValue, l.conns, l.threads, l.conns, int(r.plan.FrontDuration.Seconds()), r.plan.FrontReps),
 			corral:     "`corral serve`: " + wrkCell(c, cok),
 			baseline:   "Varnish: " + wrkCell(v, vok) + "; nginx `proxy_cache`: " + wrkCell(n, nok),

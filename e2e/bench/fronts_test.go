@@ -74,7 +74,7 @@ Transfer/sec:     12.02MB
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := wrkResult{RPS: 18555.34, P50: 48 * time.Microsecond, P99: 1810 * time.Microsecond, Errors: 6}
+	want := wrkResult{RPS: 18555.34, P50: 48 * time.Microsecond, P99: 1810 * time.Microsecond, Errors: 6, Requests: 94632}
 	if got != want {
 		t.Errorf("parseWrk = %+v, want %+v", got, want)
 	}

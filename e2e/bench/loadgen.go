@@ -20,7 +20,9 @@ import (
 type wrkResult struct {
 	RPS      float64
 	P50, P99 time.Duration
-	Errors   int64 // non-2xx answers and socket errors
+	Errors   int64         // non-2xx answers and socket errors
+	Requests int64         // answered in all
+	CPU      time.Duration // the server's CPU time per request (all its processes), 0 = not measured
 }
 
 // wrkArgs is wrk's command line for threads and conns over d, at url, with script ("" =
@@ -58,6 +60,8 @@ func parseWrk(out string) (wrkResult, error) {
 		case len(f) == 2 && f[0] == "Requests/sec:":
 			r.RPS, _ = strconv.ParseFloat(f[1], 64)
 			haveRPS = true
+		case len(f) >= 3 && f[1] == "requests" && f[2] == "in":
+			r.Requests, _ = strconv.ParseInt(f[0], 10, 64)
 		case len(f) == 2 && f[0] == "50%":
 			r.P50, have50 = parseWrkDuration(f[1])
 		case len(f) == 2 && f[0] == "99%":

@@ -289,3 +289,30 @@ func startVarnish(ctx context.Context, dir string, o *origin) (*varnishCache, er
 	}
 	return v, nil
 }
+
+// cpu is the CPU time the process and every process of its group have used so far (nginx's
+// and Varnish's workers are in their master's group).
+func (p *proc) cpu() time.Duration {
+	pgid := p.Pid()
+	var total time.Duration
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		st := string(b)
+		f := strings.Fields(st[strings.LastIndexByte(st, ')')+1:])
+		if len(f) < 13 {
+			continue
+		}
+		if pg, _ := strconv.Atoi(f[2]); pg == pgid {
+			total += processCPU(pid)
+		}
+	}
+	return total
+}

@@ -84,7 +84,7 @@ func measureHTTP(ctx context.Context, _ *bed, p plan, rep *report) error {
 	}
 	stopVarnish := sync.OnceFunc(varnish.stop)
 	defer stopVarnish()
-	rep.command("varnishd", "varnishd "+shellJoin(varnish.args))
+	rep.command("varnishd", strings.ReplaceAll("varnishd "+shellJoin(varnish.args), dir, "DIR"))
 
 	urls := map[string]string{
 		"corral":  "http://" + one.http + "/v1/groups/items/keys/k",
@@ -217,7 +217,7 @@ func measureHops(ctx context.Context, dir, bin string, o *origin, one *corralSer
 			if res.Requests > 0 {
 				res.CPU = (cpu() - cpu0) / time.Duration(res.Requests)
 			}
-			rep.command("wrk, random keys", "wrk "+shellJoin(args)+"   (random-keys.lua: GET PREFIX..k, k uniform in [0, N))")
+			rep.command("wrk, random keys", strings.ReplaceAll("wrk "+shellJoin(args), dir, "DIR")+"   (random-keys.lua: GET PREFIX..k, k uniform in [0, N))")
 			st := rep.front("hops/" + name)
 			st.wrk = append(st.wrk, res)
 		}

@@ -438,7 +438,7 @@ func (r *report) markdown() string {
 		b.WriteString("- " + n + "\n")
 	}
 	if len(r.commands) > 0 {
-		b.WriteString("\nThe command lines of rows 7 and 8 (ports are this run's):\n\n")
+		b.WriteString("\nThe command lines of rows 7 and 8 (ports are this run's; DIR is its temporary directory):\n\n")
 		for _, c := range r.commands {
 			fmt.Fprintf(&b, "- %s: `%s`\n", c[0], c[1])
 		}

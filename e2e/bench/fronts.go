@@ -51,25 +51,12 @@ var httpLoads = []struct{ threads, conns int }{{1, 1}, {2, 64}}
 // 1 and 64 connections, then the peer-hop row: random keys of HopKeys through one node of a
 // 3-node cluster (two thirds owned by the others), against the same through a node alone.
 func measureHTTP(ctx context.Context, _ *bed, p plan, rep *report) error {
-	dir, err := os.MkdirTemp("", "corral-bench-http-")
+	fb, err := startFrontBed(ctx, p, "one", false)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	bin, err := buildCorral(ctx, dir)
-	if err != nil {
-		return err
-	}
-	o, err := startOrigin(p.FrontValue)
-	if err != nil {
-		return err
-	}
-	defer o.stop()
-	one, err := startCorralServe(ctx, bin, "one", o, "", false)
-	if err != nil {
-		return err
-	}
-	defer one.stop()
+	defer fb.stop()
+	dir, bin, o, one := fb.dir, fb.bin, fb.origin, fb.node
 	rep.command("corral serve", "corral "+shellJoin(one.args))
 	nginx, err := startNginx(ctx, dir, o)
 	if err != nil {
@@ -120,6 +107,49 @@ func measureHTTP(ctx context.Context, _ *bed, p plan, rep *report) error {
 	stopNginx()
 	stopVarnish()
 	return measureHops(ctx, dir, bin, o, one, p, rep)
+}
+
+// frontBed is what rows 7 and 8 start first: a temporary directory, corral serve built into
+// it, the origin, and one node.
+type frontBed struct {
+	dir, bin string
+	origin   *origin
+	node     *corralServe
+}
+
+// startFrontBed starts a frontBed whose node is called name, with the Redis protocol on when
+// withRESP.
+func startFrontBed(ctx context.Context, p plan, name string, withRESP bool) (fb *frontBed, err error) {
+	fb = &frontBed{}
+	defer func() {
+		if err != nil {
+			fb.stop()
+		}
+	}()
+	if fb.dir, err = os.MkdirTemp("", "corral-bench-"+name+"-"); err != nil {
+		return fb, err
+	}
+	if fb.bin, err = buildCorral(ctx, fb.dir); err != nil {
+		return fb, err
+	}
+	if fb.origin, err = startOrigin(p.FrontValue); err != nil {
+		return fb, err
+	}
+	fb.node, err = startCorralServe(ctx, fb.bin, name, fb.origin, "", withRESP)
+	return fb, err
+}
+
+// stop stops what startFrontBed started.
+func (fb *frontBed) stop() {
+	if fb.node != nil {
+		fb.node.stop()
+	}
+	if fb.origin != nil {
+		fb.origin.stop()
+	}
+	if fb.dir != "" {
+		os.RemoveAll(fb.dir)
+	}
 }
 
 // nginxSummary says how nginx is set up (nginx.conf in startNginx).
@@ -308,25 +338,12 @@ var respDepths = []int{1, 16}
 // measureRESP is row 8: redis-benchmark's SET and GET of 1000 keys with 512-byte values at 50
 // connections, pipelines of 1 and 16, against corral serve's Redis protocol front and Redis.
 func measureRESP(ctx context.Context, _ *bed, p plan, rep *report) error {
-	dir, err := os.MkdirTemp("", "corral-bench-resp-")
+	fb, err := startFrontBed(ctx, p, "resp", true)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	bin, err := buildCorral(ctx, dir)
-	if err != nil {
-		return err
-	}
-	o, err := startOrigin(p.FrontValue)
-	if err != nil {
-		return err
-	}
-	defer o.stop()
-	c, err := startCorralServe(ctx, bin, "resp", o, "", true)
-	if err != nil {
-		return err
-	}
-	defer c.stop()
+	defer fb.stop()
+	c := fb.node
 	rep.command("corral serve (Redis protocol)", "corral "+shellJoin(c.args))
 	r, err := startRedis(ctx)
 	if err != nil {

@@ -155,13 +155,7 @@ func TestFrontMatchesNetHTTP(t *testing.T) {
 // nothing). net/http allocated 16 a hit; see BenchmarkHit.
 func TestFrontAllocs(t *testing.T) {
 	ts := startTestServer(t, nil)
-	g, err := ts.groups.Group(ts.a.cfg.Node, "g")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := g.Set(context.Background(), "k", hitValue); err != nil {
-		t.Fatal(err)
-	}
+	ts.holdHit(t)
 	c, err := net.Dial("tcp", ts.http)
 	if err != nil {
 		t.Fatal(err)

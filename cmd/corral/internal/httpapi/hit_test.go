@@ -47,6 +47,13 @@ var _ http.ResponseWriter = (*discardWriter)(nil)
 func hitHandler(tb testing.TB) http.Handler {
 	tb.Helper()
 	ta := newTestAPI(tb, nil)
+	ta.holdHit(tb)
+	return ta.a.handler()
+}
+
+// holdHit sets key k of group g to hitValue.
+func (ta *testAPI) holdHit(tb testing.TB) {
+	tb.Helper()
 	g, err := ta.groups.Group(ta.a.cfg.Node, "g")
 	if err != nil {
 		tb.Fatal(err)
@@ -54,7 +61,6 @@ func hitHandler(tb testing.TB) http.Handler {
 	if err := g.Set(context.Background(), "k", hitValue); err != nil {
 		tb.Fatal(err)
 	}
-	return ta.a.handler()
 }
 
 // TestHitAllocs holds the HTTP hit path — the limits, the token check, the route, the
@@ -188,13 +194,7 @@ func BenchmarkHit(b *testing.B) {
 
 // benchmarkHitOver measures hits of group g's key k, which it sets, through the server at addr.
 func benchmarkHitOver(b *testing.B, ta *testAPI, addr string) {
-	g, err := ta.groups.Group(ta.a.cfg.Node, "g")
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := g.Set(context.Background(), "k", hitValue); err != nil {
-		b.Fatal(err)
-	}
+	ta.holdHit(b)
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		b.Fatal(err)

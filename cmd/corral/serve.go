@@ -10,6 +10,8 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"sync"
@@ -58,6 +60,7 @@ type serveConfig struct {
 	resp   resp.Limits
 	limits httpapi.Limits
 	secretsConfig
+	runtime runtimeConfig
 }
 
 func serveFlags(out io.Writer) (*flag.FlagSet, *serveConfig) {
@@ -96,6 +99,7 @@ func serveFlags(out io.Writer) (*flag.FlagSet, *serveConfig) {
 	addRESPFlags(fs, &c.resp)
 	addLimitFlags(fs, &c.limits)
 	addSecretsFlags(fs, &c.secretsConfig)
+	addRuntimeFlags(fs, &c.runtime)
 	fs.Usage = func() {
 		fmt.Fprintf(out, `Usage: corral serve [flags]
 
@@ -175,6 +179,9 @@ func (c *serveConfig) validate() error {
 	if err := c.secretsConfig.validate(); err != nil {
 		return err
 	}
+	if err := c.runtime.validate(); err != nil {
+		return err
+	}
 	if err := c.resp.Validate(); err != nil {
 		return err
 	}
@@ -201,9 +208,9 @@ type daemon struct {
 	api         *httpapi.API
 	respMetrics *resp.Metrics
 
-	mu   sync.Mutex   // guards srv and resp
-	srv  *http.Server // set when serving starts
-	resp *resp.Server // nil = no Redis protocol front (--resp-port 0); set before serving
+	mu   sync.Mutex      // guards srv and resp
+	srv  *httpapi.Server // set when serving starts
+	resp *resp.Server    // nil = no Redis protocol front (--resp-port 0); set before serving
 
 	stopping atomic.Bool // SIGTERM arrived: not ready
 
@@ -239,11 +246,37 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	stopRuntime := sizeRuntime(c.runtime, log)
+	defer stopRuntime()
 	d, err := startDaemon(c, log)
 	if err != nil {
 		return err
 	}
 	return d.run(ctx)
+}
+
+// sizeRuntime gives the Go runtime its memory limit and heap floor (runtime.go), and logs
+// them. The returned func gives GOGC back. It is serve's, not startDaemon's: the runtime is
+// the process's, and tests run many daemons in one.
+func sizeRuntime(c runtimeConfig, log *slog.Logger) (stop func()) {
+	limit, ok := cgroupMemoryLimit(os.DirFS("/"))
+	p := c.plan(os.Getenv, debug.SetMemoryLimit(-1), limit, ok)
+	if p.memoryLimit > 0 {
+		debug.SetMemoryLimit(p.memoryLimit)
+	}
+	stop = func() {}
+	if p.heapFloor > 0 {
+		h, err := startHeapFloor(p.heapFloor, debug.SetGCPercent)
+		if err != nil {
+			log.Warn("corral: no GC heap floor", "err", err)
+			p.heapFloor, p.floorFrom = 0, "none: "+err.Error()
+		} else {
+			stop = h.stop
+		}
+	}
+	log.Info("corral: runtime", "memory_limit_mib", p.memoryLimit>>20, "memory_limit_from", p.limitFrom,
+		"gc_heap_floor_mib", p.heapFloor>>20, "gc_heap_floor_from", p.floorFrom, "gomaxprocs", runtime.GOMAXPROCS(0))
+	return stop
 }
 
 func startDaemon(c *serveConfig, log *slog.Logger) (*daemon, error) {

@@ -27,7 +27,16 @@
 // are compared with; the Redis, echo and TCP clients run in c0, beside the corral caller. A
 // worker exits when its stdin closes, so no process outlives the driver.
 //
-// Flags: -out FILE (default RESULTS.md), -steps local,remote,stampede,crash,memory,ring (a
+// Steps http and resp (rows 7 and 8, last, once the workers have stopped) measure `corral
+// serve` as a server: its HTTP front against Varnish and nginx under wrk (one hot key at 1 and
+// 64 connections; random keys through a node of a 3-node cluster against a node alone), and its
+// Redis protocol front against redis-server under redis-benchmark. Each builds cmd/corral and
+// starts every server as a process of its own on free loopback ports, beside an origin in the
+// driver; the load generators run beside them, as their users run them. They need varnishd,
+// nginx, wrk, redis-server and redis-benchmark (Debian: varnish, nginx, wrk, redis-server,
+// redis-tools; make bench-compare installs them).
+//
+// Flags: -out FILE (default RESULTS.md), -steps local,remote,stampede,crash,memory,ring,http,resp (a
 // subset), -callers 1,16,64 (the remote-hit rows' concurrencies), -quick (every step briefly,
 // to check the harness), -profile DIR (CPU profiles and execution traces of the caller and
 // owner processes during corral's and the echo's remote-hit runs), -syscalls (each remote-hit

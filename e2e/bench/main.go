@@ -32,10 +32,16 @@ type plan struct {
 	// corral.Config.PeekWindow (1 min) after a membership change, a new owner's fill first
 	// asks the key's previous owner, one more round trip; the stampede row measures the
 	// steady state.
-	Settle     time.Duration
-	ProfileDir string // if set, CPU profiles and traces of corral's and the echo's remote-hit runs go here
-	Syscalls   bool   // print each remote-hit run's read and write system calls per Get, per process
-	TLS        bool   // corral's peers speak mutual TLS
+	Settle time.Duration
+	// The rows of corral serve against Varnish, nginx and Redis (steps http and resp).
+	FrontDuration time.Duration // one wrk run
+	FrontReps     int           // interleaved repetitions of every run; the rows show medians
+	FrontValue    int           // bytes of every value of those rows
+	HopKeys       int           // keys of the peer-hop row
+	RESPRequests  [2]int        // requests of one redis-benchmark test at -P1 and at -P16
+	ProfileDir    string        // if set, CPU profiles and traces of corral's and the echo's remote-hit runs go here
+	Syscalls      bool          // print each remote-hit run's read and write system calls per Get, per process
+	TLS           bool          // corral's peers speak mutual TLS
 }
 
 func fullPlan() plan {
@@ -54,6 +60,11 @@ func fullPlan() plan {
 		Poll:            10 * time.Millisecond,
 		MemEntries:      1_000_000,
 		Settle:          61 * time.Second,
+		FrontDuration:   5 * time.Second,
+		FrontReps:       3,
+		FrontValue:      512,
+		HopKeys:         100_000,
+		RESPRequests:    [2]int{100_000, 1_000_000},
 	}
 }
 
@@ -63,6 +74,7 @@ func quickPlan() plan {
 	p.LocalRounds, p.RemoteKeys, p.RemoteCallers, p.RemoteRounds = 1, 256, []int{1, 8}, 1
 	p.RemoteDuration, p.RemoteMaxOps = 100*time.Millisecond, 20_000
 	p.StampedeCallers, p.StampedeTrials, p.MemEntries, p.Settle = 20, 1, 20_000, 0
+	p.FrontDuration, p.FrontReps, p.HopKeys, p.RESPRequests = time.Second, 1, 1000, [2]int{5000, 20_000}
 	return p
 }
 

@@ -47,16 +47,17 @@ func startRedis(ctx context.Context) (*redisServer, error) {
 	return nil, lastErr
 }
 
+// redisServerArgs are redis-server's flags but for its port and directory: persistence off,
+// as a cache runs it.
+var redisServerArgs = []string{"--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no",
+	"--protected-mode", "yes", "--loglevel", "warning", "--maxclients", "4096"}
+
 func runRedis(ctx context.Context, bin string, port int) (*redisServer, error) {
 	dir, err := os.MkdirTemp("", "corral-bench-redis-")
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin,
-		"--bind", "127.0.0.1", "--port", strconv.Itoa(port),
-		"--save", "", "--appendonly", "no", "--daemonize", "no",
-		"--protected-mode", "yes", "--loglevel", "warning", "--dir", dir,
-		"--maxclients", "4096")
+	cmd := exec.Command(bin, append([]string{"--port", strconv.Itoa(port), "--dir", dir}, redisServerArgs...)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	var stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stderr, &stderr

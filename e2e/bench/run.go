@@ -23,12 +23,18 @@ type report struct {
 	crash    map[string]*stampedeStat // by system: "corral", "groupcache"
 	memory   map[string]memoryResult  // by system (see memoryArgs)
 	ring     ringResult
-	notes    []string        // what a reader should know about this run: errors, cache hits
-	ran      map[string]bool // steps that ran, by name (see allSteps)
+	fronts   map[string]*frontStat // steps 7 and 8, by system and load: "http/corral/1", "resp/redis/get/16", "hops/three"
+	commands [][2]string           // the command lines of steps 7 and 8: what, the line
+	notes    []string              // what a reader should know about this run: errors, cache hits
+	ran      map[string]bool       // steps that ran, by name (see allSteps)
 }
 
 // allSteps names the measurements, in the order they run; -steps picks a subset.
-var allSteps = []string{"local", "remote", "stampede", "crash", "memory", "ring"}
+var allSteps = []string{"local", "remote", "stampede", "crash", "memory", "ring", "http", "resp"}
+
+// bedSteps are the steps that use the bed (the workers and their Redis); the others start
+// what they measure themselves.
+var bedSteps = []string{"local", "remote", "stampede", "crash", "memory"}
 
 type localStat struct {
 	ns     []float64 // one per round
@@ -61,7 +67,7 @@ func run(ctx context.Context, p plan, steps []string, log io.Writer) (*report, e
 		plan: p, machine: describeMachine(),
 		local: map[string]*localStat{}, remote: map[string]*remoteStat{},
 		stampede: map[string]*stampedeStat{}, crash: map[string]*stampedeStat{},
-		memory: map[string]memoryResult{}, ran: map[string]bool{},
+		memory: map[string]memoryResult{}, fronts: map[string]*frontStat{}, ran: map[string]bool{},
 	}
 	if steps == nil {
 		steps = allSteps
@@ -72,9 +78,12 @@ func run(ctx context.Context, p plan, steps []string, log io.Writer) (*report, e
 		}
 		rep.ran[s] = true
 	}
-	b, err := startBed(ctx, p, log)
-	if err != nil {
-		return nil, err
+	b := &bed{log: log}
+	if slices.ContainsFunc(bedSteps, func(s string) bool { return rep.ran[s] }) {
+		var err error
+		if b, err = startBed(ctx, p, log); err != nil {
+			return nil, err
+		}
 	}
 	defer b.stop()
 	for _, s := range []struct {
@@ -87,6 +96,10 @@ func run(ctx context.Context, p plan, steps []string, log io.Writer) (*report, e
 		{"crash", measureCrash}, // kills c2 and g2: last of the steps on the bed
 		{"memory", measureMemory5},
 		{"ring", measureRing},
+		// Last, with the workers stopped: tail latency is what these rows measure, and idle
+		// processes gossiping on 2 cores are not idle enough.
+		{"http", measureHTTP},
+		{"resp", measureRESP},
 	} {
 		if s.name == "memory" {
 			b.stopWorkers() // each memory figure comes from a fresh process on an idle machine
@@ -102,6 +115,7 @@ func run(ctx context.Context, p plan, steps []string, log io.Writer) (*report, e
 		fmt.Fprintf(log, "  done in %v\n", time.Since(t0).Round(time.Millisecond))
 	}
 	rep.took = time.Since(start)
+	rep.machine.LoadEnd = loadAverage()
 	return rep, nil
 }
 

@@ -12,15 +12,63 @@ import (
 
 // machine says where a run happened.
 type machine struct {
-	CPUs  int
-	Model string
-	Go    string
-	Redis string
-	Date  string
+	CPUs             int
+	Model            string
+	Go               string
+	Redis            string
+	Date             string
+	LoadStart        string // the 1-, 5- and 15-minute load averages when the run began
+	LoadEnd          string // and when it ended
+	Varnish, Nginx   string
+	Wrk, RedisBenchm string
+}
+
+// loadAverage is /proc/loadavg's three load averages, "" where it cannot be read.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return ""
+}
+
+// version runs a program's version flag and returns the first match of the line's words that
+// begins with prefix ("" = the whole first line), or "".
+func version(bin string, args []string, pick func(string) string) string {
+	out, err := exec.Command(bin, args...).CombinedOutput()
+	if err != nil && len(out) == 0 {
+		return ""
+	}
+	return pick(string(out))
 }
 
 func describeMachine() machine {
-	m := machine{CPUs: runtime.NumCPU(), Go: runtime.Version(), Date: time.Now().UTC().Format("2006-01-02"), Model: "unknown CPU"}
+	m := machine{CPUs: runtime.NumCPU(), Go: runtime.Version(), Date: time.Now().UTC().Format("2006-01-02"), Model: "unknown CPU",
+		LoadStart: loadAverage()}
+	word := func(prefix string) func(string) string {
+		return func(out string) string {
+			for _, f := range strings.Fields(out) {
+				if v, ok := strings.CutPrefix(strings.Trim(f, "(),"), prefix); ok && v != "" {
+					return v
+				}
+			}
+			return ""
+		}
+	}
+	m.Varnish = version("varnishd", []string{"-V"}, word("varnish-"))
+	m.Nginx = version("nginx", []string{"-v"}, word("nginx/"))
+	m.Wrk = version("wrk", []string{"-v"}, func(out string) string {
+		if f := strings.Fields(out); len(f) >= 2 && f[0] == "wrk" {
+			return f[1]
+		}
+		return ""
+	})
+	m.RedisBenchm = version("redis-benchmark", []string{"--version"}, func(out string) string {
+		if f := strings.Fields(out); len(f) >= 2 {
+			return f[1]
+		}
+		return ""
+	})
 	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
 		for line := range strings.Lines(string(b)) {
 			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
@@ -155,6 +203,7 @@ func (r *report) rows() []row {
 	}{
 		{"local", r.localRows}, {"remote", r.remoteRows}, {"stampede", r.stampedeRows},
 		{"crash", r.crashRows}, {"memory", r.memoryRows}, {"ring", r.ringRows},
+		{"http", r.httpRows}, {"resp", r.respRows},
 	} {
 		if r.ran[s.step] {
 			rows = append(rows, s.rows()...)
@@ -206,7 +255,10 @@ func (r *report) remoteRows() []row {
 		}
 		cs, gs := r.remote[k("corral")], r.remote[k("groupcache")]
 		parts := []string{part(cp > 0 && cp <= 0.6*gp, "p50 ≤ 0.6× groupcache:", gp)}
-		goal := "p50 ≤ 0.6× groupcache; CPU per Get < groupcache"
+		goal := "p50 ≤ 0.6× groupcache, ≤ Redis; CPU per Get < groupcache"
+		if c < 16 {
+			parts = append(parts, part(cp > 0 && cp <= rp, "p50 ≤ Redis:", rp))
+		}
 		if c >= 16 {
 			goal = "p50 ≤ 0.6× groupcache, ≤ Redis; throughput ≥ 2× groupcache; CPU per Get < groupcache"
 			parts = append(parts, part(cp > 0 && cp <= rp, "p50 ≤ Redis:", rp))
@@ -351,6 +403,10 @@ func (r *report) markdown() string {
 	fmt.Fprintf(&b, "# corral side by side\n\n")
 	fmt.Fprintf(&b, "Measured %s on %d × %s, %s, Redis %s; `make bench-compare` (`cd e2e/bench && go run . -out RESULTS.md`), %v in all.\n",
 		m.Date, m.CPUs, m.Model, m.Go, m.Redis, r.took.Round(time.Second))
+	if r.ran["http"] || r.ran["resp"] {
+		fmt.Fprintf(&b, "Varnish %s, nginx %s, wrk %s, redis-benchmark %s. ", orDash(m.Varnish), orDash(m.Nginx), orDash(m.Wrk), orDash(m.RedisBenchm))
+	}
+	fmt.Fprintf(&b, "Load average (1, 5, 15 min) %s at the start, %s at the end.\n", orDash(m.LoadStart), orDash(m.LoadEnd))
 	fmt.Fprintf(&b, "Every system ran in this one run, on 127.0.0.1, each cache node its own process. Read the ratios, not the absolute times.\n\n")
 	if r.plan.TLS {
 		fmt.Fprintf(&b, "With `-tls`: corral's peers speak mutual TLS (ECDSA P-256 certificates of one CA); groupcache, Redis and the echoes stay plaintext.\n\n")
@@ -369,8 +425,30 @@ func (r *report) markdown() string {
 	} {
 		b.WriteString("- " + s + "\n")
 	}
+	if r.ran["http"] || r.ran["resp"] {
+		for _, s := range []string{
+			fmt.Sprintf("Rows 7 and 8: each system's own process on 127.0.0.1, the load generator beside it on the same %d cores, as their users measure them; every run repeated %d times, the systems interleaved (their order rotates), and the row shows the median of each figure. Values of %d bytes from an HTTP origin (`Cache-Control: max-age=3600`) in the driver, asked only while the caches fill.", r.machine.CPUs, r.plan.FrontReps, r.plan.FrontValue),
+			"Row 7c: the same wrk load of random keys through one corral serve node alone, and through a node of a 3-node cluster, where two keys in three are owned by the other nodes: a hit there is a peer hop. Both were warmed with every key first; near copies stay on (the default) but last a second, so a key read less often than that hops.",
+			"Row 8: redis-benchmark's SET runs first and writes the 1000 keys its GET then reads, so every GET hits. A corral SET is a write through the key's owner that tells every member to drop its near copy (one node here), and answers when they have.",
+		} {
+			b.WriteString("- " + s + "\n")
+		}
+	}
 	for _, n := range r.notes {
 		b.WriteString("- " + n + "\n")
 	}
+	if len(r.commands) > 0 {
+		b.WriteString("\nThe command lines of rows 7 and 8 (ports are this run's; DIR is its temporary directory):\n\n")
+		for _, c := range r.commands {
+			fmt.Fprintf(&b, "- %s: `%s`\n", c[0], c[1])
+		}
+	}
 	return b.String()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "–"
+	}
+	return s
 }

@@ -61,6 +61,7 @@ type Config struct {
 type API struct {
 	cfg    Config
 	limits *httpLimits
+	types  typeValues // Content-Type header values of the objects served
 }
 
 // New returns the API of cfg. It refuses a Config that lacks what it requires, or whose
@@ -81,22 +82,32 @@ func New(cfg Config) (*API, error) {
 	return &API{cfg: cfg, limits: newHTTPLimits(cfg.Limits, cfg.Hits)}, nil
 }
 
-// Server returns an http.Server that serves the API within its limits. The caller serves it
-// on its listener and shuts it down; one Server at a time, since the limits count the
-// connections of the one.
-func (a *API) Server() *http.Server {
+// idleTimeout is how long a kept-alive connection may wait for its next request.
+const idleTimeout = 2 * time.Minute
+
+// Server returns a Server that serves the API within its limits. The caller serves it on its
+// listener and shuts it down; one Server at a time, since the limits count the connections
+// of the one.
+func (a *API) Server() *Server {
 	srv := &http.Server{
-		Handler:     a.limits.middleware(a.authorize(a.routes())),
-		IdleTimeout: 2 * time.Minute,
+		Handler:     a.handler(),
+		IdleTimeout: idleTimeout,
 		ErrorLog:    slog.NewLogLogger(a.cfg.Log.Handler(), slog.LevelWarn),
 	}
 	a.limits.server(srv)
-	return srv
+	return newServer(a, srv)
+}
+
+// handler is the whole API as one handler: the limits, the token, the routes.
+func (a *API) handler() http.Handler {
+	return a.limits.middleware(a.authorize(a.routes()))
 }
 
 func (a *API) routes() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/groups/{group}/keys/{key}", a.getKey)
+	mux.HandleFunc("GET /v1/groups/{group}/keys/{key}", func(w http.ResponseWriter, r *http.Request) {
+		a.getKey(w, r, r.PathValue("group"), r.PathValue("key"))
+	})
 	mux.HandleFunc("PUT /v1/groups/{group}/keys/{key}", a.putKey)
 	mux.HandleFunc("DELETE /v1/groups/{group}/keys/{key}", a.deleteKey)
 	mux.HandleFunc("DELETE /v1/tags/{tag}", a.deleteTag)
@@ -111,7 +122,13 @@ func (a *API) routes() http.Handler {
 		mux.Handle("GET /debug/corral", a.cfg.Debug)
 		mux.Handle("GET /debug/corral/", a.cfg.Debug)
 	}
-	return mux
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if group, key, ok := keyPath(r); ok {
+			a.getKey(w, r, group, key) // the hit's own route: see keyPath
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
 }
 
 func (a *API) readyz(w http.ResponseWriter, r *http.Request) {

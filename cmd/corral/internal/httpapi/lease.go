@@ -84,7 +84,7 @@ func (a *API) getLease(w http.ResponseWriter, r *http.Request, g *corral.Group[o
 	case corral.LeaseBusy:
 		httpError(w, http.StatusConflict, "busy: another caller holds the lease")
 	default: // hit, stale
-		writeObject(w, l.Value)
+		a.writeObject(w, l.Value)
 	}
 }
 
@@ -134,11 +134,11 @@ func (a *API) putExpiry(w http.ResponseWriter, r *http.Request, g *corral.Group[
 }
 
 // writeObject sends a cached object as the body of a 200.
-func writeObject(w http.ResponseWriter, v objects.Object) {
-	if v.Type != "" {
-		w.Header().Set("Content-Type", v.Type)
-	} else {
-		w.Header().Set("Content-Type", "application/octet-stream")
+func (a *API) writeObject(w http.ResponseWriter, v objects.Object) {
+	t := v.Type
+	if t == "" {
+		t = "application/octet-stream"
 	}
+	a.types.set(w.Header(), t)
 	w.Write(v.Body)
 }

@@ -1,6 +1,7 @@
 package resp
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -17,7 +18,7 @@ import (
 
 // serveCommand answers one command. It reports whether the connection should close.
 func (s *Server) serveCommand(c *conn, args [][]byte) (quit bool) {
-	name := strings.ToLower(string(args[0]))
+	name := commandName(args[0])
 	cmd := args[0]
 	args = args[1:]
 	if s.cfg.Token != nil && !c.authed && s.needsAuth(name) {
@@ -82,6 +83,38 @@ func (s *Server) serveCommand(c *conn, args [][]byte) (quit bool) {
 		c.writeError(fmt.Sprintf("ERR unknown command '%s', with args beginning with: %s", clip.String(string(cmd), 64), strings.Join(quoted, " ")))
 	}
 	return false
+}
+
+// commandName returns a command's name in lower case: for the commands the front knows, the
+// constant string of its case below, so that a GET costs no allocation here; any other name
+// is lowered as it is.
+func commandName(b []byte) string {
+	var buf [8]byte
+	if len(b) > len(buf) {
+		return strings.ToLower(string(b))
+	}
+	lower := buf[:len(b)]
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		lower[i] = c
+	}
+	switch string(lower) { // a switch on string(bytes) does not allocate
+	case "get":
+		return "get"
+	case "set":
+		return "set"
+	case "del":
+		return "del"
+	case "ping":
+		return "ping"
+	case "fillget":
+		return "fillget"
+	case "fillset":
+		return "fillset"
+	}
+	return strings.ToLower(string(b))
 }
 
 // needsAuth reports whether a command needs AUTH first: writes always, everything with
@@ -233,7 +266,7 @@ func (s *Server) get(c *conn, args [][]byte) {
 			return
 		}
 	}
-	v, err := s.cfg.Group.Get(s.ctx, string(args[0]))
+	v, err := s.cfg.Group.Get(s.ctx, s.keys.Of(args[0]))
 	switch {
 	case errors.Is(err, corral.ErrNotFound):
 		c.null()
@@ -249,7 +282,8 @@ func (s *Server) set(c *conn, args [][]byte) {
 		wrongArgs(c, "set")
 		return
 	}
-	key, v := string(args[0]), objects.Object{Body: args[1]}
+	// The value is kept: a copy, since the reader reuses its arguments' bytes.
+	key, v := string(args[0]), objects.Object{Body: bytes.Clone(args[1])}
 	if !s.valueFits(c, v.Body) {
 		return
 	}
@@ -411,7 +445,7 @@ func (s *Server) fillset(c *conn, args [][]byte) {
 		c.writeInt(0) // no lease has an empty token
 		return
 	}
-	stored, err := s.cfg.Group.FillSet(s.ctx, string(args[0]), objects.Object{Body: args[1]}, token, e)
+	stored, err := s.cfg.Group.FillSet(s.ctx, string(args[0]), objects.Object{Body: bytes.Clone(args[1])}, token, e)
 	s.cfg.Leases.Stored(token)
 	if err != nil && !(stored && unreached(err)) {
 		s.writeErr(c, err)

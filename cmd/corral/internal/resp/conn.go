@@ -38,7 +38,10 @@ type conn struct {
 func (s *Server) newConn(nc net.Conn) *conn {
 	c := &conn{s: s, nc: nc, proto: 2, client: clientlease.ClientOf(nc.RemoteAddr().String())}
 	c.rd = newReader(bufio.NewReaderSize(c, 8<<10), s.lim, s.budget)
-	c.w = bufio.NewWriterSize(connWriter{c}, 4<<10)
+	// A pipeline's replies leave in one write when they fit: 16 GETs of 512 bytes are 8.3 KiB,
+	// which a 4 KiB buffer sent in three (strace: 3.0 writes a pipeline, now 1.0). Redis keeps
+	// 16 KiB a client for its replies too.
+	c.w = bufio.NewWriterSize(connWriter{c}, 16<<10)
 	return c
 }
 

@@ -29,8 +29,9 @@ type Limits struct {
 
 // DefaultLimits returns the production limits. A client pool keeps a few connections per
 // process (go-redis: 10 per GOMAXPROCS, lazily), so 4096 connections serve hundreds of
-// application processes; an idle connection costs about 13 KiB (measured: 2000 idle
-// connections, RSS 24 → 50 MiB), 52 MiB at the bound. Five minutes idle is far past any
+// application processes; an idle connection that has served a GET costs about 22 KiB
+// (measured: 2000 of them, RSS 25 → 68 MiB; the pages of its 16 KiB reply buffer that no
+// reply reached are not resident), 88 MiB at the bound. Five minutes idle is far past any
 // pool's use of a connection under load, and short enough that connections a client forgot
 // give their places back. Ten seconds to send one command (8 MiB at 0.8 MB/s) or to read a
 // reply is generous on a pod network, and the slowloris bound of the HTTP front. 64 MiB of

@@ -94,8 +94,11 @@ type reader struct {
 	lim    requestLimits
 	budget *pendingBudget // nil = no node-wide bound
 
-	cmdBytes int       // bytes allocated for the current command's arguments
+	cmdBytes int       // bytes the current command's arguments hold, in the arena or not
 	held     int       // of those, the bytes reserved from budget
+	args     [][]byte  // the current command's arguments: reused, command after command
+	arena    []byte    // small arguments' bytes: reused, command after command (see bulk)
+	used     int       // bytes of arena the current command's arguments hold
 	reading  bool      // a command's first byte has been read and its last not yet
 	began    time.Time // when reading became true
 	// allocated counts every byte the reader allocated for arguments, for the fuzz target.
@@ -109,8 +112,9 @@ func newReader(r *bufio.Reader, lim requestLimits, budget *pendingBudget) *reade
 // command reads the next command: its arguments, the name first (never empty). Empty
 // commands (an empty line, *0, *-1) are skipped, as Redis skips them. Any error ends the
 // connection: a *protoError says what the client sent wrong; io.EOF and the
-// connection's errors pass through. The arguments are the caller's until the next call,
-// and its reservation until done.
+// connection's errors pass through. The arguments — the slice and the bytes of each — are
+// the caller's until the next call, and its reservation until done: a command that keeps
+// an argument's bytes past that (a value it stores) copies them.
 func (rr *reader) command() ([][]byte, error) {
 	rr.done()
 	for {
@@ -134,7 +138,7 @@ func (rr *reader) command() ([][]byte, error) {
 // done gives the current command's reservation back: call it once the command has run.
 func (rr *reader) done() {
 	rr.budget.release(rr.held)
-	rr.cmdBytes, rr.held, rr.reading = 0, 0, false
+	rr.cmdBytes, rr.held, rr.reading, rr.used = 0, 0, false, 0
 }
 
 // line reads one line, LF included, of at most max bytes. The slice is valid until the
@@ -195,7 +199,8 @@ func (rr *reader) multibulk() ([][]byte, error) {
 	case count > rr.lim.args:
 		return nil, protoErr(limithits.RESPCommand, "a command of %d arguments exceeds the limit of %d", count, rr.lim.args)
 	}
-	args := make([][]byte, 0, min(count, 8))
+	args := rr.args[:0]
+	defer func() { rr.args = args[:0] }() // kept, however the command ends, for the next
 	for range count {
 		c, err := rr.r.Peek(1)
 		if err != nil {
@@ -231,10 +236,24 @@ func (rr *reader) tooLarge() error {
 	return protoErr(limithits.RESPCommand, "command exceeds the %d-byte limit", rr.lim.command)
 }
 
-// bulk reads n bytes and their CRLF. The buffer grows as bytes arrive.
+// arenaBytes is the size of a reader's arena: a GET's name and key, a SET of a small value,
+// fit, so that reading them allocates nothing once a connection has read its first command.
+// It is part of what a connection costs, as its bufio buffers are.
+const arenaBytes = 2 << 10
+
+// bulk reads n bytes and their CRLF. An argument that fits what is left of the arena is read
+// into it (the arena is reused by the next command); a larger one gets a buffer of its own,
+// which grows as bytes arrive.
 func (rr *reader) bulk(n int) ([]byte, error) {
-	buf := rr.alloc(nil, min(n, rr.lim.step))
-	if buf == nil && n > 0 {
+	var buf []byte
+	if n > 0 && n <= arenaBytes-rr.used {
+		if rr.arena == nil {
+			rr.arena = make([]byte, arenaBytes)
+		}
+		buf = rr.arena[rr.used : rr.used : rr.used+n] // capacity n: an append cannot reach the next
+		rr.used += n
+		rr.cmdBytes += n
+	} else if buf = rr.alloc(nil, min(n, rr.lim.step)); buf == nil && n > 0 {
 		return nil, rr.budgetFull()
 	}
 	for len(buf) < n {

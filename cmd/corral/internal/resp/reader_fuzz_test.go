@@ -28,7 +28,12 @@ func readCommands(in []byte, step int, budget int64) (cmds [][][]byte, err error
 			rr.done()
 			return cmds, err, rr.allocated, b.held.Load()
 		}
-		cmds = append(cmds, slices.Clone(args))
+		// The arguments' bytes are the reader's again at the next command: keep copies.
+		kept := make([][]byte, len(args))
+		for i, a := range args {
+			kept[i] = bytes.Clone(a)
+		}
+		cmds = append(cmds, kept)
 		rr.done()
 	}
 }

@@ -21,9 +21,11 @@ func (c *conn) writeError(s string) {
 }
 
 func (c *conn) writeBulk(b []byte) {
-	c.w.WriteByte('$')
-	c.w.WriteString(strconv.Itoa(len(b)))
-	c.w.WriteString("\r\n")
+	// The header is appended into the writer's free space: strconv.Itoa allocates for a
+	// length of 100 or more.
+	hdr := append(c.w.AvailableBuffer(), '$')
+	hdr = strconv.AppendInt(hdr, int64(len(b)), 10)
+	c.w.Write(append(hdr, '\r', '\n'))
 	c.w.Write(b)
 	c.w.WriteString("\r\n")
 }

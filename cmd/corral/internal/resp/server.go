@@ -13,6 +13,7 @@ import (
 	"github.com/corralcache/corral"
 	"github.com/corralcache/corral/cmd/corral/internal/apitoken"
 	"github.com/corralcache/corral/cmd/corral/internal/clientlease"
+	"github.com/corralcache/corral/cmd/corral/internal/intern"
 	"github.com/corralcache/corral/cmd/corral/internal/limithits"
 	"github.com/corralcache/corral/cmd/corral/internal/objects"
 	"github.com/corralcache/corral/cmd/corral/internal/origin"
@@ -54,6 +55,7 @@ type Server struct {
 	ln     net.Listener
 	lim    requestLimits
 	budget *pendingBudget
+	keys   intern.Strings // GET's keys as strings
 
 	ctx    context.Context // ends the commands still blocked when the server stops
 	cancel context.CancelFunc

@@ -32,8 +32,8 @@ const (
 	DefaultConnectTimeout = 2 * time.Second
 
 	// DefaultSilentPeerTimeout is ClientConfig.SilentPeerTimeout's default: a silent peer
-	// costs a Get at most 300 ms (a hit takes a millisecond), and a ping survives one TCP
-	// retransmission (200 ms).
+	// costs a Get at most 300 ms on a node that runs on time (a hit takes a millisecond), and
+	// a ping survives one TCP retransmission (200 ms).
 	DefaultSilentPeerTimeout = 300 * time.Millisecond
 
 	// reconnectMaxBackoff caps the wait between connection attempts to one
@@ -95,7 +95,9 @@ type ClientConfig struct {
 	// broken: every Get waiting on it fails as unreachable; so does a Get that waits that long
 	// for a connection to it. One that answers is filling slowly, and the Gets wait on. So a
 	// silent peer costs a Get at most SilentPeerTimeout (a quarter more if it falls silent
-	// while the Get waits), not its deadline. Gets the peer answers as unary calls are
+	// while the Get waits), not its deadline. A node whose own timers fire late — starved of
+	// CPU — waits longer: every silence bound is SilentPeerTimeout plus twice the largest
+	// lateness its timers showed lately (lateness.go). Gets the peer answers as unary calls are
 	// watched by probes instead, as UntilSilent watches any call (at most twice the bound).
 	// 0 = DefaultSilentPeerTimeout; negative = never.
 	SilentPeerTimeout time.Duration
@@ -209,7 +211,7 @@ type Client struct {
 	connectTimeout   time.Duration
 	keepaliveTime    time.Duration // a framed stream's, as gRPC's connections'
 	keepaliveTimeout time.Duration
-	silence          *silence // SilentPeerTimeout (silence.go)
+	silence          *silence // SilentPeerTimeout and this node's lateness (silence.go)
 
 	// conns maps a peer address to its *peerConn. A sync.Map because the
 	// hot path is a read of a key that is written once per peer: Load takes

@@ -17,19 +17,22 @@ import (
 // (Answers) and the waits between probes (UntilSilent).
 type silence struct {
 	timeout time.Duration // ClientConfig.SilentPeerTimeout; ≤ 0: no peer is ever silent
+	late    lateness      // how late this node runs its timers (lateness.go)
 }
 
 // on reports whether peers are judged silent at all.
 func (s *silence) on() bool { return s.timeout > 0 }
 
-// bound is how long a peer may leave a question unanswered: SilentPeerTimeout.
-func (s *silence) bound() time.Duration { return s.timeout }
+// bound is how long a peer may leave a question unanswered now: SilentPeerTimeout, plus
+// twice the lateness of this node's own timers lately (see lateness.go). On a node that runs
+// on time it is SilentPeerTimeout.
+func (s *silence) bound() time.Duration { return s.timeout + 2*s.late.recent() }
 
 // UntilSilent runs call, a call to the peer at addr, under a context that also ends once the
-// peer has gone silent: once call has waited the silence bound (SilentPeerTimeout), and
-// again after each such interval, the peer is asked probe (a Get, bounded the same way), and
-// a peer that does not answer it — paused, cut off, its answers lost — is given up:
-// UntilSilent returns an *UnreachableError. Any answer counts,
+// peer has gone silent: once call has waited the silence bound (SilentPeerTimeout, stretched
+// while this node runs late), and again after each such interval, the peer is asked probe (a
+// Get, bounded the same way), and a peer that does not answer it — paused, cut off, its
+// answers lost — is given up: UntilSilent returns an *UnreachableError. Any answer counts,
 // an error included; only silence (or a refused connection) does not. A peer that answers is
 // working slowly, and call waits on. So a silent peer costs call at most twice the bound;
 // the probe's bound leaves room for one TCP retransmission (200 ms). probe should be a Peek,
@@ -47,14 +50,19 @@ func (c *Client) UntilSilent(ctx context.Context, addr string, probe *peerpb.Get
 	defer cancel()
 	var silent atomic.Bool
 	var t *time.Timer
-	var tmu sync.Mutex // guards t's Reset against its Stop, and every: the probe runs on the timer's goroutine
+	var tmu sync.Mutex // guards t's Reset against its Stop, every and due: the probe runs on the timer's goroutine
 	stopped := false
 	every := c.silence.bound()
+	due := time.Now().Add(every)
 	t = time.AfterFunc(every, func() {
+		tmu.Lock()
+		c.silence.late.observe(time.Now(), due)
+		tmu.Unlock()
 		if c.Answers(ctx, addr, probe) {
 			tmu.Lock()
 			if !stopped {
 				every = c.silence.bound()
+				due = time.Now().Add(every)
 				t.Reset(every)
 			}
 			tmu.Unlock()
@@ -76,8 +84,9 @@ func (c *Client) UntilSilent(ctx context.Context, addr string, probe *peerpb.Get
 }
 
 // Answers reports whether the peer at addr answers probe (a Get, best a Peek) within the
-// silence bound (SilentPeerTimeout). Any answer counts, an error included; only silence (or a
-// refused connection) does not. It is false, too, once ctx ends.
+// silence bound (SilentPeerTimeout, stretched while this node runs late). Any answer counts,
+// an error included; only silence (or a refused connection) does not. It is false, too, once
+// ctx ends.
 func (c *Client) Answers(ctx context.Context, addr string, probe *peerpb.GetRequest) bool {
 	bound := c.silence.timeout
 	if c.silence.on() {

@@ -48,9 +48,10 @@ func (s *muxStream) startKeepalive(every, timeout time.Duration) {
 // first call began to wait (watchFirst: a hit is answered well within it, so a stream of hits
 // is never pinged), then every watchEvery; and it calls the peer silent — paused, cut off, its
 // answers lost — once its oldest ping has gone unanswered, and nothing at all has been read
-// from it, for the silence bound less watchFirst (silence.bound: SilentPeerTimeout). So a
-// call sent to a peer that has gone silent waits at most the silence bound, and one whose
-// peer goes silent while it waits at most a quarter of SilentPeerTimeout more; a ping's own wait, the bound less watchFirst, leaves room for one TCP
+// from it, for the silence bound less watchFirst (silence.bound: SilentPeerTimeout, stretched
+// while this node runs late). So a call sent to a peer that has gone silent waits at most the
+// silence bound, and one whose peer goes silent while it waits at most a quarter of
+// SilentPeerTimeout more; a ping's own wait, the bound less watchFirst, leaves room for one TCP
 // retransmission (200 ms of the default 300 ms). A peer that answers anything — a ping, a
 // Get — is not silent: it is filling slowly, and the calls wait on. One timer per stream,
 // running while calls wait on it: none per call.
@@ -86,6 +87,7 @@ func (s *muxStream) checkSilence() {
 		s.mu.Unlock()
 		return
 	}
+	s.sil.late.observe(now, s.watchDue) // this timer's own lateness counts in the bound
 	if len(s.pending) == 0 {
 		s.watching = false // the next call to wait starts it again
 		s.mu.Unlock()

@@ -79,14 +79,16 @@ type Config struct {
 	// A busy previous owner that answers later costs the key a fill.
 	PeekTimeout time.Duration
 	// SilentPeerTimeout is how long a peer may leave a question unanswered while requests
-	// wait on it. Gets wait on the peer's stream, which is pinged every half of it while they
-	// wait; other requests (writes, leases) probe the peer once they have waited it, and again
-	// after each such interval. A peer that leaves a ping or probe unanswered this long
-	// (paused, cut off) is taken as unreachable and the request fails over to the key's next
-	// owner; one that answers is filling slowly, and the request waits on. 0 = 300 ms: a
-	// silent owner costs at most 600 ms before the successor is asked (450 ms for a Get; a hit
-	// takes a millisecond), and a ping or probe survives one TCP retransmission (200 ms).
-	// Negative = never probe.
+	// wait on it. Gets wait on the peer's stream, which is pinged while they wait (a sixth of
+	// it after the first began, then every quarter); other requests (writes, leases) probe the
+	// peer once they have waited it, and again after each such interval. A peer that leaves a
+	// ping or probe unanswered, and sends nothing else, this long (paused, cut off) is taken
+	// as unreachable and the request fails over to the key's next owner; one that answers is
+	// filling slowly, and the request waits on. A node whose own timers fire late (starved of
+	// CPU) adds twice their recent lateness, so that it does not take a live peer for a silent
+	// one. 0 = 300 ms: a silent owner costs a Get at most that before the successor is asked
+	// (a hit takes a millisecond), another request twice it, and a ping or probe survives one
+	// TCP retransmission (200 ms). Negative = never probe.
 	SilentPeerTimeout time.Duration
 	// PeekWindow is how long after a membership change a new owner asks the previous owner;
 	// 0 = 1 min, negative = never.

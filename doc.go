@@ -67,14 +67,17 @@
 //
 // A refused or reset connection fails over at once. A silent owner — paused, cut off, its
 // answers lost — is found by asking it a question it answers without filling: while Gets wait
-// on an owner's stream it is pinged every half Config.SilentPeerTimeout, and a
-// request other than a Get probes it once it has waited that long; an owner that leaves one
-// unanswered for SilentPeerTimeout fails over, so a silent owner costs at most 600 ms, not the
-// request's deadline. A peer found unreachable is skipped by the requests after it for a while (a
-// breaker, fed by what requests see, long before failure detection by gossip agrees), and the
-// first time this happens the node probes every member at once: a node cut off from all of
-// them learns it from one request and fills its keys itself — one extra fill per isolated
-// side, never a failed request the loader could answer. When the two sides meet again, a
+// on an owner's stream it is pinged, and a request other than a Get probes it once it has
+// waited Config.SilentPeerTimeout; an owner that leaves one unanswered, and says nothing else,
+// for SilentPeerTimeout fails over, so a silent owner costs a Get at most that (a quarter more
+// for one that falls silent as the Get waits; other requests twice it), not the request's
+// deadline. A node whose own timers run late (starved of CPU) adds twice their lateness to the
+// bound, so that a live owner is not taken for a silent one. A peer found unreachable is skipped
+// by the requests after it until it answers one of the probes the node sends it (a breaker, fed
+// by what requests see, long before failure detection by gossip agrees), and the first time
+// this happens the node probes every member at once: a node cut off from all of them learns it
+// from one request and fills its keys itself — one extra fill per isolated side, never a
+// failed request the loader could answer. When the two sides meet again, a
 // member that one side had declared dead is kept out of that side's ring until the two have
 // exchanged the writes they remember, so neither serves a copy the other made older while
 // they were apart. During the partition each side serves what it has: a write on one side

@@ -61,8 +61,8 @@ func (h *history) check() []violation {
 	for _, p := range h.purges {
 		purged[p.tag]++
 	}
-	for k := range keysPerRun {
-		writes[key(k)] += purged[tagOf(key(k))]
+	for _, k := range h.gKeys() {
+		writes[k] += purged[tagOf(k)]
 	}
 	for _, p := range h.purges {
 		during := map[string]bool{}
@@ -76,8 +76,7 @@ func (h *history) check() []violation {
 	// A restart in place is an ownership change of the keys the restarted node owned: it
 	// comes back empty. It costs nothing for the others' keys.
 	restarts := h.restartsOfOwners()
-	for k := range keysPerRun {
-		key := key(k)
+	for _, key := range h.gKeys() {
 		allowed := max(len(owners[key]), 1) + writes[key] + failed[key] + h.failovers[key] +
 			restarts[key] + h.faults["partition side"] + h.faults["pause"]
 		if fills[key] > allowed {

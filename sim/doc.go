@@ -8,9 +8,10 @@
 //
 // A seed determines everything the simulator chooses: the cluster's size (3 to 9 nodes), the
 // workload (Gets of hot and cold keys, some of them cancelled early, Sets, Removes and purges
-// by tag; loaders with random latency that sometimes fail; in a second group, values with a
-// short TTL and a long stale-while-revalidate window, read, written and refreshed under
-// leases), and the faults at chosen virtual instants (a crash, with or without a restart
+// by tag; every 250 ms the first read of a key nobody has read yet, on a random node, so that
+// a fault's first reads need a fill no copy can spare; loaders with random latency that
+// sometimes fail; in a second group, values with a short TTL and a long
+// stale-while-revalidate window, read, written and refreshed under leases), and the faults at chosen virtual instants (a crash, with or without a restart
 // under the same name; a graceful leave; a join; a partition along any cut, one-way or not; a
 // paused node; a slow, lossy link). After the workload every fault heals and the cluster
 // settles.

@@ -161,6 +161,7 @@ type history struct {
 	leases     []leaseRec                       // refresh and fill tokens granted in group s
 	purges     []purgeRec                       // RemoveByTag calls
 	made       int                              // values made (fills and writes of group g), for their ids
+	firsts     []string                         // keys of group g read for the first time during the workload (firstReads)
 	madeAt     map[string]time.Duration         // when each value of group g began to be made: a fill's start, a write's
 
 	locks  keyLocks // not guarded by mu: each serialises the writes of one key
@@ -414,6 +415,7 @@ func (h *history) run() error {
 		cr := rand.New(rand.NewPCG(h.r.Uint64(), uint64(i)))
 		clients.Go(func() { h.client(cr, stop) })
 	}
+	clients.Go(func() { h.firstReads(stop) })
 	h.faultSchedule()
 	clients.Wait()
 
@@ -443,6 +445,46 @@ func (h *history) run() error {
 		}
 	}
 	return nil
+}
+
+// firstReads reads, every 250 ms until stop, a key of group g that nobody has read yet, on a
+// random live node: the first read of a key whose owner is across a fault. Such a read finds
+// no copy anywhere on its side, so it shows what a partition, a cut or a pause costs a Get
+// that must be filled, where a warm key is answered by a copy. Its choices come from a
+// source of its own, so that the clients draw as they did without it.
+func (h *history) firstReads(stop time.Time) {
+	r := rand.New(rand.NewPCG(h.seed, 0x6669727374)) // "first"
+	for i := 0; time.Now().Before(stop); i++ {
+		time.Sleep(250 * time.Millisecond)
+		nodes := h.c.Nodes()
+		if len(nodes) == 0 {
+			continue
+		}
+		name := nodes[r.IntN(len(nodes))].Name()
+		k := fmt.Sprint("first", i)
+		h.mu.Lock()
+		h.firsts = append(h.firsts, k)
+		h.mu.Unlock()
+		h.get(name, h.groupOf(name), k, nil)
+	}
+}
+
+// gKeys returns every key of group g the history read. h.mu must be held.
+func (h *history) gKeys() []string {
+	out := make([]string, 0, keysPerRun+len(h.firsts))
+	for k := range keysPerRun {
+		out = append(out, key(k))
+	}
+	return append(out, h.firsts...)
+}
+
+// allKeys returns every key the history read, in either group. h.mu must be held.
+func (h *history) allKeys() []string {
+	out := h.gKeys()
+	for k := range keysPerRun {
+		out = append(out, skey(k))
+	}
+	return out
 }
 
 func (h *history) groupOf(name string) *corral.Group[string] {
@@ -856,14 +898,12 @@ func (h *history) owners() map[string]map[string]bool {
 			}
 		}
 	}
-	for k := range keysPerRun {
-		for _, name := range []string{key(k), skey(k)} {
-			set := map[string]bool{}
-			for _, r := range rings {
-				set[r.Owner(name)] = true
-			}
-			out[name] = set
+	for _, name := range h.allKeys() {
+		set := map[string]bool{}
+		for _, r := range rings {
+			set[r.Owner(name)] = true
 		}
+		out[name] = set
 	}
 	return out
 }
@@ -871,20 +911,19 @@ func (h *history) owners() map[string]map[string]bool {
 // ownedAnywhere returns, per node name, the keys it owned in some view.
 func (h *history) ownedAnywhere() map[string]map[string]bool {
 	out := map[string]map[string]bool{}
+	names := h.allKeys()
 	for _, views := range h.views {
 		for _, v := range views {
 			r, err := ring.New(v, ring.DefaultConfig())
 			if err != nil {
 				continue
 			}
-			for k := range keysPerRun {
-				for _, name := range []string{key(k), skey(k)} {
-					o := r.Owner(name)
-					if out[o] == nil {
-						out[o] = map[string]bool{}
-					}
-					out[o][name] = true
+			for _, name := range names {
+				o := r.Owner(name)
+				if out[o] == nil {
+					out[o] = map[string]bool{}
 				}
+				out[o][name] = true
 			}
 		}
 	}

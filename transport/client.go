@@ -32,8 +32,8 @@ const (
 	DefaultConnectTimeout = 2 * time.Second
 
 	// DefaultSilentPeerTimeout is ClientConfig.SilentPeerTimeout's default: a silent peer
-	// costs a Get at most 450 ms (a hit takes a millisecond), and a ping survives one TCP
-	// retransmission (200 ms).
+	// costs a Get at most 300 ms on a node that runs on time (a hit takes a millisecond), and
+	// a ping survives one TCP retransmission (200 ms).
 	DefaultSilentPeerTimeout = 300 * time.Millisecond
 
 	// reconnectMaxBackoff caps the wait between connection attempts to one
@@ -89,13 +89,17 @@ type ClientConfig struct {
 	// 0 = DefaultKeepaliveTimeout; negative is an error.
 	KeepaliveTimeout time.Duration
 
-	// SilentPeerTimeout is how long a peer may leave a ping unanswered while Gets wait on
-	// its stream, which is pinged every half of it while they do. A peer that does — paused,
-	// cut off, its answers lost — has its stream broken: every Get waiting on it fails as
-	// unreachable. One that answers is filling slowly, and the Gets wait on. So a silent peer
-	// costs a Get at most 1.5 × SilentPeerTimeout, not its deadline. Gets the peer answers as
-	// unary calls are watched by probes instead, as UntilSilent watches any call (at most
-	// twice SilentPeerTimeout). 0 = DefaultSilentPeerTimeout; negative = never.
+	// SilentPeerTimeout is how long a peer may leave a question unanswered, and send
+	// nothing else, while Gets wait on its stream, which is pinged while they do (see
+	// streamping.go). A peer that does — paused, cut off, its answers lost — has its stream
+	// broken: every Get waiting on it fails as unreachable; so does a Get that waits that long
+	// for a connection to it. One that answers is filling slowly, and the Gets wait on. So a
+	// silent peer costs a Get at most SilentPeerTimeout (a quarter more if it falls silent
+	// while the Get waits), not its deadline. A node whose own timers fire late — starved of
+	// CPU — waits longer: every silence bound is SilentPeerTimeout plus twice the largest
+	// lateness its timers showed lately (lateness.go). Gets the peer answers as unary calls are
+	// watched by probes instead, as UntilSilent watches any call (at most twice the bound).
+	// 0 = DefaultSilentPeerTimeout; negative = never.
 	SilentPeerTimeout time.Duration
 
 	// MaxStreamCalls bounds the Gets in flight at once to one peer, on its stream: a Get
@@ -207,7 +211,7 @@ type Client struct {
 	connectTimeout   time.Duration
 	keepaliveTime    time.Duration // a framed stream's, as gRPC's connections'
 	keepaliveTimeout time.Duration
-	silent           time.Duration // SilentPeerTimeout; negative: never
+	silence          *silence // SilentPeerTimeout and this node's lateness (silence.go)
 
 	// conns maps a peer address to its *peerConn. A sync.Map because the
 	// hot path is a read of a key that is written once per peer: Load takes
@@ -267,7 +271,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		c.tls.NextProtos = nil // a framed connection's TLS negotiates no protocol: the preface chose it
 	}
 	c.connectTimeout, c.keepaliveTime, c.keepaliveTimeout = cfg.ConnectTimeout, cfg.KeepaliveTime, cfg.KeepaliveTimeout
-	c.silent = cfg.SilentPeerTimeout
+	c.silence = &silence{timeout: cfg.SilentPeerTimeout}
 	if cfg.Dialer != nil {
 		c.dialOpts = append(c.dialOpts, grpc.WithContextDialer(cfg.Dialer))
 		c.dialConn = cfg.Dialer

@@ -117,12 +117,16 @@ func (p *peerConn) stream(ctx context.Context) (*muxStream, error) {
 	if s != nil || err != nil {
 		return s, err
 	}
-	// A peer that does not complete a connection within twice SilentPeerTimeout is as
-	// silent as one that stops answering on it: the caller gives up, and the opening goes
-	// on, up to ConnectTimeout, for the calls after.
+	// A peer that does not complete a connection within the silence bound is as silent as
+	// one that leaves a ping unanswered that long (a connection on a LAN takes a millisecond;
+	// a lost SYN, a second): the caller gives up, and the opening goes on, up to
+	// ConnectTimeout, for the calls after. So a Get waits on a silent peer at most the bound
+	// either way, on an open stream or on its opening.
 	var silent <-chan time.Time
-	if d := 2 * p.client.silent; d > 0 {
-		t := time.NewTimer(d)
+	var bound time.Duration
+	if sl := p.client.silence; sl.on() {
+		bound = sl.bound()
+		t := time.NewTimer(bound)
 		defer t.Stop()
 		silent = t.C
 	}
@@ -131,7 +135,7 @@ func (p *peerConn) stream(ctx context.Context) (*muxStream, error) {
 	case <-ctx.Done():
 		return nil, fromContext(ctx.Err())
 	case <-silent:
-		return nil, unavailable("transport: no connection to %s within %v", p.addr, 2*p.client.silent)
+		return nil, unavailable("transport: no connection to %s within %v", p.addr, bound)
 	}
 	p.mu.Lock()
 	openErr := p.openErr
@@ -203,7 +207,7 @@ func (p *peerConn) open() {
 		var st peerpb.Peer_GetStreamClient
 		st, err = p.rpc.GetStream(ctx)
 		if err == nil {
-			s = newMuxStream(st, cancel, p.client.maxMessage, p.client.maxStreamCalls, p.client.silent, &p.client.wg)
+			s = newMuxStream(st, cancel, p.client.maxMessage, p.client.maxStreamCalls, p.client.silence, &p.client.wg)
 		} else {
 			cancel()
 		}
@@ -247,7 +251,7 @@ func (p *peerConn) openFramed() (*muxStream, error) {
 		}
 		return nil, unavailable("transport: framed stream to %s: %v", p.addr, err)
 	}
-	s := newMuxStream(f, func() { conn.Close() }, c.maxMessage, c.maxStreamCalls, c.silent, &c.wg)
+	s := newMuxStream(f, func() { conn.Close() }, c.maxMessage, c.maxStreamCalls, c.silence, &c.wg)
 	s.startKeepalive(c.keepaliveTime, c.keepaliveTimeout)
 	return s, nil
 }

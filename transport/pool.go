@@ -42,6 +42,11 @@ func (c *Client) dial(addr string) (*peerConn, error) {
 	}
 	p := &peerConn{addr: addr, cc: cc, rpc: peerpb.NewPeerClient(cc), client: c}
 	c.conns.Store(addr, p)
+	if c.silence.on() {
+		// From the first peer on, this node measures how late it runs: the silence bounds of
+		// its questions to peers stretch by it (lateness.go). Close stops it.
+		c.silence.late.start()
+	}
 	return p, nil
 }
 
@@ -91,6 +96,7 @@ func (c *Client) Close() error {
 		return nil
 	}
 	c.closed.Store(true)
+	c.silence.late.stop()
 	var conns []*peerConn
 	c.conns.Range(func(k, v any) bool {
 		conns = append(conns, v.(*peerConn))

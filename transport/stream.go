@@ -82,12 +82,16 @@ type muxStream struct {
 	// pings holds when each ping out was sent, oldest first: the peer answers them in
 	// order. Guarded by mu.
 	pings []time.Time
-	// The silence watch (checkSilence), guarded by mu: silent is the Client's
-	// SilentPeerTimeout (≤ 0: no watch); watch is its timer, running while watching, which
-	// is while calls wait.
-	silent   time.Duration
-	watch    *time.Timer
-	watching bool
+	// The silence watch (streamping.go), guarded by mu but sil: sil is the Client's judge of
+	// silence (off: no watch); watch is its timer, due at watchDue, running while watching,
+	// which is while calls wait; seenReads was reads at seenAt, when the watch last saw the
+	// peer answer anything (or began).
+	sil       *silence
+	watch     *time.Timer
+	watchDue  time.Time
+	watching  bool
+	seenReads uint64
+	seenAt    time.Time
 	// expiry ends the calls whose deadline passed (expire): one timer per stream, set for
 	// expiryAt (zero: not set), at or before the earliest deadline of the calls pending.
 	// Guarded by mu.
@@ -121,9 +125,9 @@ type muxStream struct {
 }
 
 // newMuxStream starts the reader and writer of an open stream; wg counts them.
-func newMuxStream(stream callStream, cancel context.CancelFunc, maxSend, maxCalls int, silent time.Duration, wg *sync.WaitGroup) *muxStream {
+func newMuxStream(stream callStream, cancel context.CancelFunc, maxSend, maxCalls int, sil *silence, wg *sync.WaitGroup) *muxStream {
 	s := &muxStream{
-		silent:  silent,
+		sil:     sil,
 		stream:  stream,
 		cancel:  cancel,
 		maxSend: maxSend,
@@ -209,7 +213,7 @@ func (s *muxStream) get(ctx context.Context, req *peerpb.GetRequest) (*peerpb.Ge
 	// anything is read, the peer closed it while it was idle, unseen (see errStaleStream).
 	idle := s.framed != nil && len(s.pending) == 1 && len(s.pings) == 0
 	reads := s.reads.Load()
-	if s.silent > 0 && !s.watching {
+	if !s.watching && s.sil.on() {
 		s.startWatchLocked()
 	}
 	// With few calls in flight and nothing queued, the caller sends its own frame, saving

@@ -44,42 +44,83 @@ func (s *muxStream) startKeepalive(every, timeout time.Duration) {
 	})
 }
 
+// The silence watch, while calls wait on a stream, asks the peer a ping a moment after the
+// first call began to wait (watchFirst: a hit is answered well within it, so a stream of hits
+// is never pinged), then every watchEvery; and it calls the peer silent — paused, cut off, its
+// answers lost — once its oldest ping has gone unanswered, and nothing at all has been read
+// from it, for the silence bound less watchFirst (silence.bound: SilentPeerTimeout, stretched
+// while this node runs late). So a call sent to a peer that has gone silent waits at most the
+// silence bound, and one whose peer goes silent while it waits at most a quarter of
+// SilentPeerTimeout more; a ping's own wait, the bound less watchFirst, leaves room for one TCP
+// retransmission (200 ms of the default 300 ms). A peer that answers anything — a ping, a
+// Get — is not silent: it is filling slowly, and the calls wait on. One timer per stream,
+// running while calls wait on it: none per call.
+
+// watchFirst and watchEvery are fractions of SilentPeerTimeout: when a waiting call's stream is
+// first pinged, and how often after that.
+const (
+	watchFirst = 6 // 1/6 of SilentPeerTimeout
+	watchEvery = 4 // 1/4 of it
+)
+
 // startWatchLocked starts the silence watch as a call begins to wait, when the watch is on
-// (silent > 0) and not running; s.mu is held.
+// and not running; s.mu is held.
 func (s *muxStream) startWatchLocked() {
 	s.watching = true
+	now := time.Now()
+	s.seenReads, s.seenAt = s.reads.Load(), now
+	first := s.sil.timeout / watchFirst
+	s.watchDue = now.Add(first)
 	if s.watch == nil {
-		s.watch = time.AfterFunc(s.silent/2, s.checkSilence)
+		s.watch = time.AfterFunc(first, s.checkSilence)
 	} else {
-		s.watch.Reset(s.silent / 2)
+		s.watch.Reset(first)
 	}
 }
 
-// checkSilence is the silence watch: every half SilentPeerTimeout while calls wait on the
-// stream, it pings the peer, and when a ping has gone unanswered for SilentPeerTimeout the
-// peer is silent — paused, cut off, its answers lost — and the stream breaks, failing every
-// call on it at once as unreachable. A call sent to a silent peer waits at most 1.5 ×
-// SilentPeerTimeout: the next ping within half of it, then that ping's wait. A peer that
-// answers its pings is filling slowly, and its calls wait on; a ping's wait leaves room for
-// one TCP retransmission (200 ms by default). One timer per stream, running while calls wait
-// on it: none per call.
+// checkSilence is the silence watch's timer (see above): it pings the peer, or breaks the
+// stream once the peer is silent, failing every call on it at once as unreachable.
 func (s *muxStream) checkSilence() {
+	now := time.Now()
 	s.mu.Lock()
-	silent := false
-	switch {
-	case s.err != nil || !s.watching:
-	case len(s.pending) == 0:
+	if s.err != nil || !s.watching {
+		s.mu.Unlock()
+		return
+	}
+	s.sil.late.observe(now, s.watchDue) // this timer's own lateness counts in the bound
+	if len(s.pending) == 0 {
 		s.watching = false // the next call to wait starts it again
-	case len(s.pings) > 0 && time.Since(s.pings[0]) >= s.silent:
-		silent = true
-	default:
+		s.mu.Unlock()
+		return
+	}
+	if r := s.reads.Load(); r != s.seenReads {
+		s.seenReads, s.seenAt = r, now // it answered something since the last look
+	}
+	bound := s.sil.bound()
+	wait := bound - s.sil.timeout/watchFirst // a ping's allowance
+	if len(s.pings) > 0 {
+		if since := now.Sub(later(s.pings[0], s.seenAt)); since >= wait {
+			s.mu.Unlock()
+			s.breakWith(fmt.Errorf("transport: no answer to a ping within %v while Gets waited", since.Round(time.Millisecond)))
+			return
+		}
+	}
+	every := s.sil.timeout / watchEvery
+	if n := len(s.pings); n == 0 || now.Sub(s.pings[n-1]) >= every {
 		s.pingLocked()
-		s.watch.Reset(s.silent / 2)
 	}
+	next := min(every, later(s.pings[0], s.seenAt).Add(wait).Sub(now))
+	s.watchDue = now.Add(next)
+	s.watch.Reset(next)
 	s.mu.Unlock()
-	if silent {
-		s.breakWith(fmt.Errorf("transport: no answer to a ping within %v while Gets waited", s.silent))
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
 	}
+	return b
 }
 
 // pingLocked sends the peer a ping, under mu.

@@ -84,7 +84,9 @@ Choices: every node has a second interface on an origin-only network (the origin
 alone, and the test reaches every node there), and advertises its cluster-network address; a
 partition is docker network disconnect from the cluster network, so an isolated node keeps its
 path to the origin. The hung-owner bound is 2 × SilentPeerTimeout (300 ms) + the 200 ms fill +
-700 ms for a busy 2-core machine. During a cut each side is held only to the writes made
+700 ms for a busy 2-core machine. During a partition a reader on each side GETs, every 250 ms,
+the watched key and a key nobody has read yet (nodes with --fill-timeout 5s): none may fail, and
+their p99 must be within 2 × SilentPeerTimeout + the origin's 100 ms fill. During a cut each side is held only to the writes made
 through it (docs/design.md: the one exception); after the heal every write of the cut must be seen on
 every node, then every write counts everywhere. A node killed and started under its name at a
 new address waits out memberlist's DeadNodeReclaimTime (30 s), as documented in peer/doc.go.

@@ -14,83 +14,66 @@ import (
 // isolated node keeps every member in its view for a long time. Requests cannot wait for it.
 // So every peer has a breaker, fed by what requests see: a peer that a request found
 // unreachable — a refused connection, a silent peer that did not answer a probe — is skipped
-// by the requests after it, which go straight to the key's next owner, for a window that
-// doubles from breakerMin to breakerMax while the peer stays unreachable; any answer from the
-// peer closes it. While a breaker is open and requests are passing its peer by, the peer is
-// asked a probe every breakerProbe, off those requests: so a peer that answers again — a
-// partition healed, a pause ended — has its keys back within about breakerProbe, not after
-// the rest of a window of up to breakerMax in which this node alone would route them to
-// their successor (and tell the peer of no write, answering 202). And the first time a
-// breaker opens, this node probes every other member at once, so that a node cut off from
-// all of them learns it from one request, not one per member, and fills its keys itself:
-// one extra fill per isolated side, the cost corral allows, instead of failed requests.
+// by the requests after it, which go straight to the key's next owner, until the peer
+// answers again. No request waits on it to find that out: while a breaker is open, the
+// Router probes its peer every breakerProbe, off the requests, and the first answer closes
+// it. So a peer found silent costs the requests of this node one silent-peer bound, once —
+// not once more each time a window ends while the peer is still silent, which used to put a
+// request's whole wait on a partitioned member again and again — and a peer that answers
+// again (a partition healed, a pause ended) has its keys back within about breakerProbe. And
+// the first time a breaker opens, this node probes every other member at once, and requests
+// that find another peer unreachable meanwhile wait for that sweep rather than ask its
+// members one after another: a node cut off from all of them learns it from one request, not
+// one per member, and fills its keys itself — one extra fill per isolated side, the cost
+// corral allows, instead of failed requests.
 
-const (
-	breakerMin   = time.Second
-	breakerMax   = 10 * time.Second
-	breakerProbe = 500 * time.Millisecond
-)
+// breakerProbe is how often a peer whose breaker is open is probed.
+const breakerProbe = 500 * time.Millisecond
 
-// Breakers are this node's view of which peers answer, by peer address.
+// Breakers are this node's view of which peers answer, by peer address. The zero value is
+// valid: breakers that open and close, probed by nobody.
 type Breakers struct {
 	// tripped counts the entries of m, so that the common case — every peer answers — costs
 	// requests one atomic load and no lock.
 	tripped atomic.Int32
 
 	mu sync.Mutex
-	// guards m and sweeping
-	m        map[string]breaker
-	sweeping bool // a probe of every member runs
+	// guards m and sweep
+	m     map[string]time.Time // open breakers: when each opened
+	sweep chan struct{}        // closed when the probe of every member in progress ends; nil when none runs
 
-	// probe, if set, starts a probe of addr that resets its breaker when addr answers; it
-	// must not block. Set once, before any request.
-	probe func(addr string)
+	// opened, if set, is called after a breaker opened, without mu: the Router starts its
+	// probes then. Set once, before any request.
+	opened func()
 }
 
-type breaker struct {
-	until   time.Time     // skipped until then
-	window  time.Duration // how long it opened for last
-	probeAt time.Time     // when a skip may start the next probe
-}
-
-// Skip reports whether requests should pass addr by now. A skip starts a probe of addr when
-// none was started within breakerProbe.
+// Skip reports whether requests should pass addr by: its breaker is open.
 func (b *Breakers) Skip(addr string, now time.Time) bool {
 	if b.tripped.Load() == 0 {
 		return false
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	br, ok := b.m[addr]
-	if !ok || !now.Before(br.until) {
-		return false
-	}
-	if b.probe != nil && !now.Before(br.probeAt) {
-		br.probeAt = now.Add(breakerProbe)
-		b.m[addr] = br
-		b.probe(addr)
-	}
-	return true
+	_, open := b.m[addr]
+	return open
 }
 
-// Trip opens addr's breaker (for twice its last window, within bounds) and reports whether it
-// was closed before.
+// Trip opens addr's breaker and reports whether it was closed before.
 func (b *Breakers) Trip(addr string, now time.Time) bool {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	if b.m == nil {
-		b.m = make(map[string]breaker)
+		b.m = make(map[string]time.Time)
 	}
-	br, ok := b.m[addr]
-	wasClosed := !ok || !now.Before(br.until)
-	w := breakerMin
-	if ok {
-		w = min(2*br.window, breakerMax)
-	} else {
+	_, open := b.m[addr]
+	if !open {
+		b.m[addr] = now
 		b.tripped.Add(1)
 	}
-	b.m[addr] = breaker{until: now.Add(w), window: w, probeAt: now.Add(breakerProbe)}
-	return wasClosed
+	b.mu.Unlock()
+	if !open && b.opened != nil {
+		b.opened()
+	}
+	return !open
 }
 
 // Reset closes addr's breaker: it answered.
@@ -106,33 +89,57 @@ func (b *Breakers) Reset(addr string) {
 	}
 }
 
-// startSweep reports whether the caller should probe every member (none is being probed).
-func (b *Breakers) startSweep() bool {
+// open returns the addresses whose breakers are open.
+func (b *Breakers) open() []string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.sweeping {
-		return false
+	out := make([]string, 0, len(b.m))
+	for addr := range b.m {
+		out = append(out, addr)
 	}
-	b.sweeping = true
-	return true
+	return out
+}
+
+// startSweep returns the channel that the probe of every member closes when it ends, and
+// whether the caller is to run it (none was running).
+func (b *Breakers) startSweep() (done chan struct{}, run bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.sweep != nil {
+		return b.sweep, false
+	}
+	b.sweep = make(chan struct{})
+	return b.sweep, true
 }
 
 func (b *Breakers) endSweep() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.sweeping = false
+	close(b.sweep)
+	b.sweep = nil
 }
 
-// peerDown records that st was found unreachable; the first time, it probes every other
-// member of the view at once and trips the breakers of those that do not answer either.
+// peerDown records that st was found unreachable. The first time, it probes every other
+// member of the view whose breaker is closed, at once, and opens the breakers of those that
+// do not answer either; a request that finds a peer unreachable while such a probe runs waits
+// for it (or for ctx) before it asks another member.
 func (r *Router) peerDown(ctx context.Context, st *view.MemberState) {
-	now := time.Now()
 	b := &r.breakers
-	if !b.Trip(st.PeerAddr, now) || !b.startSweep() {
+	opened := b.Trip(st.PeerAddr, time.Now())
+	done, run := b.startSweep()
+	if !run {
+		select {
+		case <-done:
+		case <-ctx.Done():
+		}
 		return
 	}
 	defer b.endSweep()
+	if !opened {
+		return
+	}
 	v := r.cfg.View.Load()
+	now := time.Now()
 	var wg sync.WaitGroup
 	for _, other := range v.Members {
 		if other.Name == v.Self || other == st || b.Skip(other.PeerAddr, now) {
@@ -149,17 +156,68 @@ func (r *Router) peerDown(ctx context.Context, st *view.MemberState) {
 	wg.Wait()
 }
 
-// probeBreaker is Breakers.probe: it asks addr a probe on a goroutine of its own, which
-// Close waits for, and closes addr's breaker when it answers.
-func (r *Router) probeBreaker(addr string) {
+// startProbes is Breakers.opened: it starts the probes of the open breakers, on a goroutine
+// of their own that Close stops and waits for, unless it runs.
+func (r *Router) startProbes() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.done {
+	if r.done || r.probing {
 		return
 	}
-	r.probeWG.Go(func() {
-		if r.Answers(r.ctx, addr) {
-			r.breakers.Reset(addr)
+	r.probing = true
+	r.probeWG.Go(r.probeOpen)
+}
+
+// probeOpen probes, every breakerProbe, each peer whose breaker is open, all at once, and
+// closes the breakers of those that answer, and of those that have left the view (nothing is
+// routed to them; one that comes back is reset by the view's keeper). It returns once no
+// breaker is open, or at Close.
+func (r *Router) probeOpen() {
+	t := time.NewTicker(breakerProbe)
+	defer t.Stop()
+	b := &r.breakers
+	for {
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-t.C:
 		}
-	})
+		addrs := b.open()
+		if len(addrs) == 0 {
+			r.mu.Lock()
+			// Under mu: a Trip after this look calls startProbes, which waits for mu and
+			// finds probing unset, and starts probing again.
+			if b.tripped.Load() == 0 {
+				r.probing = false
+				r.mu.Unlock()
+				return
+			}
+			r.mu.Unlock()
+			continue
+		}
+		v := r.cfg.View.Load()
+		var wg sync.WaitGroup
+		for _, addr := range addrs {
+			if !inView(v, addr) {
+				b.Reset(addr)
+				continue
+			}
+			wg.Go(func() {
+				if r.Answers(r.ctx, addr) {
+					b.Reset(addr)
+				}
+			})
+		}
+		wg.Wait()
+	}
+}
+
+// inView reports whether a member of v has the peer address addr.
+func inView(v *view.View, addr string) bool {
+	for _, st := range v.Members {
+		if st.PeerAddr == addr {
+			return true
+		}
+	}
+	return false
 }

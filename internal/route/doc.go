@@ -4,7 +4,7 @@
 // the ring without it, which every replica computes alike. So a crash costs one refill per
 // key, not one per replica, while failure detection catches up.
 //
-// A Router holds what that takes: the breakers (peers found unreachable a moment ago,
+// A Router holds what that takes: the breakers (peers found unreachable and silent since,
 // skipped by the requests after them, and probed until they answer), the silence probes that
 // fail a request over from a peer that stopped answering, and the header every peer request
 // carries (this node, its ring epoch, its write clock, the fill chain).
@@ -20,6 +20,6 @@
 //  1. Call OnOwner for every request that belongs to a key's owner, with local for this node
 //     and remote for another member; the request's own errors come back as they are.
 //  2. Reset a member's breaker when it comes back in a new life (Breakers().Reset): what the
-//     old life taught would keep it unreachable for up to breakerMax.
+//     old life taught would keep it skipped until the Router's next probe.
 //  3. Close the Router once no request can start any more.
 package route

@@ -33,13 +33,15 @@ type Router struct {
 	cfg      Config
 	breakers Breakers
 
-	// ctx ends the breakers' probes at Close. probeWG counts them; done, under mu, is set by
-	// Close before it waits for them, and no probe starts after.
+	// ctx ends the breakers' probes at Close. probeWG counts their goroutine (probeOpen);
+	// done, under mu, is set by Close before it waits for it, and no probing starts after;
+	// probing is set while probeOpen runs.
 	ctx    context.Context
 	cancel context.CancelFunc
 	mu     sync.Mutex
-	// guards done
+	// guards done and probing
 	done    bool
+	probing bool
 	probeWG sync.WaitGroup
 }
 
@@ -47,7 +49,7 @@ type Router struct {
 func New(cfg Config) *Router {
 	r := &Router{cfg: cfg}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
-	r.breakers.probe = r.probeBreaker
+	r.breakers.opened = r.startProbes
 	return r
 }
 
@@ -101,7 +103,7 @@ func (r *Router) OnOwner(ctx context.Context, key string, streamed bool, local f
 			continue
 		}
 		if r.breakers.Skip(st.PeerAddr, time.Now()) {
-			// Found unreachable a moment ago (breaker.go): do not wait on it again.
+			// Found unreachable, and silent since (breaker.go): do not wait on it again.
 			r.cfg.Log.Debug("corral: owner unreachable a moment ago, asking its successor", "owner", owner, "key", key)
 			if fallback {
 				return v.Self, local()
@@ -135,7 +137,8 @@ func (r *Router) OnOwner(ctx context.Context, key string, streamed bool, local f
 // which costs a Get a context or a timer. Any other call runs under a context that also
 // ends when the member leaves the view, so that a request to a member found dead fails over
 // at once rather than at its deadline, and is given up once the member has gone silent
-// (UntilSilent). A silent owner costs at most twice SilentPeerTimeout either way.
+// (UntilSilent). A silent owner costs a Get at most the transport's silence bound
+// (SilentPeerTimeout, stretched while this node runs late), any other call twice it.
 func (r *Router) callPeer(ctx context.Context, st *view.MemberState, streamed bool, call func(context.Context, *view.MemberState) error) error {
 	if streamed {
 		return call(ctx, st)
@@ -148,13 +151,13 @@ func (r *Router) callPeer(ctx context.Context, st *view.MemberState, streamed bo
 }
 
 // UntilSilent runs call to the peer at addr under a context that ends once addr has gone
-// silent: a peer that does not answer a probe after each SilentPeerTimeout of waiting
+// silent: a peer that does not answer a probe after each silence bound of waiting
 // (transport.Client.UntilSilent). It then returns a *transport.UnreachableError.
 func (r *Router) UntilSilent(ctx context.Context, addr string, call func(context.Context) error) error {
 	return r.cfg.Client.UntilSilent(ctx, addr, r.probe(), call)
 }
 
-// Answers reports whether the peer at addr answers a probe within SilentPeerTimeout (see
+// Answers reports whether the peer at addr answers a probe within the silence bound (see
 // transport.Client.Answers): false, too, once ctx ends.
 func (r *Router) Answers(ctx context.Context, addr string) bool {
 	return r.cfg.Client.Answers(ctx, addr, r.probe())

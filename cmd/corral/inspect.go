@@ -70,6 +70,9 @@ func inspect(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprintf(tw, "%s%s\t%s\t%s\t%.1f%%\t\n", m.Name, self, m.GossipAddr, m.PeerAddr, 100*m.Share)
 	}
 	tw.Flush()
+	for _, r := range v.JoinRefusals {
+		fmt.Fprintf(stdout, "\njoin refused by seed %s (%s, %s ago): %s\n", r.Seed, r.Reason, time.Since(r.At).Round(time.Second), r.Diagnosis)
+	}
 	if *key != "" {
 		fmt.Fprintf(stdout, "\nkey %q → %s\n", *key, v.Owner)
 	}

@@ -23,7 +23,17 @@ func inspect(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	key := fs.String("key", "", "also print the member this node routes the key to")
 	group := fs.String("group", "", "with --key: also print what the key's owner holds of it in this group (its lifetime and tags), without filling it")
 	asJSON := fs.Bool("json", false, "print the node's JSON as it is")
-	if err := fs.Parse(args); err != nil {
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `Usage: corral inspect [--addr host:port] [--key K [--group G]] [--json]
+
+Prints a node's view of the cluster (GET /v1/cluster): its members, their ring shares, the
+seeds that turn its joins away and why, and with --key the member it routes K to.
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	if err := parseArgs(fs, args, stdout); err != nil {
 		return err
 	}
 	u := url.URL{Scheme: "http", Host: *addr, Path: "/v1/cluster"}

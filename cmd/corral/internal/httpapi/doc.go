@@ -36,8 +36,9 @@
 // # Status codes
 //
 // Errors are text with a short reason. 400: a name, key, tag, lease or lifetime out of its
-// bounds. 401: no token where one is needed. 404: not found (the origin said so), or a read
-// without the token of a group that does not exist. 409: a lease that is busy or no longer
+// bounds, or a path with an empty key or tag. 401: no token where one is needed. 404: not found (the origin said so; without an
+// origin, nothing was stored under the key, and the body says so), or a read without the
+// token of a group that does not exist. 409: a lease that is busy or no longer
 // live. 413: a body over MaxValueBytes. 429: a client over its bound of requests or leases, or
 // a new group past --max-groups. 431: a header over MaxHeaderBytes. 502: the origin failed.
 // 503: the owner's lease table is full, or the node is shutting down. 504: the peers did not

@@ -5,7 +5,8 @@
 //	PING [msg]                              PONG
 //	HELLO [2|3 [AUTH user pass] [SETNAME n]] the server's map; switches to RESP3 with 3
 //	AUTH [user] token                       OK, or WRONGPASS (see --api-token-file)
-//	GET key                                 the value, or nil
+//	GET key                                 the value, or nil; with --origin a read-through, as
+//	                                        HTTP GET: a key not held (DEL included) is fetched
 //	SET key value [EX s | PX ms] [TAGS t …] OK; without EX or PX the value takes --ttl
 //	DEL key [key …]                         the number of keys deleted (each cluster-wide)
 //	DELTAG tag [tag …]                      the number of tags purged (each cluster-wide)

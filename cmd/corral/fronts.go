@@ -48,6 +48,7 @@ func addLimitFlags(fs *flag.FlagSet, l *httpapi.Limits) {
 	fs.IntVar(&l.MaxHeaderBytes, "max-header-bytes", d.MaxHeaderBytes, "largest request line and headers accepted, bytes (larger get 431)")
 	fs.IntVar(&l.MaxClientRequests, "max-client-requests", d.MaxClientRequests, "HTTP data requests one client IP may have in flight at once (more get 429); /healthz, /readyz and /metrics have a budget of their own (64 per IP); 0 = no bound")
 	fs.DurationVar(&l.ReadHeaderTimeout, "read-header-timeout", d.ReadHeaderTimeout, "a connection that has not sent a whole request header in this time is closed (slowloris)")
+	fs.DurationVar(&l.ReadBodyTimeout, "read-body-timeout", d.ReadBodyTimeout, "a request body that has not arrived whole this long after its header is refused: a PUT gets 408, and the connection is closed (a trickled body)")
 }
 
 // addRESPFlags binds the Redis protocol front's limits, which default to the front's own.

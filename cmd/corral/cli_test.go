@@ -83,7 +83,7 @@ func TestServeHelpListsTheAPI(t *testing.T) {
 		"GET    /v1/groups/{group}/keys/{key}", "PUT    /v1/groups/{group}/keys/{key}",
 		"DELETE /v1/groups/{group}/keys/{key}", "?peek", "?lease=", "?ttl=", "DELETE /v1/tags/{tag}",
 		"GET    /v1/cluster", "/metrics", "/healthz", "/readyz", "/debug/corral", "Content-Type",
-		"GET (reads through --origin", "SET [EX|PX] [TAGS]", "DEL,", "DELTAG", "FILLGET", "FILLSET", "PING", "HELLO", "AUTH",
+		"GET (reads through --origin", "SET [EX|PX] [TAGS]", "DEL,", "EXISTS", "TTL", "PTTL", "DELTAG", "FILLGET", "FILLSET", "PING", "HELLO", "AUTH",
 	} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("serve -h does not mention %q", want)

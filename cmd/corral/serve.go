@@ -120,8 +120,8 @@ HTTP API:
   /metrics  /healthz  /readyz  /debug/corral
 
 Redis protocol (--resp-port), every key in --resp-group: GET (reads through --origin, as HTTP
-GET does, also after DEL), SET [EX|PX] [TAGS], DEL, DELTAG, FILLGET, FILLSET, PING, HELLO,
-AUTH; bounded by --resp-max-conns, --resp-idle-timeout, --resp-command-timeout and
+GET does, also after DEL), SET [EX|PX] [TAGS], DEL, EXISTS, TTL, PTTL, DELTAG, FILLGET,
+FILLSET, PING, HELLO, AUTH; bounded by --resp-max-conns, --resp-idle-timeout, --resp-command-timeout and
 --resp-max-pending-bytes. Every bound, and what happens past it: SECURITY.md.
 
 Flags:

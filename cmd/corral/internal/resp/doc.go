@@ -9,6 +9,10 @@
 //	                                        HTTP GET: a key not held (DEL included) is fetched
 //	SET key value [EX s | PX ms] [TAGS t …] OK; without EX or PX the value takes --ttl
 //	DEL key [key …]                         the number of keys deleted (each cluster-wide)
+//	EXISTS key [key …]                      how many of the keys the owner holds (a key named
+//	                                        twice counts twice); never reads through --origin
+//	TTL key, PTTL key                       -2 not held, -1 never expires, else the freshness
+//	                                        left (s rounded, ms); 0 for a stale value in --swr
 //	DELTAG tag [tag …]                      the number of tags purged (each cluster-wide)
 //	FILLGET key fill_ms [WAIT ms]           [HIT, v] | [FILL, token] | [BUSY, nil] | [STALE, v, token|nil]
 //	FILLSET key value ttl_ms token [SWR ms] [TAGS t …]

@@ -145,7 +145,8 @@ func (r *refusals) standing(since time.Time) []*JoinRefusedError {
 			delete(r.last, seed)
 			continue
 		}
-		out = append(out, e)
+		c := *e // the caller's to keep: a later refusal replaces the entry, never changes it
+		out = append(out, &c)
 	}
 	slices.SortFunc(out, func(a, b *JoinRefusedError) int { return strings.Compare(a.Seed, b.Seed) })
 	return out

@@ -13,17 +13,23 @@ import (
 	"time"
 )
 
-// trickle sends head, then a byte of the body every gap until stop is closed or the server
-// closes the connection. It returns at once; the bytes go on in the background.
-func trickle(tb testing.TB, c net.Conn, head string, gap time.Duration, stop <-chan struct{}) {
+// trickled sends head to addr on a new connection, then a byte of the body every 100 ms, as
+// a slow-body attack does, until the server answers (or closes the connection). It returns
+// the answer, with its body read, and the connection's reader past it; tb's cleanup closes
+// the connection.
+func trickled(tb testing.TB, addr, head string) (*http.Response, string, *bufio.Reader) {
 	tb.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		tb.Fatal(err)
+	}
 	if _, err := io.WriteString(c, head); err != nil {
 		tb.Fatal(err)
 	}
-	done := make(chan struct{})
+	stop, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
-		t := time.NewTicker(gap)
+		t := time.NewTicker(100 * time.Millisecond)
 		defer t.Stop()
 		for {
 			select {
@@ -36,7 +42,16 @@ func trickle(tb testing.TB, c net.Conn, head string, gap time.Duration, stop <-c
 			}
 		}
 	}()
-	tb.Cleanup(func() { <-done })
+	tb.Cleanup(func() { c.Close(); <-done })
+	c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	close(stop)
+	if err != nil {
+		tb.Fatalf("no answer: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	return resp, string(body), br
 }
 
 // closed reports whether err is the end of a connection the server closed: EOF, or a reset
@@ -53,24 +68,10 @@ func TestBodyTimeout(t *testing.T) {
 	td := startTestServer(t, func(c *apiSetup) { c.Limits.ReadBodyTimeout = bound })
 
 	t.Run("a trickled PUT", func(t *testing.T) {
-		c, err := net.Dial("tcp", td.http)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		stop := make(chan struct{})
 		start := time.Now()
-		trickle(t, c, "PUT /v1/groups/g/keys/slow HTTP/1.1\r\nHost: corral\r\nContent-Type: text/plain\r\nContent-Length: 1000\r\n\r\n", 100*time.Millisecond, stop)
-		c.SetReadDeadline(time.Now().Add(20 * time.Second))
-		br := bufio.NewReader(c)
-		resp, err := http.ReadResponse(br, nil)
-		if err != nil {
-			t.Fatalf("no answer: %v", err)
-		}
-		body, _ := io.ReadAll(resp.Body)
+		resp, body, br := trickled(t, td.http, "PUT /v1/groups/g/keys/slow HTTP/1.1\r\nHost: corral\r\nContent-Type: text/plain\r\nContent-Length: 1000\r\n\r\n")
 		took := time.Since(start)
-		close(stop)
-		if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(body), "did not arrive whole within 600ms (--read-body-timeout)") || !resp.Close {
+		if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(body, "did not arrive whole within 600ms (--read-body-timeout)") || !resp.Close {
 			t.Fatalf("answer %d %q (close %v), want 408 saying --read-body-timeout, and the connection closed", resp.StatusCode, body, resp.Close)
 		}
 		if took < bound {
@@ -88,28 +89,13 @@ func TestBodyTimeout(t *testing.T) {
 	})
 
 	t.Run("a trickled body nobody reads", func(t *testing.T) {
-		c, err := net.Dial("tcp", td.http)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		stop := make(chan struct{})
-		trickle(t, c, "GET /v1/cluster HTTP/1.1\r\nHost: corral\r\nContent-Length: 1000\r\n\r\n", 100*time.Millisecond, stop)
-		c.SetReadDeadline(time.Now().Add(20 * time.Second))
-		br := bufio.NewReader(c)
-		resp, err := http.ReadResponse(br, nil)
-		if err != nil {
-			t.Fatalf("no answer: %v", err)
-		}
-		io.Copy(io.Discard, resp.Body)
+		resp, _, br := trickled(t, td.http, "GET /v1/cluster HTTP/1.1\r\nHost: corral\r\nContent-Length: 1000\r\n\r\n")
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("GET /v1/cluster: %d", resp.StatusCode)
 		}
-		// The body goes on trickling; the server reads it (to find the next request) until
-		// the bound, then closes.
-		n, err := br.Read(make([]byte, 1))
-		close(stop)
-		if !closed(err) {
+		// The server reads the rest of the body (to find the next request) until the bound,
+		// then closes.
+		if n, err := br.Read(make([]byte, 1)); !closed(err) {
 			t.Errorf("the connection gave %d bytes, %v; want it closed at the bound", n, err)
 		}
 	})

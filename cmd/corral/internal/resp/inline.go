@@ -49,48 +49,10 @@ func splitInline(line []byte, maxArgs int) ([][]byte, error) {
 			return nil, errTooManyInlineArgs
 		}
 		arg := scratch[:0]
-		inDouble, inSingle := false, false
+		var quote byte // '"' or '\'' while in quotes
 	token:
 		for {
-			switch {
-			case inDouble:
-				switch {
-				case i == len(line):
-					return nil, errUnbalancedQuotes
-				case line[i] == '\\' && i+3 < len(line) && line[i+1] == 'x' && isHex(line[i+2]) && isHex(line[i+3]):
-					arg = append(arg, unhex(line[i+2])<<4|unhex(line[i+3]))
-					i += 4
-				case line[i] == '\\' && i+1 < len(line):
-					arg = append(arg, unescape(line[i+1]))
-					i += 2
-				case line[i] == '"':
-					if i+1 < len(line) && !isCSpace(line[i+1]) {
-						return nil, errUnbalancedQuotes
-					}
-					i++
-					break token
-				default:
-					arg = append(arg, line[i])
-					i++
-				}
-			case inSingle:
-				switch {
-				case i == len(line):
-					return nil, errUnbalancedQuotes
-				case line[i] == '\\' && i+1 < len(line) && line[i+1] == '\'':
-					arg = append(arg, '\'')
-					i += 2
-				case line[i] == '\'':
-					if i+1 < len(line) && !isCSpace(line[i+1]) {
-						return nil, errUnbalancedQuotes
-					}
-					i++
-					break token
-				default:
-					arg = append(arg, line[i])
-					i++
-				}
-			default:
+			if quote == 0 {
 				if i == len(line) {
 					break token
 				}
@@ -98,13 +60,35 @@ func splitInline(line []byte, maxArgs int) ([][]byte, error) {
 				case ' ', '\n', '\r', '\t':
 					i++
 					break token
-				case '"':
-					inDouble = true
-				case '\'':
-					inSingle = true
+				case '"', '\'':
+					quote = c
 				default:
 					arg = append(arg, c)
 				}
+				i++
+				continue
+			}
+			switch {
+			case i == len(line):
+				return nil, errUnbalancedQuotes
+			case quote == '"' && line[i] == '\\' && i+3 < len(line) && line[i+1] == 'x' && isHex(line[i+2]) && isHex(line[i+3]):
+				arg = append(arg, unhex(line[i+2])<<4|unhex(line[i+3]))
+				i += 4
+			case quote == '"' && line[i] == '\\' && i+1 < len(line):
+				arg = append(arg, unescape(line[i+1]))
+				i += 2
+			case quote == '\'' && line[i] == '\\' && i+1 < len(line) && line[i+1] == '\'':
+				arg = append(arg, '\'')
+				i += 2
+			case line[i] == quote:
+				// A closing quote must end the argument.
+				if i+1 < len(line) && !isCSpace(line[i+1]) {
+					return nil, errUnbalancedQuotes
+				}
+				i++
+				break token
+			default:
+				arg = append(arg, line[i])
 				i++
 			}
 		}

@@ -28,16 +28,16 @@ import (
 // holds the production defaults. New validates it and does not read it again.
 type Config struct {
 	Name          string                // member name, unique in the cluster; "" = hostname + random suffix, so a restarted pod never collides with its own dead entry
-	BindAddr      string                // interface for gossip and peer gRPC; "" = "0.0.0.0"
+	BindAddr      string                // interface for gossip and the peer port; "" = "0.0.0.0"
 	AdvertiseAddr string                // address peers dial; "" = BindAddr, or when that is 0.0.0.0 the first private address of an interface, else 127.0.0.1
 	GossipPort    int                   // memberlist TCP+UDP port; 0 = pick a free port (DefaultConfig: 7946)
-	PeerPort      int                   // gRPC port; 0 = pick a free port (DefaultConfig: 7947)
-	Join          []string              // seeds: "host:port", "dns+name:port", "k8s://namespace/service" (import _ "github.com/corralcache/corral/peer/k8s"); "" entries are ignored
+	PeerPort      int                   // peer port: Gets framed on one connection per peer, other calls gRPC (see package transport); 0 = pick a free port (DefaultConfig: 7947)
+	Join          []string              // seeds: "host:port", "dns+name:port", "k8s://namespace/service" or "k8s://service" (the namespace of $POD_NAMESPACE; both EndpointSlices, with import _ "github.com/corralcache/corral/peer/k8s"); "" entries are ignored
 	Registerer    prometheus.Registerer // nil = metrics are not registered
 	Logger        *slog.Logger          // nil = discard
 	SecretKey     []byte                // gossip encryption key, 16/24/32 bytes (AES-GCM); nil = plaintext gossip
 	Label         string                // cluster label; members with another label are never admitted
-	PeerTLS       *tls.Config           // mutual TLS for peer gRPC, both directions; nil = plaintext (see "Peer security" for what is checked, PeerTLSFromFiles for files that rotate)
+	PeerTLS       *tls.Config           // mutual TLS on the peer port (framed Gets and gRPC), both directions; nil = plaintext (see "Peer security" for what is checked, PeerTLSFromFiles for files that rotate)
 
 	// SecondaryKeys are more gossip keys, each 16, 24 or 32 bytes, that decrypt incoming
 	// gossip beside SecretKey, which alone encrypts what this node sends: the keyring of a key

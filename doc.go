@@ -4,13 +4,14 @@
 // corral is embedded in the application's own pods. Every replica joins one gossip cluster
 // (hashicorp/memberlist); a consistent-hash ring with bounded loads gives every key one
 // owner; only the owner runs the loader, under local single-flight; every other replica asks
-// the owner over gRPC, with one request for all its concurrent callers. When an owner leaves
-// it hands its keys to their new owners; when it dies, every replica routes its keys to the
-// same successor, so a crash costs one refill per key, not one per replica.
+// the owner on the peer port (a Get as a frame on one connection per peer, other calls
+// gRPC), with one request for all its concurrent callers. When an owner leaves it hands its
+// keys to their new owners; when it dies, every replica routes its keys to the same
+// successor, so a crash costs one refill per key, not one per replica.
 //
 // # Usage
 //
-//	cfg := corral.DefaultConfig()      // fixed ports, 7946 for gossip and 7947 for peer gRPC
+//	cfg := corral.DefaultConfig()      // fixed ports, 7946 for gossip and 7947 for the peer port
 //	cfg.BindAddr = os.Getenv("POD_IP") // the pod's address; "" = every interface
 //	cfg.Join = []string{"dns+shop-cache-corral-headless.default.svc.cluster.local:7946"}
 //	cfg.Registerer = prometheus.DefaultRegisterer
@@ -49,7 +50,7 @@
 //
 // A Get looks in this node's near cache (copies of hot keys owned elsewhere, kept at most
 // Config.NearTTL), then routes: if this node owns the key it serves it from its store or
-// fills it; otherwise it asks the owner over gRPC. Concurrent Gets of one key on one node
+// fills it; otherwise it asks the owner on the peer port. Concurrent Gets of one key on one node
 // share one fill or one owner request, so K Gets on each of N nodes for one expired key run
 // the loader once in the cluster. A peer's request is served by its receiver as acting owner
 // and never forwarded again, so views that disagree for a moment cost at most one extra fill
@@ -59,7 +60,7 @@
 //
 // A key this node owns is a local hit: one store lookup, with no owner lookup while the
 // membership this node found it owned under stands, and no allocation. A remote Get travels
-// on the one gRPC stream this node keeps to the owner, with the Gets of every other caller
+// on the one framed stream this node keeps to the owner, with the Gets of every other caller
 // (package transport): the owner answers a value it holds on the stream's receive loop at
 // once, and runs fills off it, so a slow fill never delays the hits behind it.
 //

@@ -82,7 +82,7 @@ func (g *Group[V]) HotKeys(n int) []string { return g.g.HotKeys(n) }
 
 // Get returns the value of key: from this node's store when it owns the key (filling it once
 // for all concurrent callers when missing or expired), from a near copy, or from the owner
-// over gRPC, with one owner request for all concurrent callers on this node.
+// on the peer port, with one owner request for all concurrent callers on this node.
 //
 // Errors: *LimitError for a bad key; ErrFillCycle for a loader that asks for its own fill;
 // ctx.Err() alone when ctx ends first; *FillError when the fill failed (here or on the

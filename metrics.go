@@ -14,6 +14,7 @@ import (
 	"github.com/corralcache/corral/internal/peertls"
 	"github.com/corralcache/corral/internal/view"
 	"github.com/corralcache/corral/internal/viewkeeper"
+	"github.com/corralcache/corral/peer"
 )
 
 // metricSources are what the metrics read at scrape time, handed to newMetrics by the node:
@@ -110,6 +111,25 @@ func (c *excludedCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for reason, k := range counts {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(k), reason)
+	}
+}
+
+// joinRefusedCollector emits corral_join_refused_total from the membership's counts.
+type joinRefusedCollector struct {
+	src  *metricSources
+	desc *prometheus.Desc
+}
+
+func (c *joinRefusedCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *joinRefusedCollector) Collect(ch chan<- prometheus.Metric) {
+	members := c.src.members.Get()
+	for _, reason := range peer.RefusedReasons {
+		var k uint64
+		if members != nil {
+			k = members.JoinRefusedCount(reason)
+		}
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(k), reason)
 	}
 }
 
@@ -210,7 +230,10 @@ func newMetrics(reg prometheus.Registerer, src *metricSources) (*metrics, error)
 	limits := &limitCollector{src: src, hits: &m.limits, desc: prometheus.NewDesc("corral_limit_hits_total",
 		"Requests a limit turned away or held back, by limit: key (over 4 KiB, or empty), value (over Config.MaxValueBytes), group_name (a peer named an invalid group), peer_stream_calls (a peer's Gets in flight past the transport's bound), peer_handshake (a peer connection that did not complete its handshake in time), fills (a fill that waited for one of Config.MaxFills slots), refreshes (a background refresh skipped at Config.MaxRefreshes).",
 		[]string{"limit"}, nil)}
-	m.collectors = []prometheus.Collector{gc, m.fillDuration, m.peerRequests, m.handoff, m.refused, m.purges, members, gossipKeys, excluded, limits}
+	joinRefused := &joinRefusedCollector{src: src, desc: prometheus.NewDesc("corral_join_refused_total",
+		"Join attempts a seed turned away, each seed address of an attempt once, by this node's reading of why: label (the seed closed the connection unanswered, as a member of another cluster label does: likely, not certain), key (another gossip key), encryption (one side encrypts gossip, the other does not).",
+		[]string{"reason"}, nil)}
+	m.collectors = []prometheus.Collector{gc, m.fillDuration, m.peerRequests, m.handoff, m.refused, m.purges, members, gossipKeys, excluded, limits, joinRefused}
 	if reg == nil {
 		return m, nil
 	}

@@ -314,6 +314,17 @@ func (n *Node) Shares() map[string]float64 { return n.view.Load().Ring.Shares() 
 // compare len(Members()) with what it expects.)
 func (n *Node) Ready() bool { return !n.state.Leaving.Load() }
 
+// JoinRefusals returns the seeds whose last join attempt was turned away, sorted by address,
+// each with this node's reading of why (another cluster label, likely, or another gossip
+// key; see peer.JoinRefusedError). It is empty when no seed refuses this node: joined, or
+// not yet reached. corral_join_refused_total counts every refusal.
+func (n *Node) JoinRefusals() []*peer.JoinRefusedError {
+	if m := n.members.Get(); m != nil {
+		return m.JoinRefusals()
+	}
+	return nil
+}
+
 // Stats returns the counters of every group on this node, by group name.
 func (n *Node) Stats() map[string]GroupStats { return n.groups.stats() }
 

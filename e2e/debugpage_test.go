@@ -191,12 +191,19 @@ func jsRate(group, field string) string {
 // The JSON of debugui.State, written out again here because this module cannot import it.
 type (
 	fakeState struct {
-		Self      string       `json:"self"`
-		Epoch     uint64       `json:"epoch"`
-		Ready     bool         `json:"ready"`
-		StartedAt time.Time    `json:"started_at"`
-		Members   []fakeMember `json:"members"`
-		Groups    []fakeGroup  `json:"groups"`
+		Self      string        `json:"self"`
+		Epoch     uint64        `json:"epoch"`
+		Ready     bool          `json:"ready"`
+		StartedAt time.Time     `json:"started_at"`
+		Members   []fakeMember  `json:"members"`
+		Groups    []fakeGroup   `json:"groups"`
+		Refusals  []fakeRefusal `json:"join_refusals,omitempty"`
+	}
+	fakeRefusal struct {
+		Seed      string    `json:"seed"`
+		Reason    string    `json:"reason"`
+		Diagnosis string    `json:"diagnosis"`
+		At        time.Time `json:"at"`
 	}
 	fakeMember struct {
 		Name       string  `json:"name"`
@@ -414,6 +421,24 @@ func TestDebugPageFake(t *testing.T) {
 		return err
 	}))
 	b.screenshot("fake-dark.png")
+
+	// A seed turns the node's joins away: a banner names it and says why, as text, and goes
+	// once the seed stops refusing.
+	st.Refusals = []fakeRefusal{{Seed: "10.1.0.9:7946", Reason: "label", At: time.Now(),
+		Diagnosis: `likely another cluster label (this member's is "<b>shop</b>"): the seed closed the connection without answering`}}
+	node.set(t, st)
+	b.waitUntil("the refusal banner", 10*time.Second, `!document.getElementById('refused').hidden`)
+	if got := debugEval[string](b, `document.getElementById('refused').textContent`); !strings.Contains(got, "join refused by seed 10.1.0.9:7946 (label)") ||
+		!strings.Contains(got, `(this member's is "<b>shop</b>")`) {
+		t.Errorf("the refusal banner says %q", got)
+	}
+	if n := debugEval[int](b, `document.querySelectorAll('#refused b').length`); n != 0 {
+		t.Errorf("the diagnosis became %d elements", n)
+	}
+	b.screenshot("fake-refused.png")
+	st.Refusals = nil
+	node.set(t, st)
+	b.waitUntil("the refusal banner to go", 10*time.Second, `document.getElementById('refused').hidden`)
 
 	// The node goes away: the page says since when its data is stale and keeps showing it.
 	node.kill(t)

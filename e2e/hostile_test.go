@@ -568,3 +568,59 @@ func scrape(tb testing.TB, p *proc) string {
 	_, _, body := p.get(tb, "/metrics")
 	return body
 }
+
+// A PUT whose body trickles in — a byte every 0.5 s, as a slow-body attack sends it — is cut
+// at --read-body-timeout: answered 408, its connection closed, counted, nothing stored, and
+// the node goes on serving.
+func TestHostileSlowBody(t *testing.T) {
+	n := startNode(t, "node-0", nil, "--read-body-timeout", "2s")
+	c, err := net.Dial("tcp", n.HTTP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	io.WriteString(c, "PUT /v1/groups/items/keys/slow HTTP/1.1\r\nHost: corral\r\nContent-Type: text/plain\r\nContent-Length: 100000\r\n\r\n")
+	answered := make(chan struct{})
+	sent := make(chan int, 1)
+	go func() {
+		k := 0
+		defer func() { sent <- k }()
+		t := time.NewTicker(500 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-answered:
+				return
+			case <-t.C:
+			}
+			if _, err := c.Write([]byte{'x'}); err != nil {
+				return
+			}
+			k++
+		}
+	}()
+	c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	close(answered)
+	if err != nil {
+		t.Fatalf("no answer to the trickled PUT: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	took := time.Since(start)
+	t.Logf("answered %d after %v, %d bytes trickled: %s", resp.StatusCode, took.Round(time.Millisecond), <-sent, strings.TrimSpace(string(body)))
+	if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(body), "--read-body-timeout") || !resp.Close {
+		t.Fatalf("answer %d %q (close %v), want 408 naming --read-body-timeout, and the connection closed", resp.StatusCode, body, resp.Close)
+	}
+	if took < 2*time.Second || took > 20*time.Second {
+		t.Errorf("answered after %v, want at the bound of 2s", took)
+	}
+	if m := scrape(t, n); !strings.Contains(m, `corral_http_limit_hits_total{limit="read_body_timeout"} 1`) {
+		t.Errorf("read_body_timeout not counted once")
+	}
+	if code, _, _ := n.get(t, "/v1/groups/items/keys/slow"); code != http.StatusNotFound {
+		t.Errorf("the cut PUT stored something: GET answers %d", code)
+	}
+	serving(t, n, "")
+}

@@ -97,7 +97,7 @@ func TestServeBadInput(t *testing.T) {
 		{"bad group name", "GET", "/v1/groups/bad%20name/keys/k", "", 400},
 		{"group name too long", "GET", "/v1/groups/" + strings.Repeat("g", 65) + "/keys/k", "", 400},
 		{"key too long", "GET", "/v1/groups/items/keys/" + strings.Repeat("k", 4097), "", 400},
-		{"empty key", "GET", "/v1/groups/items/keys/", "", 404},
+		{"empty key: said, not the router's 404", "GET", "/v1/groups/items/keys/", "", 400},
 		{"oversize body", "PUT", "/v1/groups/items/keys/k", strings.Repeat("v", 1001), 413},
 		{"unknown method", "POST", "/v1/groups/items/keys/k", "", 405},
 		{"hanging origin is bounded by the fill timeout", "GET", "/v1/groups/items/keys/hang-1", "", 502},

@@ -52,6 +52,15 @@
 // refusal of a member for a reason is logged at Warn, the next at Debug. Members with another
 // Label, or another SecretKey, cannot even read each other's packets.
 //
+// Refused joins: a seed with another Label or SecretKey says why in its own log only; the
+// joiner's join just ends. The joiner reads how it ended (refusal.go) and says what that
+// suggests, at Warn once per seed and reason ("seed refused this member's join", with the
+// seed and a diagnosis), in the *JoinRefusedError of Join, in JoinRefusals and in
+// JoinRefusedCount: RefusedKey and RefusedEncryption when the seed's answer shows another
+// key or encryption on one side only, RefusedLabel — likely, not certain — when the seed
+// closed the connection without answering, which is what a member does with a stream of
+// another label.
+//
 // Keys: SecretKey encrypts what this member sends, and it and SecondaryKeys decrypt what it
 // receives; SetKeys changes them while running, so a key is rotated by three rounds of SetKeys
 // over all members (new key accepted, new key primary, old key removed). AcceptPlaintext and

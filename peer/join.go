@@ -15,8 +15,10 @@ var errNoSeedAddr = errors.New("no seed address other than this member's")
 
 // Join looks seeds up now and joins every address found (except this member's own), each with a
 // full state exchange, in parallel. It returns how many addresses were reached, and an error
-// only when none was: the errors of every address, or ctx's error when ctx ended first (the
-// exchanges still running then go on in the background, and may still join). Seeds take the
+// only when none was: the errors of every address — a *JoinRefusedError for one that was
+// reached and turned the join away, saying why as far as this member can tell — or ctx's
+// error when ctx ended first (the exchanges still running then go on in the background, and
+// may still join). Seeds take the
 // forms of Config.Seeds. They are not added to the seeds the background loop re-joins: the
 // discovery of a "scheme://" seed runs only until Join returns.
 func (m *Membership) Join(ctx context.Context, seeds []string) (int, error) {
@@ -117,7 +119,7 @@ func (m *Membership) joinAddrs(ctx context.Context, addrs []string) (int, error)
 	for _, a := range addrs {
 		m.wg.Go(func() {
 			_, err := m.ml.Join([]string{a})
-			results <- singleError(err)
+			results <- m.joinResult(a, singleError(err))
 		})
 	}
 	m.lifeMu.Unlock()

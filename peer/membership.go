@@ -36,6 +36,8 @@ type Membership struct {
 	// warnedSelfSeed is set once a join attempt has logged a seed that names this member at
 	// another port (see selfseed.go).
 	warnedSelfSeed atomic.Bool
+	// refusals are the seeds that turned a join away, and why (refusal.go).
+	refusals refusals
 	// retransmitMult is memberlist's RetransmitMult: how many times it sends a broadcast
 	// scales with it (see broadcastWait).
 	retransmitMult int

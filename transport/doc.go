@@ -1,10 +1,10 @@
 // Package transport carries corral's peer protocol: the requests one replica
-// sends to another over gRPC (Get from the owner, Set and Remove through the
-// owner, Invalidate the copies a write made older, Handoff when leaving,
+// sends to another on the peer port (Get from the owner, framed on a
+// connection of its own — see below —; and over gRPC Set and Remove through
+// the owner, Invalidate the copies a write made older, Handoff when leaving,
 // WaitsFor when looking for a fill cycle, Lease and FillSet for fillers
-// outside the loader — see LeaseHandler), the gRPC server that
-// answers them for a Handler, and the client that keeps one connection per
-// peer. It is the only package of corral that speaks gRPC: status codes stop
+// outside the loader — see LeaseHandler), the server that answers them for a
+// Handler, and the client that keeps one connection per peer. It is the only package of corral that speaks gRPC: status codes stop
 // here, and callers see this package's errors.
 //
 // The protocol is transport/peerpb/peer.proto; the generated code beside it

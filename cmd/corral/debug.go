@@ -54,5 +54,8 @@ func (d *daemon) debugState() debugui.State {
 		st.Groups = append(st.Groups, g)
 	}
 	sort.Slice(st.Groups, func(i, j int) bool { return st.Groups[i].Name < st.Groups[j].Name })
+	for _, r := range d.node.JoinRefusals() {
+		st.JoinRefusals = append(st.JoinRefusals, debugui.JoinRefusal{Seed: r.Seed, Reason: r.Reason, Diagnosis: r.Diagnosis, At: r.At})
+	}
 	return st
 }

@@ -40,7 +40,18 @@ func demo(ctx context.Context, args []string, out io.Writer) error {
 	fs.IntVar(&cfg.nodes, "nodes", 3, "replicas in the cluster (≥ 2)")
 	fs.IntVar(&cfg.callers, "callers", 200, "concurrent requests per replica when the hot key expires (≤ 2000)")
 	fs.DurationVar(&cfg.latency, "latency", 50*time.Millisecond, "origin response time")
-	if err := fs.Parse(args); err != nil {
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `Usage: corral demo [flags]
+
+Runs a cluster of corral serve nodes on 127.0.0.1 in front of a slow origin, bursts requests
+at a hot key as it expires, kills the key's owner and bursts again, and prints the origin
+calls of naive cache-aside, per-replica single-flight and corral side by side.
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	if err := parseArgs(fs, args, out); err != nil {
 		return err
 	}
 	if cfg.nodes < 2 || cfg.nodes > 10 || cfg.callers < 1 || cfg.callers > 2000 || cfg.latency <= 0 || cfg.latency > 5*time.Second {

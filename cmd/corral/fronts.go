@@ -23,7 +23,7 @@ type frontConfig struct {
 
 // addFrontFlags binds frontConfig and the leases' limits, which default to their own.
 func addFrontFlags(fs *flag.FlagSet, c *frontConfig, lim *clientlease.Limits) {
-	fs.IntVar(&c.respPort, "resp-port", 0, "Redis protocol (RESP2/RESP3) port: GET, SET, DEL, FILLGET, FILLSET, PING, HELLO, AUTH (0 = off)")
+	fs.IntVar(&c.respPort, "resp-port", 0, "Redis protocol (RESP2/RESP3) port: GET, SET, DEL, EXISTS, TTL, PTTL, DELTAG, FILLGET, FILLSET, PING, HELLO, AUTH (0 = off)")
 	fs.StringVar(&c.respGroup, "resp-group", "resp", "the group that holds every key of the Redis protocol front")
 	fs.StringVar(&c.apiTokenFile, "api-token-file", "", "file holding the API token: PUT, DELETE and leases (?lease=; without it a plain read), and the Redis protocol's SET, DEL, FILLGET and FILLSET, need it as Authorization: Bearer <token> (AUTH <token>); a read without it never creates a group")
 	fs.BoolVar(&c.apiTokenReads, "api-token-reads", false, "reads need the token too: GET, /v1/cluster, /debug/corral (and every Redis command but AUTH, HELLO and QUIT); /metrics, /healthz and /readyz stay open")
@@ -48,6 +48,7 @@ func addLimitFlags(fs *flag.FlagSet, l *httpapi.Limits) {
 	fs.IntVar(&l.MaxHeaderBytes, "max-header-bytes", d.MaxHeaderBytes, "largest request line and headers accepted, bytes (larger get 431)")
 	fs.IntVar(&l.MaxClientRequests, "max-client-requests", d.MaxClientRequests, "HTTP data requests one client IP may have in flight at once (more get 429); /healthz, /readyz and /metrics have a budget of their own (64 per IP); 0 = no bound")
 	fs.DurationVar(&l.ReadHeaderTimeout, "read-header-timeout", d.ReadHeaderTimeout, "a connection that has not sent a whole request header in this time is closed (slowloris)")
+	fs.DurationVar(&l.ReadBodyTimeout, "read-body-timeout", d.ReadBodyTimeout, "a request body that has not arrived whole this long after its header is refused: a PUT gets 408, and the connection is closed (a trickled body)")
 }
 
 // addRESPFlags binds the Redis protocol front's limits, which default to the front's own.

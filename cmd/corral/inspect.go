@@ -23,7 +23,17 @@ func inspect(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	key := fs.String("key", "", "also print the member this node routes the key to")
 	group := fs.String("group", "", "with --key: also print what the key's owner holds of it in this group (its lifetime and tags), without filling it")
 	asJSON := fs.Bool("json", false, "print the node's JSON as it is")
-	if err := fs.Parse(args); err != nil {
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `Usage: corral inspect [--addr host:port] [--key K [--group G]] [--json]
+
+Prints a node's view of the cluster (GET /v1/cluster): its members, their ring shares, the
+seeds that turn its joins away and why, and with --key the member it routes K to.
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	if err := parseArgs(fs, args, stdout); err != nil {
 		return err
 	}
 	u := url.URL{Scheme: "http", Host: *addr, Path: "/v1/cluster"}
@@ -70,6 +80,9 @@ func inspect(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprintf(tw, "%s%s\t%s\t%s\t%.1f%%\t\n", m.Name, self, m.GossipAddr, m.PeerAddr, 100*m.Share)
 	}
 	tw.Flush()
+	for _, r := range v.JoinRefusals {
+		fmt.Fprintf(stdout, "\njoin refused by seed %s (%s, %s ago): %s\n", r.Seed, r.Reason, time.Since(r.At).Round(time.Second), r.Diagnosis)
+	}
 	if *key != "" {
 		fmt.Fprintf(stdout, "\nkey %q → %s\n", *key, v.Owner)
 	}

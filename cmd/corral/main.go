@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	_ "github.com/corralcache/corral/peer/k8s" // --join k8s://namespace/service
@@ -42,29 +43,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	switch args[0] {
 	case "demo":
-		if err := demo(ctx, args[1:], stdout); err != nil {
-			fmt.Fprintln(stderr, "corral demo:", err)
-			return 1
-		}
-		return 0
+		return exitCode(stderr, "demo", demo(ctx, args[1:], stdout))
 	case "serve":
-		if err := serve(ctx, args[1:], stdout, stderr); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return 0
-			}
-			fmt.Fprintln(stderr, "corral serve:", err)
-			return 1
-		}
-		return 0
+		return exitCode(stderr, "serve", serve(ctx, args[1:], stdout, stderr))
 	case "inspect":
-		if err := inspect(ctx, args[1:], stdout, stderr); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return 0
-			}
-			fmt.Fprintln(stderr, "corral inspect:", err)
-			return 1
-		}
-		return 0
+		return exitCode(stderr, "inspect", inspect(ctx, args[1:], stdout, stderr))
 	case "version", "--version", "-version":
 		return printVersion(stdout)
 	case "help", "-h", "--help":
@@ -73,4 +56,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "corral: unknown command %q\n\n%s", args[0], usage)
 	return 2
+}
+
+// exitCode is a command's exit code for its error: 0 for none and for -h (its usage is
+// printed), else 1 with the error on stderr. The library's errors begin "corral: ", which
+// after "corral serve: " would say it twice.
+func exitCode(stderr io.Writer, command string, err error) int {
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	}
+	fmt.Fprintf(stderr, "corral %s: %s\n", command, strings.TrimPrefix(err.Error(), "corral: "))
+	return 1
 }

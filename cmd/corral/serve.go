@@ -69,10 +69,10 @@ func serveFlags(out io.Writer) (*flag.FlagSet, *serveConfig) {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.StringVar(&c.name, "name", "", "member name, unique in the cluster (default $POD_NAME, else hostname + random suffix)")
-	fs.StringVar(&c.bind, "bind", d.BindAddr, "address to listen on for gossip, peer gRPC and HTTP")
+	fs.StringVar(&c.bind, "bind", d.BindAddr, "address to listen on for gossip, the peer port and HTTP")
 	fs.StringVar(&c.advertise, "advertise", "", "address peers dial (default $POD_IP, else derived from --bind)")
 	fs.IntVar(&c.gossipPort, "gossip-port", d.GossipPort, "memberlist port, TCP and UDP (0 = any free port)")
-	fs.IntVar(&c.peerPort, "peer-port", d.PeerPort, "peer gRPC port (0 = any free port)")
+	fs.IntVar(&c.peerPort, "peer-port", d.PeerPort, "peer port: the requests members send each other (Gets framed on one connection per peer, other calls gRPC; 0 = any free port)")
 	fs.IntVar(&c.httpPort, "http-port", 8080, "HTTP API, metrics and debug page port (0 = any free port)")
 	fs.Var(&c.join, "join", "seed to join, repeatable: host:port, dns+name:port, k8s://namespace/service (EndpointSlices; KUBECONFIG or in-cluster), k8s://service (namespace $POD_NAMESPACE)")
 	fs.StringVar(&c.origin, "origin", "", "origin URL template, e.g. http://api:9000/items/{key}; {group} and {key} are path-escaped in the path (a name that would be a dot segment, such as \"..\", is refused: 400) and query-escaped in the query (default: none, values come only from PUT)")
@@ -101,27 +101,34 @@ func serveFlags(out io.Writer) (*flag.FlagSet, *serveConfig) {
 	addSecretsFlags(fs, &c.secretsConfig)
 	addRuntimeFlags(fs, &c.runtime)
 	fs.Usage = func() {
-		fmt.Fprintf(out, `Usage: corral serve [flags]
+		fmt.Fprintf(fs.Output(), `Usage: corral serve [flags]
 
 Runs a corral node with an HTTP front: a stampede-proof read-through cache in front of an
 HTTP origin. Every flag can also be set from the environment as CORRAL_<FLAG> (e.g.
 CORRAL_GOSSIP_PORT=7946, CORRAL_JOIN=a:7946,b:7946); the command line wins.
 
 HTTP API:
-  GET    /v1/groups/{group}/keys/{key}   value (X-Corral-Source: hit, fill, coalesced, stale, near, peer)
-  PUT    /v1/groups/{group}/keys/{key}   store the body
+  GET    /v1/groups/{group}/keys/{key}   value (X-Corral-Source: hit, fill, coalesced, stale, near, peer);
+                                         without --origin, only what was PUT (404 otherwise)
+  PUT    /v1/groups/{group}/keys/{key}   store the body, with its Content-Type as the value's type
+                                         (curl -X PUT --data-binary sends application/x-www-form-urlencoded
+                                         unless told: -H 'Content-Type: application/json'); Surrogate-Key tags it
   DELETE /v1/groups/{group}/keys/{key}   invalidate cluster-wide
+  GET    …/keys/{key}?peek               what the key's owner holds, without a fill: the value,
+                                         X-Corral-Fresh-For, X-Corral-Stale-For, Surrogate-Key (404: nothing)
   GET    …/keys/{key}?lease=5s[&wait=200ms]  a lease, without --origin (X-Corral-Lease-State:
                                          hit, fill, stale, busy; X-Corral-Lease: the token); at
                                          most --max-lease, --max-client-leases per client IP;
                                          with --api-token-file only with the token (else a plain read)
-  PUT    …/keys/{key}?ttl=60s[&swr=30s]  with X-Corral-Lease: store under the lease (204, 409)
-  GET    /v1/cluster[?key=K]             members, ring shares, K's owner
+  PUT    …/keys/{key}?ttl=60s[&swr=30s]  store for a lifetime; with X-Corral-Lease, under the lease (204, 409)
+  DELETE /v1/tags/{tag}                  purge every value stored with the tag, cluster-wide
+  GET    /v1/cluster[?key=K]             members, ring shares, K's owner, seeds that refuse this node
   /metrics  /healthz  /readyz  /debug/corral
 
-Redis protocol (--resp-port): GET, SET, DEL, FILLGET, FILLSET, PING, HELLO, AUTH; bounded by
---resp-max-conns, --resp-idle-timeout, --resp-command-timeout and --resp-max-pending-bytes.
-Every bound, and what happens past it: SECURITY.md.
+Redis protocol (--resp-port), every key in --resp-group: GET (reads through --origin, as HTTP
+GET does, also after DEL), SET [EX|PX] [TAGS], DEL, EXISTS, TTL, PTTL, DELTAG, FILLGET,
+FILLSET, PING, HELLO, AUTH; bounded by --resp-max-conns, --resp-idle-timeout, --resp-command-timeout and
+--resp-max-pending-bytes. Every bound, and what happens past it: SECURITY.md.
 
 Flags:
 `)
@@ -220,7 +227,7 @@ type daemon struct {
 
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs, c := serveFlags(stderr)
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args, stdout); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

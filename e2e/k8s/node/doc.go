@@ -59,7 +59,7 @@
 // to corral's contract (0 for a graceful scenario; for a crash, one per key the crashed pod
 // owned) with CORRAL_E2E_STRICT=1; without it at most 2 more, none twice for one key — a
 // CPU-starved node has been seen to cost 1 or 2 where the contract says 0 (see
-// docs/kubernetes.md), while a hand-off or join that did not work costs most hot keys.
+// docs/testing.md), while a hand-off or join that did not work costs most hot keys.
 //
 // # What the node changes on the host, and how it is undone
 //

@@ -2,6 +2,8 @@
 // `kubectl port-forward` at 3 a.m. It shows the node's view of the cluster — the members and
 // their health, the ring drawn as a donut whose arcs are the members' shares, per-group
 // counters with per-second rates, and each group's hottest keys — and refreshes every second.
+// A seed that turns the node's joins away (another cluster label or gossip key: the reason a
+// node sees only itself) is shown in a red banner at the top, with the node's diagnosis.
 //
 // # Usage
 //

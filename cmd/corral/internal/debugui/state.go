@@ -11,6 +11,17 @@ type State struct {
 	StartedAt time.Time `json:"started_at"` // process start; the page shows uptime from it
 	Members   []Member  `json:"members"`    // sorted by name
 	Groups    []Group   `json:"groups"`     // sorted by name
+	// JoinRefusals are the seeds that turn this node's joins away (another cluster label or
+	// gossip key), sorted by seed; the page shows each in a banner. Empty when none does.
+	JoinRefusals []JoinRefusal `json:"join_refusals,omitempty"`
+}
+
+// JoinRefusal is a seed that turned this node's last join attempt away, and why.
+type JoinRefusal struct {
+	Seed      string    `json:"seed"`      // "ip:port"
+	Reason    string    `json:"reason"`    // "label", "key" or "encryption"
+	Diagnosis string    `json:"diagnosis"` // one sentence; says "likely" where it is a guess
+	At        time.Time `json:"at"`        // when the seed last refused
 }
 
 // Member is one member as this node knows it.

@@ -111,6 +111,9 @@ func (a *API) routes() http.Handler {
 	mux.HandleFunc("PUT /v1/groups/{group}/keys/{key}", a.putKey)
 	mux.HandleFunc("DELETE /v1/groups/{group}/keys/{key}", a.deleteKey)
 	mux.HandleFunc("DELETE /v1/tags/{tag}", a.deleteTag)
+	mux.HandleFunc("/v1/groups/{group}/keys/{$}", emptyName("key", "/v1/groups/{group}/keys/{key}"))
+	mux.HandleFunc("/v1/groups/{group}/keys", emptyName("key", "/v1/groups/{group}/keys/{key}"))
+	mux.HandleFunc("/v1/tags/{$}", emptyName("tag", "/v1/tags/{tag}"))
 	mux.HandleFunc("GET /v1/cluster", a.cluster)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(a.cfg.Gatherer, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"time"
 )
 
 // ClusterView is the JSON of GET /v1/cluster: the node's view of the cluster, and with ?key=K
@@ -14,6 +15,19 @@ type ClusterView struct {
 	Epoch   uint64          `json:"epoch"`
 	Members []ClusterMember `json:"members"`
 	Owner   string          `json:"owner,omitempty"`
+	// JoinRefusals are the seeds that turn this node's joins away, and why: what keeps a node
+	// alone in its view although its seeds answer. Absent when none does.
+	JoinRefusals []JoinRefusal `json:"join_refusals,omitempty"`
+}
+
+// JoinRefusal is a seed that turned this node's last join attempt away (see
+// peer.JoinRefusedError).
+type JoinRefusal struct {
+	Seed      string    `json:"seed"`      // "ip:port"
+	Reason    string    `json:"reason"`    // label, key or encryption (peer.RefusedReasons)
+	Diagnosis string    `json:"diagnosis"` // what the node saw and what it suggests; "likely" where a guess
+	Error     string    `json:"error"`     // memberlist's error
+	At        time.Time `json:"at"`        // when the seed refused
 }
 
 // ClusterMember is a member in a ClusterView, with its share of the ring.
@@ -31,6 +45,9 @@ func (a *API) clusterView(key string) ClusterView {
 		v.Members = append(v.Members, ClusterMember{Name: m.Name, GossipAddr: m.GossipAddr, PeerAddr: m.PeerAddr, Share: shares[m.Name]})
 	}
 	sort.Slice(v.Members, func(i, j int) bool { return v.Members[i].Name < v.Members[j].Name })
+	for _, r := range a.cfg.Node.JoinRefusals() {
+		v.JoinRefusals = append(v.JoinRefusals, JoinRefusal{Seed: r.Seed, Reason: r.Reason, Diagnosis: r.Diagnosis, Error: r.Err.Error(), At: r.At})
+	}
 	if key != "" {
 		v.Owner = a.cfg.Node.Owner(key).Name
 	}

@@ -44,12 +44,14 @@
 // # Status codes
 //
 // Errors are text with a short reason. 400: a name, key, tag, lease or lifetime out of its
-// bounds. 401: no token where one is needed. 404: not found (the origin said so), or a read
-// without the token of a group that does not exist. 409: a lease that is busy or no longer
-// live. 413: a body over MaxValueBytes. 429: a client over its bound of requests or leases, or
-// a new group past --max-groups. 431: a header over MaxHeaderBytes. 502: the origin failed.
-// 503: the owner's lease table is full, or the node is shutting down. 504: the peers did not
-// answer. 508: a fill that asked for its own key. 202: a write that stands although some
-// member could not be told. Each refusal of a limit counts in corral_http_limit_hits_total
-// (package limithits).
+// bounds, or a path with an empty key or tag. 401: no token where one is needed. 404: not
+// found (the origin said so; without an origin, nothing was stored under the key, and the body
+// says so), or a read without the token of a group that does not exist. 408: a body not
+// arrived whole within Limits.ReadBodyTimeout (the connection is then closed). 409: a lease
+// that is busy or no longer live. 413: a body over MaxValueBytes. 429: a client over its bound
+// of requests or leases, or a new group past --max-groups. 431: a header over MaxHeaderBytes.
+// 502: the origin failed. 503: the owner's lease table is full, or the node is shutting down.
+// 504: the peers did not answer. 508: a fill that asked for its own key. 202: a write that
+// stands although some member could not be told. Each refusal of a limit counts in
+// corral_http_limit_hits_total (package limithits).
 package httpapi

@@ -54,7 +54,11 @@ func newTestAPI(tb testing.TB, mod func(*apiSetup)) *testAPI {
 	}
 	s.Node = servetest.Node(tb, reg, s.MaxValueBytes)
 	var err error
-	if s.Groups, err = objects.NewGroups(objects.GroupsConfig{MaxGroups: s.MaxGroups, Options: s.GroupOptions}); err != nil {
+	gcfg := objects.GroupsConfig{MaxGroups: s.MaxGroups, Options: s.GroupOptions}
+	if s.Origin != nil {
+		gcfg.Load = s.Origin.Load // as corral serve does
+	}
+	if s.Groups, err = objects.NewGroups(gcfg); err != nil {
 		tb.Fatal(err)
 	}
 	a, err := New(s.Config)

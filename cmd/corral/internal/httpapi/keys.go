@@ -88,6 +88,13 @@ func (a *API) putKey(w http.ResponseWriter, r *http.Request) {
 				fmt.Sprintf("body exceeds the value limit of %d bytes", a.cfg.MaxValueBytes))
 			return
 		}
+		if bodyTimedOut(err) {
+			a.cfg.Hits.Hit(limithits.ReadBodyTimeout)
+			w.Header().Set("Connection", "close") // the rest of the body is still on its way
+			httpError(w, http.StatusRequestTimeout,
+				fmt.Sprintf("the body did not arrive whole within %v (--read-body-timeout)", a.cfg.Limits.ReadBodyTimeout))
+			return
+		}
 		httpError(w, http.StatusBadRequest, "reading body: "+err.Error())
 		return
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"sync"
@@ -14,7 +15,7 @@ import (
 )
 
 // Limits bound what a request to the HTTP API may cost. A Limits written by hand must set
-// MaxHeaderBytes and ReadHeaderTimeout: zero is refused.
+// MaxHeaderBytes, ReadHeaderTimeout and ReadBodyTimeout: zero is refused.
 type Limits struct {
 	// MaxHeaderBytes is the largest request line and headers accepted, bytes
 	// (--max-header-bytes); larger get 431. At least 1024.
@@ -26,11 +27,19 @@ type Limits struct {
 	// ReadHeaderTimeout closes a connection that has not sent a whole request header in this
 	// time (--read-header-timeout): a slowloris bound. Positive.
 	ReadHeaderTimeout time.Duration
+	// ReadBodyTimeout bounds the time a request's body may take to arrive whole, from the end
+	// of its header (--read-body-timeout): a PUT past it gets 408 and its connection is
+	// closed; a body nobody reads (a GET's) closes the connection. net/http bounds only the
+	// header: without this, a body trickled a byte at a time would hold its connection, its
+	// request's slot and what it sent so far for as long as the client likes. Positive.
+	ReadBodyTimeout time.Duration
 }
 
 // DefaultLimits returns the production limits. A header of 64 KiB is far past any real
 // client's (browsers send a few KiB); 10 s to send a header is generous for any client on a
-// pod network and keeps a slowloris from holding sockets for long.
+// pod network and keeps a slowloris from holding sockets for long. 30 s for a body lets the
+// largest value by default (8 MiB) arrive at 2.3 Mbit/s, far below a pod network's speed, and
+// lets a trickled body hold its connection for 30 s, not for ever.
 //
 // A stampede is a cache's normal traffic: an application pod sends as many requests at once
 // as its rate times the time corral takes to answer, and on a miss that is the origin's
@@ -42,7 +51,7 @@ type Limits struct {
 // bound holds about 160 MiB. A proxy in front of corral should get a bound of its own.
 // The probes and /metrics have a budget of their own (opsRequestsPerClient).
 func DefaultLimits() Limits {
-	return Limits{MaxHeaderBytes: 64 << 10, MaxClientRequests: 8192, ReadHeaderTimeout: 10 * time.Second}
+	return Limits{MaxHeaderBytes: 64 << 10, MaxClientRequests: 8192, ReadHeaderTimeout: 10 * time.Second, ReadBodyTimeout: 30 * time.Second}
 }
 
 // opsRequestsPerClient is the budget of each client IP's requests in flight to the probes
@@ -58,6 +67,8 @@ func (l Limits) Validate() error {
 		return fmt.Errorf("--max-client-requests %d is negative", l.MaxClientRequests)
 	case l.ReadHeaderTimeout <= 0:
 		return errors.New("--read-header-timeout must be positive")
+	case l.ReadBodyTimeout <= 0:
+		return errors.New("--read-body-timeout must be positive")
 	}
 	return nil
 }
@@ -147,6 +158,9 @@ func (l *httpLimits) middleware(next http.Handler) http.Handler {
 		case "/healthz", "/readyz", "/metrics":
 			inFlight, max, limit, what = l.opsInFlight, opsRequestsPerClient, limithits.OpsRequests, "requests in flight to /healthz, /readyz and /metrics, the limit"
 		}
+		if r.ContentLength != 0 {
+			r = l.bodyDeadline(w, r)
+		}
 		if max > 0 {
 			ip := clientlease.ClientOf(r.RemoteAddr)
 			if !l.enter(inFlight, ip, max) {
@@ -159,6 +173,47 @@ func (l *httpLimits) middleware(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// bodyDeadline bounds the time r's body may take to arrive (ReadBodyTimeout): net/http lifts
+// the read deadline once a header has arrived. The deadline is lifted again when the body has
+// arrived whole: net/http then reads the connection in the background to see the client
+// leave, and a deadline passing while the handler still works (a write told to every
+// member) would read as the client gone and cancel the request.
+//
+// It returns a shallow copy of r whose Body lifts the deadline: net/http keeps r's own, and
+// handles the part of a body that the handler left unread (or that did not arrive in time) as
+// it always does.
+func (l *httpLimits) bodyDeadline(w http.ResponseWriter, r *http.Request) *http.Request {
+	rc := http.NewResponseController(w)
+	if rc.SetReadDeadline(time.Now().Add(l.lim.ReadBodyTimeout)) != nil {
+		return r // not a connection's writer (a test's recorder): nothing to bound
+	}
+	rb := *r
+	rb.Body = &untilBodyEnd{ReadCloser: r.Body, rc: rc}
+	return &rb
+}
+
+// untilBodyEnd lifts its connection's read deadline when the body ends.
+type untilBodyEnd struct {
+	io.ReadCloser
+	rc     *http.ResponseController
+	lifted bool
+}
+
+func (b *untilBodyEnd) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if errors.Is(err, io.EOF) && !b.lifted {
+		b.lifted = true
+		b.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
+}
+
+// bodyTimedOut reports whether err, from reading a request's body, is ReadBodyTimeout's.
+func bodyTimedOut(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // enter counts a request of ip in inFlight, unless ip has max there already.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/corralcache/corral"
 	"github.com/corralcache/corral/cmd/corral/internal/clip"
@@ -16,6 +17,9 @@ func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	var ue *corral.UnreachedError
 	var fe *corral.FillError
 	switch {
+	case errors.Is(err, corral.ErrNotFound) && a.cfg.Origin == nil:
+		// Without an origin nothing is fetched: a key holds only what was written to it.
+		httpError(w, http.StatusNotFound, "not found: nothing is stored under this key, and this node has no --origin to fetch it from (values come only from PUT and leases)")
 	case errors.Is(err, corral.ErrNotFound):
 		httpError(w, http.StatusNotFound, "not found")
 	case errors.As(err, &le):
@@ -37,13 +41,24 @@ func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		// The client went away; nobody reads the answer.
 	case errors.Is(err, corral.ErrPeerTimeout):
 		// The time went to peers that did not answer, not to the origin.
-		httpError(w, http.StatusGatewayTimeout, "peers: "+clip.Reason(fe0(err)))
+		httpError(w, http.StatusGatewayTimeout, saying("peers", fe0(err)))
 	case errors.As(err, &fe):
-		httpError(w, http.StatusBadGateway, "origin: "+clip.Reason(fe.Err))
+		httpError(w, http.StatusBadGateway, saying("origin", fe.Err))
 	default:
 		a.cfg.Log.Warn("request failed", "method", r.Method, "path", r.URL.EscapedPath(), "err", err)
 		httpError(w, http.StatusBadGateway, clip.Reason(err))
 	}
+}
+
+// saying is err's reason for a client, prefixed with what failed unless it already begins
+// with it ("origin answered 503 …", not "origin: origin answered 503 …"), and without the
+// library's "corral: ".
+func saying(what string, err error) string {
+	reason := strings.TrimPrefix(clip.Reason(err), "corral: ")
+	if strings.HasPrefix(reason, what) {
+		return reason
+	}
+	return what + ": " + reason
 }
 
 // fe0 returns the Err of err's *FillError, or err.

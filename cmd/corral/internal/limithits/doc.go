@@ -18,9 +18,12 @@
 //	                              (-BUSY over RESP)
 //	read_header_timeout   -       a connection closed for not sending a whole request header
 //	                              within --read-header-timeout (a slowloris)
+//	read_body_timeout     408     a request body not arrived whole within --read-body-timeout of
+//	                              its header (a trickled body); its connection is closed
 //	resp_command          -       a Redis-protocol connection cut off for a command over its bound
 //	                              (bytes, arguments, an inline line)
 //	resp_protocol         -       a Redis-protocol connection cut off for a request that is not RESP
+//	                              (or an inline line with unbalanced quotes)
 //	resp_pending_bytes    -       a Redis-protocol command refused past --resp-max-pending-bytes
 //	resp_connections      -       a Redis-protocol connection refused past --resp-max-conns
 //	resp_idle_timeout     -       a Redis-protocol connection closed after --resp-idle-timeout idle

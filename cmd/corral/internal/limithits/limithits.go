@@ -18,6 +18,7 @@ const (
 	OpsRequests        Limit = "ops_requests"
 	Groups             Limit = "groups"
 	ReadHeaderTimeout  Limit = "read_header_timeout"
+	ReadBodyTimeout    Limit = "read_body_timeout"
 	RESPCommand        Limit = "resp_command"
 	RESPProtocol       Limit = "resp_protocol"
 	RESPPendingBytes   Limit = "resp_pending_bytes"
@@ -37,7 +38,7 @@ type Counter struct {
 
 // New registers corral_http_limit_hits_total with reg, every series at 0.
 func New(reg prometheus.Registerer) (*Counter, error) {
-	limits := []Limit{Header, Body, ClientRequests, OpsRequests, Groups, ReadHeaderTimeout,
+	limits := []Limit{Header, Body, ClientRequests, OpsRequests, Groups, ReadHeaderTimeout, ReadBodyTimeout,
 		RESPCommand, RESPProtocol, RESPPendingBytes, RESPConnections, RESPIdleTimeout, RESPCommandTimeout,
 		LeaseTime, ClientLeases, LeasesFull}
 	names := make([]string, len(limits))

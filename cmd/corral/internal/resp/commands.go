@@ -14,6 +14,7 @@ import (
 	"github.com/corralcache/corral/cmd/corral/internal/clientlease"
 	"github.com/corralcache/corral/cmd/corral/internal/clip"
 	"github.com/corralcache/corral/cmd/corral/internal/objects"
+	"github.com/corralcache/corral/fill"
 )
 
 // serveCommand answers one command. It reports whether the connection should close.
@@ -66,6 +67,10 @@ func (s *Server) serveCommand(c *conn, args [][]byte) (quit bool) {
 		s.set(c, args)
 	case "del":
 		s.del(c, args)
+	case "exists":
+		s.exists(c, args)
+	case "ttl", "pttl":
+		s.ttl(c, name, args)
 	case "fillget":
 		s.fillget(c, args)
 	case "fillset":
@@ -248,6 +253,10 @@ func (s *Server) client(c *conn, args [][]byte) {
 		c.writeBulkString(c.name)
 	case "setinfo":
 		c.writeString("OK")
+	case "tracking":
+		// Client-side caching needs the server to push invalidations; rueidis asks for it
+		// unless told not to, and then says why it cannot connect.
+		c.writeError("ERR CLIENT TRACKING is not supported: corral pushes no invalidations for client-side caching (rueidis: set ClientOption.DisableCache)")
 	case "id":
 		c.writeInt(0)
 	default:
@@ -341,6 +350,72 @@ func (s *Server) del(c *conn, args [][]byte) {
 		removed++
 	}
 	c.writeInt(int64(removed))
+}
+
+// held asks the key's owner what it holds of key, without filling it (Group.Peek): a value
+// fresh or stale within its grace, and how long it stays fresh. A key not held (never
+// written or read, expired past its grace, deleted, or a remembered not-found) is not
+// found; with --origin, it is not read through.
+func (s *Server) held(key string) (fresh time.Duration, found bool, err error) {
+	_, info, err := s.cfg.Group.Peek(s.ctx, key)
+	switch {
+	case errors.Is(err, corral.ErrNotFound):
+		return 0, false, nil
+	case err != nil:
+		return 0, false, err
+	}
+	return info.FreshFor, true, nil
+}
+
+// exists counts the keys whose owner holds a value (held), a key named twice counted twice,
+// as Redis counts them.
+func (s *Server) exists(c *conn, args [][]byte) {
+	if len(args) == 0 {
+		wrongArgs(c, "exists")
+		return
+	}
+	n := 0
+	for _, k := range args {
+		_, found, err := s.held(string(k))
+		if err != nil {
+			s.writeErr(c, err)
+			return
+		}
+		if found {
+			n++
+		}
+	}
+	c.writeInt(int64(n))
+}
+
+// ttl answers TTL (seconds) and PTTL (milliseconds) as Redis does: -2 for a key not held, -1
+// for a value that never expires, else its remaining freshness — PTTL in whole milliseconds,
+// TTL rounded to the nearest second (Redis's (ms+500)/1000). A stale value, still served
+// within its grace (--swr), has 0 left.
+func (s *Server) ttl(c *conn, name string, args [][]byte) {
+	if len(args) != 1 {
+		wrongArgs(c, name)
+		return
+	}
+	fresh, found, err := s.held(string(args[0]))
+	if err != nil {
+		s.writeErr(c, err)
+		return
+	}
+	c.writeInt(redisTTL(fresh, found, name == "pttl"))
+}
+
+// redisTTL is TTL's answer (PTTL's with ms) for a key found or not, fresh for fresh.
+func redisTTL(fresh time.Duration, found, ms bool) int64 {
+	switch {
+	case !found:
+		return -2
+	case fresh == fill.Never:
+		return -1
+	case ms:
+		return max(fresh, 0).Milliseconds()
+	}
+	return (max(fresh, 0).Milliseconds() + 500) / 1000
 }
 
 func (s *Server) fillget(c *conn, args [][]byte) {

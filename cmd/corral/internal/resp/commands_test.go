@@ -1,11 +1,13 @@
 package resp
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/corralcache/corral/cmd/corral/internal/servetest"
+	"github.com/corralcache/corral/fill"
 )
 
 func TestRESPCommands(t *testing.T) {
@@ -35,6 +37,7 @@ func TestRESPCommands(t *testing.T) {
 		{[]string{"GET", strings.Repeat("k", 5000)}, "-ERR key of 5000 bytes exceeds the key limit of 4096 bytes\r\n"},
 		{[]string{"AUTH", "x"}, "-ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?\r\n"},
 		{[]string{"CLIENT", "SETINFO", "LIB-NAME", "test"}, "+OK\r\n"},
+		{[]string{"CLIENT", "TRACKING", "ON", "OPTIN"}, "-ERR CLIENT TRACKING is not supported: corral pushes no invalidations for client-side caching (rueidis: set ClientOption.DisableCache)\r\n"},
 		{[]string{"SELECT", "0"}, "+OK\r\n"},
 	} {
 		if got := rc.Do(t, tt.args...); got != tt.want {
@@ -213,5 +216,89 @@ func TestRESPTags(t *testing.T) {
 	rc.Do(t, "DELTAG", "page")
 	if got := rc.Do(t, "GET", "p"); got != "$-1\r\n" {
 		t.Fatalf("GET p after DELTAG page = %q", got)
+	}
+}
+
+// EXISTS, TTL and PTTL answer as Redis does, from what the key's owner holds.
+func TestRESPExistsAndTTL(t *testing.T) {
+	td := startTestServer(t, nil)
+	rc := servetest.DialRESP(t, td.addr)
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"SET", "forever", "v"}, "+OK\r\n"}, // the group's TTL: none
+		{[]string{"SET", "minute", "v", "EX", "60"}, "+OK\r\n"},
+		{[]string{"EXISTS", "forever"}, ":1\r\n"},
+		{[]string{"EXISTS", "forever", "forever", "missing", "minute"}, ":3\r\n"},
+		{[]string{"EXISTS", "missing"}, ":0\r\n"},
+		{[]string{"TTL", "forever"}, ":-1\r\n"},
+		{[]string{"PTTL", "forever"}, ":-1\r\n"},
+		{[]string{"TTL", "missing"}, ":-2\r\n"},
+		{[]string{"PTTL", "missing"}, ":-2\r\n"},
+		{[]string{"DEL", "minute"}, ":1\r\n"},
+		{[]string{"EXISTS", "minute"}, ":0\r\n"},
+		{[]string{"TTL", "minute"}, ":-2\r\n"},
+		{[]string{"EXISTS"}, "-ERR wrong number of arguments for 'exists' command\r\n"},
+		{[]string{"TTL"}, "-ERR wrong number of arguments for 'ttl' command\r\n"},
+		{[]string{"PTTL", "a", "b"}, "-ERR wrong number of arguments for 'pttl' command\r\n"},
+		{[]string{"TTL", strings.Repeat("k", 5000)}, "-ERR key of 5000 bytes exceeds the key limit of 4096 bytes\r\n"},
+	} {
+		if got := rc.Do(t, tt.args...); got != tt.want {
+			t.Errorf("%q = %q, want %q", tt.args, got, tt.want)
+		}
+	}
+	// 59.99… s, rounded as Redis rounds (TestRedisTTL: the rounding's edges).
+	if got := rc.Do(t, "SET", "minute", "v", "EX", "60") + rc.Do(t, "TTL", "minute"); got != "+OK\r\n:60\r\n" && got != "+OK\r\n:59\r\n" {
+		t.Errorf("TTL after EX 60 = %q", got)
+	}
+	pttl := rc.Do(t, "SET", "k", "v", "PX", "60000") + rc.Do(t, "PTTL", "k")
+	if ms, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(pttl, "+OK\r\n:"), "\r\n")); err != nil || ms <= 50_000 || ms > 60_000 {
+		t.Errorf("PTTL after PX 60000 = %q", pttl)
+	}
+
+	// A value past its freshness, still served within its grace: it exists, with 0 left.
+	granted := rc.Do(t, "FILLGET", "stale", "5000")
+	token := strings.TrimSuffix(granted[strings.LastIndex(granted[:len(granted)-2], "\n")+1:], "\r\n")
+	if got := rc.Do(t, "FILLSET", "stale", "v", "20", token, "SWR", "600000"); got != ":1\r\n" {
+		t.Fatalf("FILLSET = %q", got)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for rc.Do(t, "PTTL", "stale") != ":0\r\n" {
+		if time.Now().After(deadline) {
+			t.Fatal("PTTL of a stale value never reached 0")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := rc.Do(t, "TTL", "stale") + rc.Do(t, "EXISTS", "stale"); got != ":0\r\n:1\r\n" {
+		t.Errorf("TTL and EXISTS of a stale value = %q", got)
+	}
+}
+
+// TTL rounds to the nearest second, half up, and PTTL truncates to the millisecond, as
+// Redis's ttlGenericCommand does.
+func TestRedisTTL(t *testing.T) {
+	tests := []struct {
+		fresh   time.Duration
+		found   bool
+		ttl, ms int64
+	}{
+		{0, false, -2, -2},
+		{fill.Never, true, -1, -1},
+		{0, true, 0, 0},
+		{-time.Second, true, 0, 0},
+		{499 * time.Millisecond, true, 0, 499},
+		{500 * time.Millisecond, true, 1, 500},
+		{1499*time.Millisecond + 999*time.Microsecond, true, 1, 1499},
+		{1500 * time.Millisecond, true, 2, 1500},
+		{time.Hour, true, 3600, 3_600_000},
+	}
+	for _, tt := range tests {
+		if got := redisTTL(tt.fresh, tt.found, false); got != tt.ttl {
+			t.Errorf("TTL of %v (found %v) = %d, want %d", tt.fresh, tt.found, got, tt.ttl)
+		}
+		if got := redisTTL(tt.fresh, tt.found, true); got != tt.ms {
+			t.Errorf("PTTL of %v (found %v) = %d, want %d", tt.fresh, tt.found, got, tt.ms)
+		}
 	}
 }

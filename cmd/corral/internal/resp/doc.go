@@ -5,9 +5,14 @@
 //	PING [msg]                              PONG
 //	HELLO [2|3 [AUTH user pass] [SETNAME n]] the server's map; switches to RESP3 with 3
 //	AUTH [user] token                       OK, or WRONGPASS (see --api-token-file)
-//	GET key                                 the value, or nil
+//	GET key                                 the value, or nil; with --origin a read-through, as
+//	                                        HTTP GET: a key not held (DEL included) is fetched
 //	SET key value [EX s | PX ms] [TAGS t …] OK; without EX or PX the value takes --ttl
 //	DEL key [key …]                         the number of keys deleted (each cluster-wide)
+//	EXISTS key [key …]                      how many of the keys the owner holds (a key named
+//	                                        twice counts twice); never reads through --origin
+//	TTL key, PTTL key                       -2 not held, -1 never expires, else the freshness
+//	                                        left (s rounded, ms); 0 for a stale value in --swr
 //	DELTAG tag [tag …]                      the number of tags purged (each cluster-wide)
 //	FILLGET key fill_ms [WAIT ms]           [HIT, v] | [FILL, token] | [BUSY, nil] | [STALE, v, token|nil]
 //	FILLSET key value ttl_ms token [SWR ms] [TAGS t …]

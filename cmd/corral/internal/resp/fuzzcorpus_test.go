@@ -11,4 +11,5 @@ import (
 func TestFuzzCorpus(t *testing.T) {
 	fuzzcorpus.Check(t, "FuzzRESPCommand", respSeeds())
 	fuzzcorpus.Check(t, "FuzzRESPReader", readerSeeds())
+	fuzzcorpus.Check(t, "FuzzInlineArgs", inlineSeeds())
 }

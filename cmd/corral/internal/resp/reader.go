@@ -14,7 +14,8 @@ import (
 
 // The Redis protocol's request reader. A request is a multibulk array
 // (*<count>\r\n then <count> times $<length>\r\n<bytes>\r\n), as every client sends, or an
-// inline line of words (PING\r\n), as a person at a terminal types. The reader is corral's
+// inline line of words (PING\r\n, SET k "a b"\r\n: inline.go), as a person at a terminal
+// types. The reader is corral's
 // own, small and flat, because every number in a request is the sender's to choose:
 //
 //   - A count or a length is parsed from at most a few digits and checked against the
@@ -307,7 +308,8 @@ func (rr *reader) budgetFull() error {
 		msg: fmt.Sprintf("the node holds %d bytes of commands still being read, its limit (--resp-max-pending-bytes): try again", rr.budget.max)}
 }
 
-// inlineCommand reads a line of words separated by spaces or tabs.
+// inlineCommand reads a line and splits it as Redis does (inline.go): words separated by
+// blanks, with double and single quotes and their escapes.
 func (rr *reader) inlineCommand() ([][]byte, error) {
 	line, fits, err := rr.line(rr.lim.inline)
 	switch {
@@ -316,30 +318,24 @@ func (rr *reader) inlineCommand() ([][]byte, error) {
 	case !fits:
 		return nil, protoErr(limithits.RESPCommand, "an inline command exceeds the %d-byte limit", rr.lim.inline)
 	}
-	var args [][]byte
-	for i := 0; i < len(line); {
-		for i < len(line) && isSpace(line[i]) {
-			i++
-		}
-		j := i
-		for j < len(line) && !isSpace(line[j]) {
-			j++
-		}
-		if j > i {
-			if len(args) == rr.lim.args {
-				return nil, protoErr(limithits.RESPCommand, "a command of more than %d arguments exceeds the limit", rr.lim.args)
-			}
-			arg := make([]byte, j-i) // the line is the bufio buffer's: copy
-			copy(arg, line[i:j])
-			rr.allocated += len(arg)
-			args = append(args, arg)
-		}
-		i = j
+	// The line end is "\n", and a "\r" before it, as Redis takes them off.
+	line = line[:len(line)-1]
+	if n := len(line); n > 0 && line[n-1] == '\r' {
+		line = line[:n-1]
+	}
+	args, err := splitInline(line, rr.lim.args)
+	switch {
+	case errors.Is(err, errUnbalancedQuotes):
+		return nil, protoErr(limithits.RESPProtocol, "%v", err)
+	case err != nil:
+		return nil, protoErr(limithits.RESPCommand, "a command of more than %d arguments exceeds the limit", rr.lim.args)
+	}
+	rr.allocated += len(line) // splitInline's scratch
+	for _, a := range args {
+		rr.allocated += len(a)
 	}
 	return args, nil
 }
-
-func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
 
 // printable shows a byte in an error message: itself when printable, else escaped.
 func printable(c byte) string {

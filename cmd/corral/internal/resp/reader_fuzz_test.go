@@ -137,6 +137,8 @@ func readerSeeds() []fuzzcorpus.Seed {
 		seed("python-redis", "*2\r\n$4\r\nAUTH\r\n$6\r\ns3cret\r\n*5\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n$2\r\nPX\r\n$4\r\n1500\r\n*2\r\n$3\r\nGET\r\n$1\r\nk\r\n*3\r\n$7\r\nFILLGET\r\n$6\r\npage:7\r\n$4\r\n5000\r\n*2\r\n$3\r\nGET\r\n$1\r\na\r\n*2\r\n$3\r\nDEL\r\n$1\r\na\r\n", 6),
 		seed("inline-ping", "PING\r\n", 6),
 		seed("inline-tabs-and-spaces", "  SET\tk  v \r\n\r\n\n", 6),
+		seed("inline-quotes", "SET greeting \"hello\\x20world\\n\" EX 60\r\nECHO 'it\\'s'\r\n", 6),
+		seed("inline-unbalanced-quotes", "SET \"a b\r\nPING\r\n", 6),
 		// The attacks of issue 22.
 		seed("length-2^63-1", "*1\r\n$9223372036854775807\r\n", 6),
 		seed("count-2^40", "*1099511627776\r\n", 6),

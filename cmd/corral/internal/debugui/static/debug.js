@@ -350,6 +350,24 @@
     });
   }
 
+  // ---- seeds that refuse this node ----
+
+  let refusedSig = '';
+
+  function drawRefusals(refusals) {
+    const sig = JSON.stringify(refusals.map((r) => [r.seed, r.reason, r.diagnosis]));
+    if (sig === refusedSig) return; // unchanged: keep any selection in it
+    refusedSig = sig;
+    const banner = $('refused');
+    banner.replaceChildren(...refusals.map((r) => {
+      const line = el('div', 'refusal');
+      line.append(document.createTextNode('join refused by seed ' + r.seed + ' (' + r.reason + ')'),
+        el('span', 'detail', r.diagnosis));
+      return line;
+    }));
+    banner.hidden = refusals.length === 0;
+  }
+
   // ---- polling ----
 
   function showLive(now) {
@@ -397,6 +415,7 @@
     drawRing(members, total, st.epoch);
     drawGroups(groups, same ? prev.groups : null, seconds);
     drawHotKeys(groups);
+    drawRefusals(Array.isArray(st.join_refusals) ? st.join_refusals : []);
 
     prev = { at: now.getTime(), startedAt: st.started_at, groups: new Map(groups.map((g) => [g.name, g])) };
     okAt = now;

@@ -311,34 +311,48 @@ func (h *history) ringBefore(name string, t time.Duration) *ring.Ring {
 	return nil
 }
 
-// quietBefore reports whether key was held by owner, settled, before owner crashed at t:
-// last filled there (so held, and given to its backups), well before t, with no write, purge
-// or failed fill of it from then to end. h.mu must be held.
+// quietBefore reports whether key was held by owner, settled, before owner crashed at t: the
+// last of its fills, writes and purges before t was a fill there or a Set that returned nil
+// (so the owner held a value, and had given it to its backups), well before t, with no write,
+// purge or failed fill of it from then to end. A Remove or a purge of its tag after the last
+// fill leaves the key held nowhere: its next fill is no crash's cost. h.mu must be held.
 func (h *history) quietBefore(key, owner string, t, end time.Duration) bool {
 	const settle = 500 * time.Millisecond
-	filled := false
+	held, last := false, time.Duration(-1) // by the event before t that ended last
 	for _, f := range h.fills {
 		if f.key != key {
 			continue
 		}
-		if f.at < t {
-			filled = f.node == owner && !f.failed
-		}
 		if f.at > t-settle && f.at < t || f.failed && f.at < end {
 			return false
 		}
+		if f.at < t && f.at > last {
+			held, last = f.node == owner && !f.failed, f.at
+		}
 	}
 	for _, w := range h.writes {
-		if w.key == key && w.end > t-settle && w.start < end {
+		if w.key != key {
+			continue
+		}
+		if w.end > t-settle && w.start < end {
 			return false
+		}
+		if w.end < t && w.end > last {
+			held, last = !w.remove && w.err == nil, w.end
 		}
 	}
 	for _, p := range h.purges {
-		if p.tag == tagOf(key) && p.end > t-settle && p.start < end {
+		if p.tag != tagOf(key) {
+			continue
+		}
+		if p.end > t-settle && p.start < end {
 			return false
 		}
+		if p.end < t && p.end > last {
+			held, last = false, p.end
+		}
 	}
-	return filled
+	return held
 }
 
 // restartsOfOwners counts, per key, the restarts of nodes that owned the key in some view.

@@ -221,7 +221,7 @@ func (c *Cache[V]) runBatch(parent context.Context, b *batch[V], inline bool) {
 	x := &fc.choice // the loader has returned: nothing writes it any more
 	// Settle every key first, then hand the stored entries to ReplicaConfig.Stored at once,
 	// then wake every key's callers: as complete does for one key.
-	done := make([]*settled[V], len(b.calls))
+	done := make([]settled[V], len(b.calls)) // a zero one (nil cl): the key was completed already
 	var stored []string
 	for i, cl := range b.calls {
 		key := b.keys[i]
@@ -240,7 +240,7 @@ func (c *Cache[V]) runBatch(parent context.Context, b *batch[V], inline bool) {
 		if inline && r.err != nil && parent.Err() != nil {
 			r.err, xi = errAbandoned, nil // settle stores nothing, and finish marks cl abandoned
 		}
-		if s := c.settle(key, cl, xi, r, startNano); s != nil {
+		if s, ok := c.settle(key, cl, xi, r, startNano); ok {
 			done[i] = s
 			if s.stored && c.rc.Stored != nil {
 				stored = append(stored, key)
@@ -250,8 +250,9 @@ func (c *Cache[V]) runBatch(parent context.Context, b *batch[V], inline bool) {
 	if len(stored) > 0 {
 		c.rc.Stored(stored)
 	}
-	for i, s := range done {
-		if s == nil {
+	for i := range done {
+		s := &done[i]
+		if s.cl == nil {
 			continue
 		}
 		if e := c.finish(s); e != nil && s.r.copy != nil && c.clock.NowNano() >= e.fresh {

@@ -296,14 +296,14 @@ func (c *Cache[V]) run(parent context.Context, key string, cl *call[V], slot *Li
 // entry it stored, or nil. With ReplicaConfig.Stored, the entry it stored is given to it
 // before any caller of the fill is woken.
 func (c *Cache[V]) complete(key string, cl *call[V], x *choice, r result[V], startNano int64) *entry[V] {
-	s := c.settle(key, cl, x, r, startNano)
-	if s == nil {
+	s, ok := c.settle(key, cl, x, r, startNano)
+	if !ok {
 		return nil
 	}
 	if s.stored && c.rc.Stored != nil {
 		c.rc.Stored([]string{key})
 	}
-	return c.finish(s)
+	return c.finish(&s)
 }
 
 // settled is a fill's result once settle has stored it (or not), for finish to hand to its
@@ -322,8 +322,9 @@ type settled[V any] struct {
 }
 
 // settle is the first half of complete: it stores the fill's result when it may, and ends
-// the fill's call in c.calls; nil when cl was completed already.
-func (c *Cache[V]) settle(key string, cl *call[V], x *choice, r result[V], startNano int64) *settled[V] {
+// the fill's call in c.calls; false when cl was completed already. (The result is a value:
+// a pointer would cost every fill an allocation.)
+func (c *Cache[V]) settle(key string, cl *call[V], x *choice, r result[V], startNano int64) (settled[V], bool) {
 	now := c.clock.NowNano()
 	var (
 		e              *entry[V] // what may be stored: allocated only if it would be kept
@@ -373,7 +374,7 @@ func (c *Cache[V]) settle(key string, cl *call[V], x *choice, r result[V], start
 	c.mu.Lock()
 	if cl.completed {
 		c.mu.Unlock()
-		return nil
+		return settled[V]{}, false
 	}
 	cl.completed = true
 	// A value the loader gave no lifetime (SetExpiry(ctx, 0, 0)) is returned but not stored;
@@ -394,8 +395,8 @@ func (c *Cache[V]) settle(key string, cl *call[V], x *choice, r result[V], start
 		delete(c.calls, key)
 	}
 	c.mu.Unlock()
-	return &settled[V]{cl: cl, r: r, e: e, stored: stored, purged: purged, now: now, fresh: fresh, stale: stale,
-		version: version, fillMicros: fillMicros, tags: tags, born: born}
+	return settled[V]{cl: cl, r: r, e: e, stored: stored, purged: purged, now: now, fresh: fresh, stale: stale,
+		version: version, fillMicros: fillMicros, tags: tags, born: born}, true
 }
 
 // finish is the second half of complete: it hands the settled result to the fill's callers,

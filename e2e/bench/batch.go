@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -19,7 +20,7 @@ import (
 // Step batch (rows 9 and 9b): a page of keys read at once.
 //
 // Row 9, a page of BatchKeys remote hits, each an op of a closed-loop load (load.go) whose
-// "Get" is a whole page: corral's GetMany on the near-off cluster (the caller c0 owns none of
+// "Get" is a whole page, a page of its own for each caller: corral's GetMany on the near-off cluster (the caller c0 owns none of
 // the keys: half are c1's, half c2's); the same page as that many concurrent Gets; the page as
 // that many concurrent groupcache Gets (the keys on g1 and g2); and one Redis MGET. Row 9b, a
 // cold page of BatchKeys keys nobody holds, with a loader (a database query) of LoaderDelay:
@@ -43,10 +44,28 @@ type coldStat struct {
 	firstErr      string
 }
 
-// pager returns a getFunc that reads t.PageKeys as one page, whatever key it is given, and
-// returns the bytes of the page's values.
+// pager returns a getFunc that reads a page of t.PageKeys, and returns the bytes of its
+// values. With PageSize 0 the page is all of PageKeys, whatever key the getFunc is given;
+// else the key is a page's number n, and the page is PageKeys[n·PageSize:(n+1)·PageSize].
 func (w *workerState) pager(t target) (getFunc, error) {
-	keys := t.PageKeys
+	read, err := w.pageReader(t)
+	if err != nil {
+		return nil, err
+	}
+	if t.PageSize == 0 {
+		return func(ctx context.Context, _ string) (int, error) { return read(ctx, t.PageKeys) }, nil
+	}
+	return func(ctx context.Context, key string) (int, error) {
+		n, err := strconv.Atoi(key)
+		if err != nil || n < 0 || (n+1)*t.PageSize > len(t.PageKeys) {
+			return 0, fmt.Errorf("no page %q of %d keys", key, t.PageSize)
+		}
+		return read(ctx, t.PageKeys[n*t.PageSize:(n+1)*t.PageSize])
+	}, nil
+}
+
+// pageReader returns how t.System reads a page of keys.
+func (w *workerState) pageReader(t target) (func(ctx context.Context, keys []string) (int, error), error) {
 	switch t.System {
 	case "corral-many", "corral-gets":
 		g, err := state[*corral.Group[[]byte]](w, "corral/"+t.Node+"/"+t.Group)
@@ -54,7 +73,7 @@ func (w *workerState) pager(t target) (getFunc, error) {
 			return nil, err
 		}
 		if t.System == "corral-many" {
-			return func(ctx context.Context, _ string) (int, error) {
+			return func(ctx context.Context, keys []string) (int, error) {
 				m, err := g.GetMany(ctx, keys)
 				n := 0
 				for _, v := range m {
@@ -66,7 +85,7 @@ func (w *workerState) pager(t target) (getFunc, error) {
 				return n, err
 			}, nil
 		}
-		return concurrently(keys, func(ctx context.Context, key string) (int, error) {
+		return concurrently(func(ctx context.Context, key string) (int, error) {
 			v, err := g.Get(ctx, key)
 			return len(v), err
 		}), nil
@@ -75,7 +94,7 @@ func (w *workerState) pager(t target) (getFunc, error) {
 		if g == nil {
 			return nil, errors.New("no groupcache group " + t.Group)
 		}
-		return concurrently(keys, func(ctx context.Context, key string) (int, error) {
+		return concurrently(func(ctx context.Context, key string) (int, error) {
 			var v groupcache.ByteView
 			err := g.Get(ctx, key, groupcache.ByteViewSink(&v))
 			return v.Len(), err
@@ -88,7 +107,7 @@ func (w *workerState) pager(t target) (getFunc, error) {
 		fill := t.System == "redis-mget-fill"
 		queries, loaded := w.counter("redis/"+t.Group), w.counter("redis/"+t.Group+"/keys")
 		value := payload(t.ValueSize)
-		return func(ctx context.Context, _ string) (int, error) {
+		return func(ctx context.Context, keys []string) (int, error) {
 			vals, err := rdb.MGet(ctx, keys...).Result()
 			if err != nil {
 				return 0, err
@@ -126,10 +145,10 @@ func (w *workerState) pager(t target) (getFunc, error) {
 	return nil, fmt.Errorf("unknown page system %q", t.System)
 }
 
-// concurrently reads each of keys with get, all at once, as a caller without a batch API
-// reads a page: the page's bytes, and the first error.
-func concurrently(keys []string, get getFunc) getFunc {
-	return func(ctx context.Context, _ string) (int, error) {
+// concurrently reads each key of a page with get, all at once, as a caller without a batch
+// API reads a page: the page's bytes, and the first error.
+func concurrently(get getFunc) func(ctx context.Context, keys []string) (int, error) {
+	return func(ctx context.Context, keys []string) (int, error) {
 		var wg sync.WaitGroup
 		sizes := make([]int, len(keys))
 		errs := make([]error, len(keys))
@@ -209,25 +228,41 @@ func measureBatch(ctx context.Context, b *bed, p plan, rep *report) error {
 		}
 	}
 
-	// Row 9: the page, half of it owned by c1 and half by c2 (g1 and g2 for groupcache).
-	var page []string
-	for _, owner := range []int{1, 2} {
-		var ks []string
-		if err := b.c[0].call(ctx, "corral.keys", corralKeysArgs{ID: rawNode(0), Owner: rawNode(owner), Prefix: fmt.Sprint("page", owner, ":"), N: p.BatchKeys / 2}, &ks); err != nil {
+	// Row 9: a page for each caller, no two alike (concurrent reads of one key would
+	// coalesce on the caller's node, as in row 2); each page half owned by c1 and half by c2
+	// (g1 and g2 for groupcache).
+	maxCallers := slices.Max(p.BatchCallers)
+	half := p.BatchKeys / 2
+	var c1, c2 []string
+	for _, o := range []struct {
+		owner int
+		keys  *[]string
+	}{{1, &c1}, {2, &c2}} {
+		if err := b.c[0].call(ctx, "corral.keys", corralKeysArgs{ID: rawNode(0), Owner: rawNode(o.owner), Prefix: fmt.Sprint("page", o.owner, ":"), N: maxCallers * half}, o.keys); err != nil {
 			return err
 		}
-		page = append(page, ks...)
 	}
-	gcPage := append(gcKeys(b.gcURLs, b.gcURLs[1], "page1:", p.BatchKeys/2), gcKeys(b.gcURLs, b.gcURLs[2], "page2:", p.BatchKeys-p.BatchKeys/2)...)
-	if err := b.c[0].call(ctx, "redis.fill", redisFillArgs{Name: "batch", Keys: page, ValueSize: p.ValueSize}, nil); err != nil {
+	g1 := gcKeys(b.gcURLs, b.gcURLs[1], "page1:", maxCallers*half)
+	g2 := gcKeys(b.gcURLs, b.gcURLs[2], "page2:", maxCallers*(p.BatchKeys-half))
+	var pages, gcPages []string
+	for c := range maxCallers {
+		pages = append(append(pages, c1[c*half:(c+1)*half]...), c2[c*half:(c+1)*half]...)
+		gcPages = append(append(gcPages, g1[c*half:(c+1)*half]...), g2[c*(p.BatchKeys-half):(c+1)*(p.BatchKeys-half)]...)
+	}
+	if err := b.c[0].call(ctx, "redis.fill", redisFillArgs{Name: "batch", Keys: pages, ValueSize: p.ValueSize}, nil); err != nil {
 		return err
+	}
+	pageNumbers := make([]string, maxCallers)
+	for i := range pageNumbers {
+		pageNumbers[i] = strconv.Itoa(i)
 	}
 	runs := map[string]remoteRun{}
 	for _, sys := range pageSystems {
-		r := remoteRun{row: sys, w: b.c[0], t: target{System: sys, Node: rawNode(0), Group: "batch", PageKeys: page}, keys: []string{"page"}, deal: onePerCaller}
+		r := remoteRun{row: sys, w: b.c[0], t: target{System: sys, Node: rawNode(0), Group: "batch", PageKeys: pages, PageSize: p.BatchKeys},
+			keys: pageNumbers, deal: onePerCaller}
 		switch sys {
 		case "gc-gets":
-			r.w, r.t = b.g[0], target{System: sys, Group: "batch", PageKeys: gcPage}
+			r.w, r.t = b.g[0], target{System: sys, Group: "batch", PageKeys: gcPages, PageSize: p.BatchKeys}
 		case "redis-mget":
 			r.t.Node = "batch"
 		}
@@ -235,7 +270,7 @@ func measureBatch(ctx context.Context, b *bed, p plan, rep *report) error {
 	}
 	want := p.BatchKeys * p.ValueSize
 	for _, sys := range pageSystems { // warm up: owners hold the keys, connections are open
-		if _, err := pageLoad(ctx, runs[sys], 4, 20, time.Minute, want); err != nil {
+		if _, err := pageLoad(ctx, runs[sys], maxCallers, 4*maxCallers, time.Minute, want); err != nil {
 			return fmt.Errorf("warm-up of %s: %w", sys, err)
 		}
 	}

@@ -25,9 +25,11 @@ type target struct {
 	ValueSize int
 	TTL       time.Duration
 	Poll      time.Duration
-	// Pages (batch.go): the page's keys; every call reads them all, whatever its key. (Not
-	// "Keys": loadArgs, which embeds target, has a field of that name.)
+	// Pages (batch.go): the keys of the pages, PageSize a page; a call's key is its page's
+	// number (PageSize 0: one page of them all, whatever the key). (Not "Keys": loadArgs,
+	// which embeds target, has a field of that name.)
 	PageKeys []string `json:",omitempty"`
+	PageSize int      `json:",omitempty"`
 }
 
 // loadArgs is a closed-loop load: Callers goroutines, each calling its own key cycle

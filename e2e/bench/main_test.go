@@ -293,7 +293,8 @@ func TestQuickRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rows := rep.rows(); len(rows) != 1+len(quickPlan().RemoteCallers)+2+4 {
+	// Rows 1 and 1b, a row 2 per callers, 2b and 2c, then 3, 4, 5 and 6.
+	if rows := rep.rows(); len(rows) != 2+len(quickPlan().RemoteCallers)+2+4 {
 		t.Fatalf("%d rows:\n%s", len(rows), rep.table())
 	}
 	if st := rep.stampede["corral"]; st == nil || st.calls[0] != 1 {

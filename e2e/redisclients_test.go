@@ -15,7 +15,7 @@ import (
 // What a Redis user types first, through the two Go clients they would reach for — go-redis
 // v9 in RESP2 and RESP3, and rueidis — against --resp-port of a two-node cluster (so that
 // some keys are owned by the other node): PING, SET with EX, GET (a missing key as the
-// client's nil), EXISTS, TTL and PTTL, DEL, and a pipeline of 100 commands.
+// client's nil), MGET, EXISTS, TTL and PTTL, DEL, and a pipeline of 100 commands.
 func TestRedisClients(t *testing.T) {
 	nodes := startLeaseCluster(t, 2, "--ttl", "0") // a SET without EX never expires
 	addr := nodes[0].RESP
@@ -51,6 +51,10 @@ func TestRedisClients(t *testing.T) {
 			if got, ok, err := u.get(ctx, p+"missing"); err != nil || ok {
 				t.Errorf("GET of a missing key = %q, found %v, %v; want the client's nil", got, ok, err)
 			}
+			got, err := u.mget(ctx, p+"k", p+"missing", p+"forever", p+"k")
+			if err != nil || len(got) != 4 || got[0] == nil || *got[0] != "v" || got[1] != nil || got[2] == nil || *got[2] != "v" || got[3] == nil || *got[3] != "v" {
+				t.Errorf("MGET k missing forever k = %v, %v; want v, the client's nil, v, v", got, err)
+			}
 			if n, err := u.exists(ctx, p+"k", p+"k", p+"missing", p+"forever"); err != nil || n != 3 {
 				t.Errorf("EXISTS k k missing forever = %d, %v; want 3", n, err)
 			}
@@ -80,11 +84,11 @@ func TestRedisClients(t *testing.T) {
 			}
 
 			// 100 commands in one pipeline: 50 SETs with EX, then a GET of each.
-			got, err := u.pipeline(ctx, p, 50)
+			piped, err := u.pipeline(ctx, p, 50)
 			if err != nil {
 				t.Fatalf("pipeline: %v", err)
 			}
-			for i, v := range got {
+			for i, v := range piped {
 				if want := fmt.Sprint("v", i); v != want {
 					t.Errorf("pipelined GET %d = %q, want %q", i, v, want)
 				}
@@ -105,7 +109,8 @@ type redisUser struct {
 	ping     func(ctx context.Context) (string, error)
 	set      func(ctx context.Context, k, v string) error
 	setEX    func(ctx context.Context, k, v string, seconds int64) error
-	get      func(ctx context.Context, k string) (string, bool, error) // false: the client's nil
+	get      func(ctx context.Context, k string) (string, bool, error)    // false: the client's nil
+	mget     func(ctx context.Context, keys ...string) ([]*string, error) // nil: the client's nil
 	exists   func(ctx context.Context, keys ...string) (int64, error)
 	ttl      func(ctx context.Context, k string) (int64, error) // seconds; -1, -2 as Redis says
 	pttl     func(ctx context.Context, k string) (int64, error)
@@ -138,6 +143,7 @@ func goRedisUser(tb testing.TB, addr string, protocol int) redisUser {
 			}
 			return v, err == nil, err
 		},
+		mget:   goRedisMGetOf(c),
 		exists: func(ctx context.Context, keys ...string) (int64, error) { return c.Exists(ctx, keys...).Result() },
 		ttl: func(ctx context.Context, k string) (int64, error) {
 			d, err := c.TTL(ctx, k).Result()
@@ -192,6 +198,7 @@ func rueidisUser(tb testing.TB, addr string, resp2 bool) redisUser {
 			}
 			return v, err == nil, err
 		},
+		mget: rueidisMGetOf(c),
 		exists: func(ctx context.Context, keys ...string) (int64, error) {
 			return integer(ctx, c.B().Exists().Key(keys...).Build())
 		},

@@ -81,9 +81,10 @@ func TestServeHelpListsTheAPI(t *testing.T) {
 	}
 	for _, want := range []string{
 		"GET    /v1/groups/{group}/keys/{key}", "PUT    /v1/groups/{group}/keys/{key}",
-		"DELETE /v1/groups/{group}/keys/{key}", "?peek", "?lease=", "?ttl=", "DELETE /v1/tags/{tag}",
+		"DELETE /v1/groups/{group}/keys/{key}", "GET    /v1/groups/{group}/keys?key=a&key=b",
+		"POST   /v1/groups/{group}/keys:batch", "?peek", "?lease=", "?ttl=", "DELETE /v1/tags/{tag}",
 		"GET    /v1/cluster", "/metrics", "/healthz", "/readyz", "/debug/corral", "Content-Type",
-		"GET (reads through --origin", "SET [EX|PX] [TAGS]", "DEL,", "EXISTS", "TTL", "PTTL", "DELTAG", "FILLGET", "FILLSET", "PING", "HELLO", "AUTH",
+		"GET (reads through --origin", "MGET", "SET [EX|PX] [TAGS]", "DEL,", "EXISTS", "TTL", "PTTL", "DELTAG", "FILLGET", "FILLSET", "PING", "HELLO", "AUTH",
 	} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("serve -h does not mention %q", want)

@@ -23,10 +23,10 @@ type frontConfig struct {
 
 // addFrontFlags binds frontConfig and the leases' limits, which default to their own.
 func addFrontFlags(fs *flag.FlagSet, c *frontConfig, lim *clientlease.Limits) {
-	fs.IntVar(&c.respPort, "resp-port", 0, "Redis protocol (RESP2/RESP3) port: GET, SET, DEL, EXISTS, TTL, PTTL, DELTAG, FILLGET, FILLSET, PING, HELLO, AUTH (0 = off)")
+	fs.IntVar(&c.respPort, "resp-port", 0, "Redis protocol (RESP2/RESP3) port: GET, MGET, SET, DEL, EXISTS, TTL, PTTL, DELTAG, FILLGET, FILLSET, PING, HELLO, AUTH (0 = off)")
 	fs.StringVar(&c.respGroup, "resp-group", "resp", "the group that holds every key of the Redis protocol front")
 	fs.StringVar(&c.apiTokenFile, "api-token-file", "", "file holding the API token: PUT, DELETE and leases (?lease=; without it a plain read), and the Redis protocol's SET, DEL, FILLGET and FILLSET, need it as Authorization: Bearer <token> (AUTH <token>); a read without it never creates a group")
-	fs.BoolVar(&c.apiTokenReads, "api-token-reads", false, "reads need the token too: GET, /v1/cluster, /debug/corral (and every Redis command but AUTH, HELLO and QUIT); /metrics, /healthz and /readyz stay open")
+	fs.BoolVar(&c.apiTokenReads, "api-token-reads", false, "reads need the token too: GET (and POST …/keys:batch, a batch read), /v1/cluster, /debug/corral (and every Redis command but AUTH, HELLO and QUIT); /metrics, /healthz and /readyz stay open")
 	d := clientlease.DefaultLimits()
 	fs.DurationVar(&lim.MaxLease, "max-lease", d.MaxLease, "longest lease (?lease=, FILLGET's fill_ms) granted; longer are refused (400, -ERR)")
 	fs.IntVar(&lim.MaxClientLeases, "max-client-leases", d.MaxClientLeases, "leases one client IP may hold at once through this node (more get 429, -BUSY); a lease counts until it is stored through this node or its time is up; 0 = no bound")

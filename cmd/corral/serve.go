@@ -114,6 +114,10 @@ HTTP API:
                                          (curl -X PUT --data-binary sends application/x-www-form-urlencoded
                                          unless told: -H 'Content-Type: application/json'); Surrogate-Key tags it
   DELETE /v1/groups/{group}/keys/{key}   invalidate cluster-wide
+  GET    /v1/groups/{group}/keys?key=a&key=b  many keys at once (one request per owner, each
+  POST   /v1/groups/{group}/keys:batch   key filled once): JSON {"values": {key: base64},
+                                         "missing": [keys], "errors": {key: {status, error}}};
+                                         the POST's body is {"keys": ["a", "b"]}; at most 10000 keys
   GET    …/keys/{key}?peek               what the key's owner holds, without a fill: the value,
                                          X-Corral-Fresh-For, X-Corral-Stale-For, Surrogate-Key (404: nothing)
   GET    …/keys/{key}?lease=5s[&wait=200ms]  a lease, without --origin (X-Corral-Lease-State:
@@ -126,8 +130,9 @@ HTTP API:
   /metrics  /healthz  /readyz  /debug/corral
 
 Redis protocol (--resp-port), every key in --resp-group: GET (reads through --origin, as HTTP
-GET does, also after DEL), SET [EX|PX] [TAGS], DEL, EXISTS, TTL, PTTL, DELTAG, FILLGET,
-FILLSET, PING, HELLO, AUTH; bounded by --resp-max-conns, --resp-idle-timeout, --resp-command-timeout and
+GET does, also after DEL), MGET (a batch read of up to 10000 keys: a key that failed fails
+it, -ERR naming it), SET [EX|PX] [TAGS], DEL, EXISTS, TTL, PTTL, DELTAG, FILLGET, FILLSET,
+PING, HELLO, AUTH; bounded by --resp-max-conns, --resp-idle-timeout, --resp-command-timeout and
 --resp-max-pending-bytes. Every bound, and what happens past it: SECURITY.md.
 
 Flags:

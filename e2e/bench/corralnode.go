@@ -31,6 +31,7 @@ type corralGroupArgs struct {
 	ValueSize int           // bytes the loader returns
 	Delay     time.Duration // how long the loader takes
 	Tags      []string      // tags the loader gives every value (corral.Tag)
+	Batch     bool          // the group has a batch loader (WithBatchLoad) instead of a LoadFunc
 }
 
 type corralKeysArgs struct {
@@ -98,16 +99,35 @@ func init() {
 		if err != nil {
 			return nil, err
 		}
-		calls := w.counter(a.ID + "/" + a.Group)
+		// Loader calls, and the keys they loaded.
+		calls, loaded := w.counter(a.ID+"/"+a.Group), w.counter(a.ID+"/"+a.Group+"/keys")
 		value := payload(a.ValueSize)
-		g, err := corral.NewGroup(n, a.Group, func(ctx context.Context, key string) ([]byte, error) {
+		load := func(ctx context.Context, key string) ([]byte, error) {
 			calls.Add(1)
+			loaded.Add(1)
 			if err := sleep(ctx, a.Delay); err != nil {
 				return nil, err
 			}
 			corral.Tag(ctx, a.Tags...)
 			return value, nil
-		}, corral.WithTTL(a.TTL), corral.WithMaxBytes(256<<20))
+		}
+		opts := []corral.GroupOption{corral.WithTTL(a.TTL), corral.WithMaxBytes(256 << 20)}
+		if a.Batch {
+			load = nil
+			opts = append(opts, corral.WithBatchLoad(func(ctx context.Context, keys []string) (map[string][]byte, error) {
+				calls.Add(1)
+				loaded.Add(int64(len(keys)))
+				if err := sleep(ctx, a.Delay); err != nil {
+					return nil, err
+				}
+				out := make(map[string][]byte, len(keys))
+				for _, k := range keys {
+					out[k] = value
+				}
+				return out, nil
+			}))
+		}
+		g, err := corral.NewGroup(n, a.Group, load, opts...)
 		if err == nil && len(a.Tags) > 0 {
 			// A purge of another tag is remembered: a tagged hit checks its tags' purges.
 			err = n.RemoveByTag(context.Background(), "bench:other")

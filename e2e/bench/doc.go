@@ -27,6 +27,12 @@
 // are compared with; the Redis, echo and TCP clients run in c0, beside the corral caller. A
 // worker exits when its stdin closes, so no process outlives the driver.
 //
+// Step batch (rows 9 and 9b, batch.go, on the bed after row 3) reads a page of 100 keys: as
+// remote hits, through corral's GetMany, 100 concurrent corral Gets, 100 concurrent groupcache
+// Gets and one Redis MGET; and cold, counting the loader calls (database queries) of corral
+// with a batch loader and with a LoadFunc, groupcache, and Redis cache-aside (MGET, one query
+// for the misses, SETs), for one caller and for 10 callers on each node at once.
+//
 // Steps http and resp (rows 7 and 8, last, once the workers have stopped) measure `corral
 // serve` as a server: its HTTP front against Varnish and nginx under wrk (one hot key at 1 and
 // 64 connections; random keys through a node of a 3-node cluster against a node alone), and its
@@ -36,8 +42,8 @@
 // nginx, wrk, redis-server and redis-benchmark (Debian: varnish, nginx, wrk, redis-server,
 // redis-tools; make bench-compare installs them).
 //
-// Flags: -out FILE (default RESULTS.md), -steps local,remote,stampede,crash,memory,ring,http,resp (a
-// subset), -callers 1,16,64 (the remote-hit rows' concurrencies), -quick (every step briefly,
+// Flags: -out FILE (default RESULTS.md), -steps local,remote,stampede,batch,crash,memory,ring,http,resp
+// (a subset), -callers 1,16,64 (the remote-hit rows' concurrencies), -quick (every step briefly,
 // to check the harness), -profile DIR (CPU profiles and execution traces of the caller and
 // owner processes during corral's and the echo's remote-hit runs), -syscalls (each remote-hit
 // run's read and write system calls per Get, per process, from /proc/PID/io, on stderr),

@@ -17,7 +17,7 @@ import (
 
 // target names what a load or a stampede calls.
 type target struct {
-	System string // "corral", "groupcache", "redis", "redis-naive", "redis-lock", "echo", "stream", "tcp"
+	System string // "corral", "groupcache", "redis", "redis-naive", "redis-lock", "echo", "stream", "tcp"; pages: see batch.go
 	Node   string // corral: the node within the worker; redis: the client's name
 	Group  string // corral and groupcache group; the echo request's group; redis: loader counter
 	// Redis cache-aside only: the loader's delay, the value's size and TTL, the poll interval.
@@ -25,6 +25,11 @@ type target struct {
 	ValueSize int
 	TTL       time.Duration
 	Poll      time.Duration
+	// Pages (batch.go): the keys of the pages, PageSize a page; a call's key is its page's
+	// number (PageSize 0: one page of them all, whatever the key). (Not "Keys": loadArgs,
+	// which embeds target, has a field of that name.)
+	PageKeys []string `json:",omitempty"`
+	PageSize int      `json:",omitempty"`
 }
 
 // loadArgs is a closed-loop load: Callers goroutines, each calling its own key cycle
@@ -50,6 +55,8 @@ type getFunc func(ctx context.Context, key string) (int, error)
 
 func (w *workerState) getter(t target) (getFunc, error) {
 	switch t.System {
+	case "corral-many", "corral-gets", "gc-gets", "redis-mget", "redis-mget-fill":
+		return w.pager(t)
 	case "corral":
 		g, err := state[*corral.Group[[]byte]](w, "corral/"+t.Node+"/"+t.Group)
 		if err != nil {

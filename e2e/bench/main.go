@@ -39,6 +39,14 @@ type plan struct {
 	FrontValue    int           // bytes of every value of those rows
 	HopKeys       int           // keys of the peer-hop row
 	RESPRequests  [2]int        // requests of one redis-benchmark test at -P1 and at -P16
+	// The batch rows (step batch).
+	BatchKeys     int           // keys of a page
+	BatchCallers  []int         // concurrent callers of row 9, each reading pages back to back
+	BatchRounds   int           // rounds per (system, callers); samples of all rounds are pooled
+	BatchDuration time.Duration // one run of one (system, callers)
+	BatchMaxOps   int           // bound on the pages of one run
+	ColdTrials    int           // cold pages per (system, mode) in row 9b
+	ColdCallers   int           // callers per node of row 9b's pages asked at once
 	ProfileDir    string        // if set, CPU profiles and traces of corral's and the echo's remote-hit runs go here
 	Syscalls      bool          // print each remote-hit run's read and write system calls per Get, per process
 	TLS           bool          // corral's peers speak mutual TLS
@@ -65,6 +73,13 @@ func fullPlan() plan {
 		FrontValue:      512,
 		HopKeys:         100_000,
 		RESPRequests:    [2]int{100_000, 1_000_000},
+		BatchKeys:       100,
+		BatchCallers:    []int{1, 16},
+		BatchRounds:     2,
+		BatchDuration:   2 * time.Second,
+		BatchMaxOps:     100_000,
+		ColdTrials:      3,
+		ColdCallers:     10,
 	}
 }
 
@@ -75,6 +90,7 @@ func quickPlan() plan {
 	p.RemoteDuration, p.RemoteMaxOps = 100*time.Millisecond, 20_000
 	p.StampedeCallers, p.StampedeTrials, p.MemEntries, p.Settle = 20, 1, 20_000, 0
 	p.FrontDuration, p.FrontReps, p.HopKeys, p.RESPRequests = time.Second, 1, 1000, [2]int{5000, 20_000}
+	p.BatchCallers, p.BatchRounds, p.BatchDuration, p.BatchMaxOps, p.ColdTrials, p.ColdCallers = []int{1, 4}, 1, 200*time.Millisecond, 2000, 1, 3
 	return p
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 )
@@ -292,11 +293,61 @@ func TestQuickRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rows := rep.rows(); len(rows) != 1+len(quickPlan().RemoteCallers)+2+4 {
+	// Rows 1 and 1b, a row 2 per callers, 2b and 2c, then 3, 4, 5 and 6.
+	if rows := rep.rows(); len(rows) != 2+len(quickPlan().RemoteCallers)+2+4 {
 		t.Fatalf("%d rows:\n%s", len(rows), rep.table())
 	}
 	if st := rep.stampede["corral"]; st == nil || st.calls[0] != 1 {
 		t.Errorf("corral stampede: %+v", st)
+	}
+	t.Log("\n" + rep.markdown())
+}
+
+// The batch step, briefly: its rows are there, every page read without an error, and a cold
+// page cost one batch loader call per owner (each key once), a query per key without one, and
+// one query to the cache-aside of a lone caller.
+func TestQuickBatch(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts 6 processes and Redis; skipped with -short")
+	}
+	needRedis(t)
+	p := quickPlan()
+	rep, err := run(testContext(t, 5*time.Minute), p, []string{"batch"}, testWriter{t})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rows := rep.rows(); len(rows) != len(p.BatchCallers)+1 {
+		t.Fatalf("%d rows:\n%s", len(rows), rep.table())
+	}
+	for key, st := range rep.batch {
+		if st.ops == 0 || st.errs != 0 {
+			t.Errorf("%s: %d pages, %d errors (%s)", key, st.ops, st.errs, st.firstErr)
+		}
+	}
+	for _, tt := range []struct {
+		key           string
+		queries, keys func(owners int) bool
+	}{
+		{"corral-batch/one", func(o int) bool { return o >= 1 && o <= 3 }, nil},
+		{"corral-batch/all", func(o int) bool { return o >= 1 && o <= 3 }, nil},
+		{"corral-single/one", func(int) bool { return true }, nil},
+		{"redis-mget-fill/one", func(int) bool { return true }, nil},
+	} {
+		cs := rep.cold[tt.key]
+		if cs == nil || cs.errs != 0 {
+			t.Fatalf("%s: %+v", tt.key, cs)
+		}
+		want := map[string]int64{"corral-single/one": int64(p.BatchKeys), "redis-mget-fill/one": 1}
+		switch {
+		case strings.HasPrefix(tt.key, "corral-batch"):
+			if cs.queries[0] > int64(cs.owners[0]) || cs.keys[0] != int64(p.BatchKeys) {
+				t.Errorf("%s: %d queries for keys on %d owners, %d keys loaded", tt.key, cs.queries[0], cs.owners[0], cs.keys[0])
+			}
+		default:
+			if cs.queries[0] != want[tt.key] || cs.keys[0] != int64(p.BatchKeys) {
+				t.Errorf("%s: %d queries, %d keys loaded; want %d and %d", tt.key, cs.queries[0], cs.keys[0], want[tt.key], p.BatchKeys)
+			}
+		}
 	}
 	t.Log("\n" + rep.markdown())
 }

@@ -23,18 +23,20 @@ type report struct {
 	crash    map[string]*stampedeStat // by system: "corral", "groupcache"
 	memory   map[string]memoryResult  // by system (see memoryArgs)
 	ring     ringResult
-	fronts   map[string]*frontStat // steps 7 and 8, by system and load: "http/corral/1", "resp/redis/get/16", "hops/three"
-	commands [][2]string           // the command lines of steps 7 and 8: what, the line
-	notes    []string              // what a reader should know about this run: errors, cache hits
-	ran      map[string]bool       // steps that ran, by name (see allSteps)
+	fronts   map[string]*frontStat  // steps 7 and 8, by system and load: "http/corral/1", "resp/redis/get/16", "hops/three"
+	batch    map[string]*remoteStat // row 9, by system and callers: "corral-many/16", …
+	cold     map[string]*coldStat   // row 9b, by system and mode: "corral-batch/one", "redis-mget-fill/all", …
+	commands [][2]string            // the command lines of steps 7 and 8: what, the line
+	notes    []string               // what a reader should know about this run: errors, cache hits
+	ran      map[string]bool        // steps that ran, by name (see allSteps)
 }
 
 // allSteps names the measurements, in the order they run; -steps picks a subset.
-var allSteps = []string{"local", "remote", "stampede", "crash", "memory", "ring", "http", "resp"}
+var allSteps = []string{"local", "remote", "stampede", "batch", "crash", "memory", "ring", "http", "resp"}
 
 // bedSteps are the steps that use the bed (the workers and their Redis); the others start
 // what they measure themselves.
-var bedSteps = []string{"local", "remote", "stampede", "crash", "memory"}
+var bedSteps = []string{"local", "remote", "stampede", "batch", "crash", "memory"}
 
 type localStat struct {
 	ns     []float64 // one per round
@@ -68,6 +70,7 @@ func run(ctx context.Context, p plan, steps []string, log io.Writer) (*report, e
 		local: map[string]*localStat{}, remote: map[string]*remoteStat{},
 		stampede: map[string]*stampedeStat{}, crash: map[string]*stampedeStat{},
 		memory: map[string]memoryResult{}, fronts: map[string]*frontStat{}, ran: map[string]bool{},
+		batch: map[string]*remoteStat{}, cold: map[string]*coldStat{},
 	}
 	if steps == nil {
 		steps = allSteps
@@ -93,6 +96,7 @@ func run(ctx context.Context, p plan, steps []string, log io.Writer) (*report, e
 		{"local", measureLocal},
 		{"remote", measureRemote},
 		{"stampede", measureStampede},
+		{"batch", measureBatch},
 		{"crash", measureCrash}, // kills c2 and g2: last of the steps on the bed
 		{"memory", measureMemory5},
 		{"ring", measureRing},

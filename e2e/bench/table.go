@@ -203,7 +203,7 @@ func (r *report) rows() []row {
 	}{
 		{"local", r.localRows}, {"remote", r.remoteRows}, {"stampede", r.stampedeRows},
 		{"crash", r.crashRows}, {"memory", r.memoryRows}, {"ring", r.ringRows},
-		{"http", r.httpRows}, {"resp", r.respRows},
+		{"http", r.httpRows}, {"resp", r.respRows}, {"batch", r.batchRows},
 	} {
 		if r.ran[s.step] {
 			rows = append(rows, s.rows()...)
@@ -433,6 +433,10 @@ func (r *report) markdown() string {
 		} {
 			b.WriteString("- " + s + "\n")
 		}
+	}
+	if r.ran["batch"] {
+		b.WriteString("- " + fmt.Sprintf("Rows 9 and 9b (step `batch`, run after row 3 on the same bed): a page of %d keys. Row 9: the keys are owned by the two other nodes, half each, on the near-off cluster (groupcache: g1 and g2; Redis: the one server); each caller reads a page of its own back to back (no two callers share a key, which would coalesce on the caller's node), and a page is one op — `GetMany`, %d `Get`s at once, %d groupcache `Get`s at once, or one go-redis `MGet`; samples of %d rounds of %v per system and callers, the systems' order rotated. Row 9b: fresh keys each trial, on all three owners; a query is one call of the loader (corral's batch loader or `LoadFunc`, groupcache's getter, the cache-aside's one load of every key its `MGET` missed), and the callers of the second figure fire at one instant, %d on each node. `cd e2e/bench && go run . -steps batch` runs these rows alone.",
+			r.plan.BatchKeys, r.plan.BatchKeys, r.plan.BatchKeys, r.plan.BatchRounds, r.plan.BatchDuration, r.plan.ColdCallers) + "\n")
 	}
 	for _, n := range r.notes {
 		b.WriteString("- " + n + "\n")

@@ -21,7 +21,7 @@ func TestAnswersSayWhatIsWrong(t *testing.T) {
 		{"GET an empty key", "GET", "/v1/groups/items/keys/", 400, "empty key: the path is /v1/groups/{group}/keys/{key}"},
 		{"PUT an empty key", "PUT", "/v1/groups/items/keys/", 400, "empty key"},
 		{"DELETE an empty key", "DELETE", "/v1/groups/items/keys/", 400, "empty key"},
-		{"no key at all", "GET", "/v1/groups/items/keys", 400, "empty key"},
+		{"no key at all", "GET", "/v1/groups/items/keys", 400, "no keys: name them as ?key=a&key=b"},
 		{"an empty tag", "DELETE", "/v1/tags/", 400, "empty tag: the path is /v1/tags/{tag}"},
 		{"a key never PUT, without an origin", "GET", "/v1/groups/items/keys/42", 404,
 			"not found: nothing is stored under this key, and this node has no --origin"},

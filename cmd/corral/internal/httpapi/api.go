@@ -110,6 +110,8 @@ func (a *API) routes() http.Handler {
 	})
 	mux.HandleFunc("PUT /v1/groups/{group}/keys/{key}", a.putKey)
 	mux.HandleFunc("DELETE /v1/groups/{group}/keys/{key}", a.deleteKey)
+	mux.HandleFunc("GET /v1/groups/{group}/keys", a.getKeys)
+	mux.HandleFunc("POST /v1/groups/{group}/keys:batch", a.postKeys)
 	mux.HandleFunc("DELETE /v1/tags/{tag}", a.deleteTag)
 	mux.HandleFunc("/v1/groups/{group}/keys/{$}", emptyName("key", "/v1/groups/{group}/keys/{key}"))
 	mux.HandleFunc("/v1/groups/{group}/keys", emptyName("key", "/v1/groups/{group}/keys/{key}"))

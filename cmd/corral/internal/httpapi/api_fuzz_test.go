@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -36,10 +37,11 @@ func (e *errAfter) Read(p []byte) (int, error) {
 
 // FuzzHTTPAPI feeds raw HTTP/1.1 requests to the API's handler — routing, the
 // group and key taken from the escaped path, the lease parameters (?lease=&wait=&ttl=&swr=),
-// the token check, bodies over the value limit. Whatever the request, the handler does not
-// panic nor answer 5xx; a write (PUT, DELETE) without the token gets 401; a PUT answered
-// 204 is what a Get of its key returns; and the sentinel key of the group "pages" keeps its
-// value unless the request writes it.
+// the batch reads' keys (?key=, a POST …/keys:batch body), the token check, bodies over the
+// value limit. Whatever the request, the handler does not panic nor answer 5xx; a write
+// (PUT, DELETE) without the token gets 401; a PUT answered 204 is what a Get of its key
+// returns; a batch read answered 200 is the documented JSON; and the sentinel key of the
+// group "pages" keeps its value unless the request writes it.
 func FuzzHTTPAPI(f *testing.F) {
 	// An API token, and small limits, so that an input can reach them; no origin: its groups
 	// hold what is written.
@@ -76,6 +78,16 @@ func FuzzHTTPAPI(f *testing.F) {
 		what := fmt.Sprintf("%s %s (%d)", r.Method, r.URL, res.StatusCode)
 		if res.StatusCode >= 500 {
 			t.Fatalf("%s: %s", what, w.Body)
+		}
+		if res.StatusCode == http.StatusOK && (isBatchRead(r) || strings.HasSuffix(r.URL.Path, "/keys")) {
+			var a struct {
+				Values  map[string]string          `json:"values"`
+				Missing []string                   `json:"missing"`
+				Errors  map[string]json.RawMessage `json:"errors"`
+			}
+			if err := json.Unmarshal(w.Body.Bytes(), &a); err != nil || a.Values == nil || a.Missing == nil || a.Errors == nil {
+				t.Fatalf("%s: the batch answer %q is not the documented JSON: %v", what, w.Body, err)
+			}
 		}
 		group, key := r.PathValue("group"), r.PathValue("key")
 		write := r.Method == http.MethodPut || r.Method == http.MethodDelete
@@ -159,6 +171,17 @@ func httpSeeds() []fuzzcorpus.Seed {
 		req("lease-too-long", "GET", "/v1/groups/pages/keys/p42?lease=2h&wait=2m", nil, ""),
 		req("lease-garbage", "GET", "/v1/groups/pages/keys/p42?lease=&wait=-5", nil, ""),
 		req("lease-repeated", "GET", "/v1/groups/pages/keys/p42?lease=1s&lease=x&wait=1&wait=y", nil, ""),
+		req("batch-get", "GET", "/v1/groups/pages/keys?key=p42&key="+servetest.SentinelKey+"&key=p42&key=none", nil, ""),
+		req("batch-get-escaped", "GET", "/v1/groups/pages/keys?key=a%2Fb%20c&key=%E2%9C%93&key=%FF", nil, ""),
+		req("batch-get-empty-key", "GET", "/v1/groups/pages/keys?key=", nil, ""),
+		req("batch-get-no-key", "GET", "/v1/groups/pages/keys?keys=p42", nil, ""),
+		req("batch-get-new-group", "GET", "/v1/groups/users.v2/keys?key=u1", nil, ""),
+		req("batch-post", "POST", "/v1/groups/pages/keys:batch", []string{"Content-Type: application/json"}, `{"keys": ["p42", "`+servetest.SentinelKey+`", "none", "p42"]}`),
+		req("batch-post-token", "POST", "/v1/groups/users.v2/keys:batch", []string{auth}, `{"keys": ["u1"]}`),
+		req("batch-post-escapes", "POST", "/v1/groups/pages/keys:batch", nil, `{"keys": ["\u0000\ud800", "a\"b", "\u00ff"]}`),
+		req("batch-post-not-json", "POST", "/v1/groups/pages/keys:batch", nil, `{"keys": "p42"`),
+		req("batch-post-too-large", "POST", "/v1/groups/pages/keys:batch", nil, `{"keys": ["`+strings.Repeat("k", 1<<10)+`"]}`),
+		req("batch-post-long-key", "POST", "/v1/groups/pages/keys:batch", nil, `{"keys": ["`+strings.Repeat("k", 1000)+`", ""]}`),
 		req("cluster", "GET", "/v1/cluster?key=p42", nil, ""),
 		req("cluster-empty-key", "GET", "/v1/cluster?key=%20", nil, ""),
 		req("readyz", "GET", "/readyz", nil, ""),

@@ -8,6 +8,9 @@
 //	GET    …/keys/{key}?lease=5s[&wait=200ms]   a lease (X-Corral-Lease-State, X-Corral-Lease)
 //	PUT    …/keys/{key}?ttl=60s[&swr=30s]       store for a lifetime, under X-Corral-Lease if sent
 //	GET    …/keys/{key}?peek                    what the key's owner holds, without a fill
+//	GET    /v1/groups/{group}/keys?key=a&key=b  a batch read (batch.go): JSON of values in
+//	POST   /v1/groups/{group}/keys:batch        base64, missing keys, failed keys; the POST's
+//	                                            body is {"keys": ["a", "b"]}, and it is a read
 //	DELETE /v1/tags/{tag}                       purge a tag cluster-wide; 204
 //	GET    /v1/cluster[?key=K]                  ClusterView as JSON
 //	GET    /healthz, /readyz, /metrics, /debug/corral
@@ -44,14 +47,17 @@
 // # Status codes
 //
 // Errors are text with a short reason. 400: a name, key, tag, lease or lifetime out of its
-// bounds, or a path with an empty key or tag. 401: no token where one is needed. 404: not
-// found (the origin said so; without an origin, nothing was stored under the key, and the body
-// says so), or a read without the token of a group that does not exist. 408: a body not
-// arrived whole within Limits.ReadBodyTimeout (the connection is then closed). 409: a lease
-// that is busy or no longer live. 413: a body over MaxValueBytes. 429: a client over its bound
-// of requests or leases, or a new group past --max-groups. 431: a header over MaxHeaderBytes.
-// 502: the origin failed. 503: the owner's lease table is full, or the node is shutting down.
-// 504: the peers did not answer. 508: a fill that asked for its own key. 202: a write that
-// stands although some member could not be told. Each refusal of a limit counts in
-// corral_http_limit_hits_total (package limithits).
+// bounds, or a path with an empty key or tag; a batch read of no keys, of more than 10,000, of
+// a key out of bounds or not UTF-8, or with a body that is not {"keys": [...]} (a batch read
+// answers 200 whatever its keys' fates: each failed key carries its own status). 401: no token
+// where one is needed. 404: not found (the origin said so; without an origin, nothing was
+// stored under the key, and the body says so), or a read without the token of a group that does
+// not exist. 408: a body not arrived whole within Limits.ReadBodyTimeout (the connection is
+// then closed). 409: a lease that is busy or no longer live. 413: a body over MaxValueBytes (a
+// PUT's value, a batch read's keys). 429: a client over its bound of requests or leases, or a
+// new group past --max-groups. 431: a header over MaxHeaderBytes. 502: the origin failed. 503:
+// the owner's lease table is full, or the node is shutting down. 504: the peers did not answer.
+// 508: a fill that asked for its own key. 202: a write that stands although some member could
+// not be told. Each refusal of a limit counts in corral_http_limit_hits_total (package
+// limithits).
 package httpapi

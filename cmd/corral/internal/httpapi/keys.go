@@ -79,23 +79,8 @@ func (a *API) putKey(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(a.cfg.MaxValueBytes)))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			a.cfg.Hits.Hit(limithits.Body)
-			httpError(w, http.StatusRequestEntityTooLarge,
-				fmt.Sprintf("body exceeds the value limit of %d bytes", a.cfg.MaxValueBytes))
-			return
-		}
-		if bodyTimedOut(err) {
-			a.cfg.Hits.Hit(limithits.ReadBodyTimeout)
-			w.Header().Set("Connection", "close") // the rest of the body is still on its way
-			httpError(w, http.StatusRequestTimeout,
-				fmt.Sprintf("the body did not arrive whole within %v (--read-body-timeout)", a.cfg.Limits.ReadBodyTimeout))
-			return
-		}
-		httpError(w, http.StatusBadRequest, "reading body: "+err.Error())
+	body, ok := a.readBody(w, r, fmt.Sprintf("body exceeds the value limit of %d bytes", a.cfg.MaxValueBytes))
+	if !ok {
 		return
 	}
 	v := objects.Object{Body: body, Type: r.Header.Get("Content-Type")}
@@ -112,6 +97,30 @@ func (a *API) putKey(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// readBody reads r's body whole, at most MaxValueBytes of it. It reports false once it has
+// answered why not: 413 with tooLarge past the bound, 408 for a body that did not arrive
+// within --read-body-timeout (the connection then closes), 400 for one cut short.
+func (a *API) readBody(w http.ResponseWriter, r *http.Request, tooLarge string) ([]byte, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(a.cfg.MaxValueBytes)))
+	if err == nil {
+		return body, true
+	}
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		a.cfg.Hits.Hit(limithits.Body)
+		httpError(w, http.StatusRequestEntityTooLarge, tooLarge)
+	case bodyTimedOut(err):
+		a.cfg.Hits.Hit(limithits.ReadBodyTimeout)
+		w.Header().Set("Connection", "close") // the rest of the body is still on its way
+		httpError(w, http.StatusRequestTimeout,
+			fmt.Sprintf("the body did not arrive whole within %v (--read-body-timeout)", a.cfg.Limits.ReadBodyTimeout))
+	default:
+		httpError(w, http.StatusBadRequest, "reading body: "+err.Error())
+	}
+	return nil, false
 }
 
 func (a *API) deleteKey(w http.ResponseWriter, r *http.Request) {

@@ -11,43 +11,50 @@ import (
 	"github.com/corralcache/corral/cmd/corral/internal/clip"
 )
 
-// writeError maps corral's errors to HTTP statuses with a short reason.
+// writeError maps corral's errors to HTTP statuses with a short reason (errorAnswer).
 func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	if status, reason := a.errorAnswer(r, err); status != 0 {
+		httpError(w, status, reason)
+	}
+}
+
+// errorAnswer is the status and short reason that answer one of corral's errors for r:
+// status 0 when nobody reads the answer (the client went away).
+func (a *API) errorAnswer(r *http.Request, err error) (status int, reason string) {
 	var le *corral.LimitError
 	var ue *corral.UnreachedError
 	var fe *corral.FillError
 	switch {
 	case errors.Is(err, corral.ErrNotFound) && a.cfg.Origin == nil:
 		// Without an origin nothing is fetched: a key holds only what was written to it.
-		httpError(w, http.StatusNotFound, "not found: nothing is stored under this key, and this node has no --origin to fetch it from (values come only from PUT and leases)")
+		return http.StatusNotFound, "not found: nothing is stored under this key, and this node has no --origin to fetch it from (values come only from PUT and leases)"
 	case errors.Is(err, corral.ErrNotFound):
-		httpError(w, http.StatusNotFound, "not found")
+		return http.StatusNotFound, "not found"
 	case errors.As(err, &le):
-		status := http.StatusBadRequest
 		if le.Limit == "value" {
-			status = http.StatusRequestEntityTooLarge
+			return http.StatusRequestEntityTooLarge, err.Error()
 		}
-		httpError(w, status, err.Error())
+		return http.StatusBadRequest, err.Error()
 	case errors.Is(err, corral.ErrInvalidTag):
-		httpError(w, http.StatusBadRequest, err.Error())
+		return http.StatusBadRequest, err.Error()
 	case errors.Is(err, corral.ErrFillCycle):
-		httpError(w, http.StatusLoopDetected, err.Error())
+		return http.StatusLoopDetected, err.Error()
 	case errors.As(err, &ue):
 		// The owner applied the write; some near copies may live until they expire.
-		httpError(w, http.StatusAccepted, err.Error())
+		return http.StatusAccepted, err.Error()
 	case errors.Is(err, corral.ErrClosed):
-		httpError(w, http.StatusServiceUnavailable, "node is shutting down")
+		return http.StatusServiceUnavailable, "node is shutting down"
 	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
 		// The client went away; nobody reads the answer.
+		return 0, ""
 	case errors.Is(err, corral.ErrPeerTimeout):
 		// The time went to peers that did not answer, not to the origin.
-		httpError(w, http.StatusGatewayTimeout, saying("peers", fe0(err)))
+		return http.StatusGatewayTimeout, saying("peers", fe0(err))
 	case errors.As(err, &fe):
-		httpError(w, http.StatusBadGateway, saying("origin", fe.Err))
-	default:
-		a.cfg.Log.Warn("request failed", "method", r.Method, "path", r.URL.EscapedPath(), "err", err)
-		httpError(w, http.StatusBadGateway, clip.Reason(err))
+		return http.StatusBadGateway, saying("origin", fe.Err)
 	}
+	a.cfg.Log.Warn("request failed", "method", r.Method, "path", r.URL.EscapedPath(), "err", err)
+	return http.StatusBadGateway, clip.Reason(err)
 }
 
 // saying is err's reason for a client, prefixed with what failed unless it already begins

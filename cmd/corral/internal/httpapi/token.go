@@ -5,7 +5,7 @@ import "net/http"
 // authorize wraps the HTTP API: with a token, every request that changes something needs
 // it, and with --api-token-reads every other request too, except the probes and /metrics,
 // which a kubelet and a Prometheus scrape without credentials. A request without it gets
-// 401 and changes nothing.
+// 401 and changes nothing. POST …/keys:batch is a read, as the GET it stands for.
 func (a *API) authorize(next http.Handler) http.Handler {
 	if a.cfg.Token == nil {
 		return next
@@ -16,7 +16,7 @@ func (a *API) authorize(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		read := r.Method == http.MethodGet || r.Method == http.MethodHead
+		read := r.Method == http.MethodGet || r.Method == http.MethodHead || isBatchRead(r)
 		if (read && !a.cfg.TokenReads) || a.cfg.Token.Bearer(r.Header.Get("Authorization")) {
 			next.ServeHTTP(w, r)
 			return

@@ -20,8 +20,15 @@
 //	                              within --read-header-timeout (a slowloris)
 //	read_body_timeout     408     a request body not arrived whole within --read-body-timeout of
 //	                              its header (a trickled body); its connection is closed
-//	resp_command          -       a Redis-protocol connection cut off for a command over its bound
-//	                              (bytes, arguments, an inline line)
+//	batch                 400     a batch read refused whole (HTTP GET …/keys?key=, POST …/keys:batch;
+//	                              MGET: -ERR): more keys than 10,000, a key empty or over 4 KiB, or
+//	                              one the origin cannot be asked for; nothing is read
+//	resp_command          -       a Redis-protocol command over its bound: of more bytes, or an
+//	                              inline line over 64 KiB, or a count of arguments no command of
+//	                              that many bytes could hold, its connection is cut off; of more
+//	                              arguments than 10,001 within those bytes, it is read, dropped
+//	                              and answered -ERR, and the connection goes on (an MGET of more
+//	                              than 10,000 keys counts as batch)
 //	resp_protocol         -       a Redis-protocol connection cut off for a request that is not RESP
 //	                              (or an inline line with unbalanced quotes)
 //	resp_pending_bytes    -       a Redis-protocol command refused past --resp-max-pending-bytes

@@ -28,6 +28,7 @@ const (
 	LeaseTime          Limit = "lease_time"
 	ClientLeases       Limit = "client_leases"
 	LeasesFull         Limit = "leases_full"
+	Batch              Limit = "batch"
 )
 
 // Counter counts the hits of each limit. It is safe for concurrent use; a nil *Counter
@@ -40,7 +41,7 @@ type Counter struct {
 func New(reg prometheus.Registerer) (*Counter, error) {
 	limits := []Limit{Header, Body, ClientRequests, OpsRequests, Groups, ReadHeaderTimeout, ReadBodyTimeout,
 		RESPCommand, RESPProtocol, RESPPendingBytes, RESPConnections, RESPIdleTimeout, RESPCommandTimeout,
-		LeaseTime, ClientLeases, LeasesFull}
+		LeaseTime, ClientLeases, LeasesFull, Batch}
 	names := make([]string, len(limits))
 	for i, l := range limits {
 		names[i] = string(l)

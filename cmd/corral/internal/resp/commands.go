@@ -11,8 +11,10 @@ import (
 
 	"github.com/corralcache/corral"
 	"github.com/corralcache/corral/cmd/corral/internal/apitoken"
+	"github.com/corralcache/corral/cmd/corral/internal/batch"
 	"github.com/corralcache/corral/cmd/corral/internal/clientlease"
 	"github.com/corralcache/corral/cmd/corral/internal/clip"
+	"github.com/corralcache/corral/cmd/corral/internal/limithits"
 	"github.com/corralcache/corral/cmd/corral/internal/objects"
 	"github.com/corralcache/corral/fill"
 )
@@ -63,6 +65,8 @@ func (s *Server) serveCommand(c *conn, args [][]byte) (quit bool) {
 		c.writeArray(0) // no command table: clients fall back to sending commands as typed
 	case "get":
 		s.get(c, args)
+	case "mget":
+		s.mget(c, args)
 	case "set":
 		s.set(c, args)
 	case "del":
@@ -108,6 +112,8 @@ func commandName(b []byte) string {
 	switch string(lower) { // a switch on string(bytes) does not allocate
 	case "get":
 		return "get"
+	case "mget":
+		return "mget"
 	case "set":
 		return "set"
 	case "del":
@@ -283,6 +289,82 @@ func (s *Server) get(c *conn, args [][]byte) {
 		s.writeErr(c, err)
 	default:
 		c.writeBulk(v.Body)
+	}
+}
+
+// mget reads its keys as one batch read (package batch): the keys that miss on this node
+// asked of their owners in one request per owner, each key filled once in the cluster, through
+// --origin when the node has one. It answers as Redis does: an array of each key's value, or
+// nil for a key not found, in the order asked, a key named twice answered twice. A key that
+// failed (not a not-found: the origin failed, the peers did not answer) fails the command:
+// -ERR naming the keys that failed, so that no client takes a failure for a miss; the keys
+// that were read stay cached, and an MGET again costs only the fills of the failed ones.
+func (s *Server) mget(c *conn, args [][]byte) {
+	if len(args) == 0 {
+		wrongArgs(c, "mget")
+		return
+	}
+	keys := make([]string, len(args))
+	for i, a := range args {
+		keys[i] = s.keys.Of(a)
+	}
+	a, err := batch.Read(s.ctx, s.cfg.Group, s.cfg.Origin, keys)
+	switch {
+	case errors.Is(err, batch.ErrRefused):
+		s.cfg.Hits.Hit(limithits.Batch)
+		c.writeError("ERR " + err.Error())
+		return
+	case err != nil:
+		s.writeErr(c, err)
+		return
+	case len(a.Failed) > 0:
+		s.cfg.Log.Warn("Redis protocol: MGET keys failed", "keys", len(a.Failed), "of", len(keys), "first", a.Failed[0].Err)
+		c.writeError(failedKeys(a.Failed, len(keys)))
+		return
+	}
+	c.writeArray(len(keys))
+	for _, key := range keys {
+		if v, found := a.Values[key]; found {
+			c.writeBulk(v.Body)
+		} else {
+			c.null()
+		}
+	}
+}
+
+// failedKeys is MGET's error for keys that failed: how many, and the first few with why.
+func failedKeys(failed []batch.Failure, asked int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "ERR MGET: %d of %d keys failed, so no key is answered (the others are cached: MGET again)", len(failed), asked)
+	const shown = 3
+	for i, f := range failed {
+		if i == shown {
+			fmt.Fprintf(&b, "; and %d more", len(failed)-shown)
+			break
+		}
+		reason := f.Err
+		var fe *corral.FillError
+		if errors.As(f.Err, &fe) {
+			reason = fe.Err // the key is named already
+		}
+		fmt.Fprintf(&b, "; '%s': %s", clip.String(f.Key, 64), strings.TrimPrefix(clip.String(reason.Error(), 120), "corral: "))
+	}
+	return b.String()
+}
+
+// refuseArgs answers a command that the reader dropped for its arguments: an MGET of more
+// keys than a batch read may name, or any command of more arguments than the bound.
+func (s *Server) refuseArgs(c *conn, e *argsError) {
+	switch {
+	case e.name == "mget" && e.count > 0:
+		s.cfg.Hits.Hit(limithits.Batch)
+		c.writeError(fmt.Sprintf("ERR MGET of %d keys exceeds the limit of %d keys of one batch read: nothing was read", e.count-1, batch.MaxKeys))
+	case e.count > 0:
+		s.cfg.Hits.Hit(limithits.RESPCommand)
+		c.writeError(fmt.Sprintf("ERR a command of %d arguments exceeds the limit of %d: it was not run", e.count, maxArgs))
+	default:
+		s.cfg.Hits.Hit(limithits.RESPCommand)
+		c.writeError(fmt.Sprintf("ERR a command of more than %d arguments exceeds the limit: it was not run", maxArgs))
 	}
 }
 

@@ -105,11 +105,15 @@ func (c *conn) serve() {
 	}()
 	for {
 		args, err := c.rd.command()
-		if err != nil {
+		quit := false
+		if err == nil {
+			quit = s.serveCommand(c, args)
+		} else if ae, ok := err.(*argsError); ok {
+			s.refuseArgs(c, ae)
+		} else {
 			c.readFailed(err)
 			return
 		}
-		quit := s.serveCommand(c, args)
 		c.rd.done()
 		if quit || c.werr != nil || c.hungUp.Load() {
 			c.w.Flush()

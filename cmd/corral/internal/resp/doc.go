@@ -7,6 +7,10 @@
 //	AUTH [user] token                       OK, or WRONGPASS (see --api-token-file)
 //	GET key                                 the value, or nil; with --origin a read-through, as
 //	                                        HTTP GET: a key not held (DEL included) is fetched
+//	MGET key [key …]                        an array of each key's value or nil, in order: one
+//	                                        batch read (GetMany), at most 10,000 keys; a key that
+//	                                        failed (not a not-found) fails the command: -ERR
+//	                                        naming the failed keys
 //	SET key value [EX s | PX ms] [TAGS t …] OK; without EX or PX the value takes --ttl
 //	DEL key [key …]                         the number of keys deleted (each cluster-wide)
 //	EXISTS key [key …]                      how many of the keys the owner holds (a key named
@@ -50,7 +54,10 @@
 //
 // What a connection may cost is bounded (Limits): the connections at once, the time a
 // connection may sit idle, the time one command may take to arrive and its reply to be
-// read, the bytes of one command, and the bytes of all commands still being read. A panic
+// read, the bytes of one command, and the bytes of all commands still being read. A
+// command's arguments are bounded too (10,001: an MGET of a batch read's 10,000 keys); a
+// command of more, within its bytes, is read, dropped and answered -ERR, and the
+// connection goes on. A panic
 // on a connection's goroutines ends that connection alone: it is logged, counted in
 // corral_resp_panics_total, and the client is told.
 package resp

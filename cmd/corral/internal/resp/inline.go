@@ -28,7 +28,8 @@ var errUnbalancedQuotes = errors.New("unbalanced quotes in request")
 var errTooManyInlineArgs = errors.New("too many arguments")
 
 // splitInline splits line, an inline command without its line end, into at most maxArgs
-// arguments, as Redis's sdssplitargs does (see above). Each argument is a slice of its own,
+// arguments, as Redis's sdssplitargs does (see above); past maxArgs, it returns the first
+// maxArgs with errTooManyInlineArgs. Each argument is a slice of its own,
 // of its length (line may be the reader's buffer, and a stored value keeps its slice).
 func splitInline(line []byte, maxArgs int) ([][]byte, error) {
 	if i := bytes.IndexByte(line, 0); i >= 0 {
@@ -46,7 +47,7 @@ func splitInline(line []byte, maxArgs int) ([][]byte, error) {
 			return args, nil
 		}
 		if len(args) == maxArgs {
-			return nil, errTooManyInlineArgs
+			return args, errTooManyInlineArgs
 		}
 		arg := scratch[:0]
 		var quote byte // '"' or '\'' while in quotes

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/corralcache/corral/cmd/corral/internal/batch"
 	"github.com/corralcache/corral/cmd/corral/internal/limithits"
 )
 
@@ -38,19 +40,35 @@ type requestLimits struct {
 	step int
 }
 
-// Fixed bounds of a request. maxArgs: corral's commands take at most 8 arguments but
-// DEL takes any number of keys; 4096 keys, each deleted cluster-wide, is past any client's
-// batch. maxInlineBytes is Redis's own (PROTO_INLINE_MAX_SIZE). A header line ("*3\r\n",
-// "$5\r\n") is a type byte, at most 18 digits and CRLF: longer is not a number any limit
-// allows.
+// Fixed bounds of a request. maxArgs: corral's commands take at most 8 arguments but MGET,
+// DEL and EXISTS take any number of keys; MGET's bound is a batch read's (batch.MaxKeys), and
+// the others share it. maxInlineBytes is Redis's own (PROTO_INLINE_MAX_SIZE). A header line
+// ("*3\r\n", "$5\r\n") is a type byte, at most 18 digits and CRLF: longer is not a number any
+// limit allows. minBulkBytes is the smallest argument on the wire, "$0\r\n\r\n".
 const (
-	maxArgs        = 4096
+	maxArgs        = 1 + batch.MaxKeys
 	maxInlineBytes = 64 << 10
 	maxHeaderLine  = 1 + 18 + 2
+	minBulkBytes   = 6
 	// bulkStep is the most a bulk's buffer takes before its bytes arrive, and the part of a
 	// command that is not reserved from the node-wide budget.
 	bulkStep = 64 << 10
 )
+
+// argsError is a command of more arguments than the bound, read whole and dropped: the
+// client is told, and the connection goes on with its next command. (A count that could not
+// fit the command's byte bound even with empty arguments is a protoError at once.)
+type argsError struct {
+	name  string // the command's name in lower case, if it is at most 16 bytes
+	count int    // the arguments, its name included; 0: more than the bound (an inline line)
+}
+
+func (e *argsError) Error() string {
+	if e.count == 0 {
+		return fmt.Sprintf("a command of more than %d arguments", maxArgs)
+	}
+	return fmt.Sprintf("a command of %d arguments", e.count)
+}
 
 // protoError is a request the reader refuses: the client is told (-ERR Protocol error:
 // …) and the connection closes, as Redis does, since what follows cannot be framed.
@@ -111,8 +129,9 @@ func newReader(r *bufio.Reader, lim requestLimits, budget *pendingBudget) *reade
 }
 
 // command reads the next command: its arguments, the name first (never empty). Empty
-// commands (an empty line, *0, *-1) are skipped, as Redis skips them. Any error ends the
-// connection: a *protoError says what the client sent wrong; io.EOF and the
+// commands (an empty line, *0, *-1) are skipped, as Redis skips them. An *argsError is a
+// command of too many arguments, read and dropped: the connection goes on. Any other error
+// ends the connection: a *protoError says what the client sent wrong; io.EOF and the
 // connection's errors pass through. The arguments — the slice and the bytes of each — are
 // the caller's until the next call, and its reservation until done: a command that keeps
 // an argument's bytes past that (a value it stores) copies them.
@@ -197,12 +216,31 @@ func (rr *reader) multibulk() ([][]byte, error) {
 		return nil, protoErr(limithits.RESPProtocol, "invalid multibulk length")
 	case count <= 0:
 		return nil, nil // *0 and *-1: nothing to do
-	case count > rr.lim.args:
+	case count > rr.lim.args && count > (rr.lim.command-used)/minBulkBytes:
 		return nil, protoErr(limithits.RESPCommand, "a command of %d arguments exceeds the limit of %d", count, rr.lim.args)
 	}
+	// A command of too many arguments that could still fit the byte bound is read, within
+	// it, and dropped: its name is kept for the reply, and its other arguments are not.
+	keep := count <= rr.lim.args
 	args := rr.args[:0]
-	defer func() { rr.args = args[:0] }() // kept, however the command ends, for the next
-	for range count {
+	if keep && count > cap(args) {
+		// The slice's headers are memory the command holds, as its bytes are.
+		if !rr.charge(count * sliceHeaderBytes) {
+			return nil, rr.budgetFull()
+		}
+		rr.allocated += count * sliceHeaderBytes
+		args = make([][]byte, 0, count)
+	}
+	defer func() {
+		// Kept, however the command ends, for the next; a long one is not kept, so that an
+		// idle connection that once sent one does not hold it.
+		rr.args = args[:0]
+		if cap(args) > keptArgs {
+			rr.args = nil
+		}
+	}()
+	var name []byte
+	for i := range count {
 		c, err := rr.r.Peek(1)
 		if err != nil {
 			return nil, err
@@ -220,17 +258,69 @@ func (rr *reader) multibulk() ([][]byte, error) {
 		case n > rr.lim.command-used-2:
 			return nil, rr.tooLarge()
 		}
+		used += n + 2
+		if !keep && i > 0 {
+			if err := rr.skip(n); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		arg, err := rr.bulk(n)
 		if err != nil {
 			return nil, err
 		}
-		used += n + 2
-		args = append(args, arg)
+		if i == 0 {
+			name = arg
+		}
+		if keep {
+			args = append(args, arg)
+		}
 	}
-	if len(args[0]) == 0 {
+	if len(name) == 0 {
 		return nil, protoErr(limithits.RESPProtocol, "empty command name")
 	}
+	if !keep {
+		return nil, &argsError{name: shortName(name), count: count}
+	}
 	return args, nil
+}
+
+// sliceHeaderBytes is what one argument costs in a command's slice of arguments, and
+// keptArgs the longest slice a reader keeps for its next command.
+const (
+	sliceHeaderBytes = 24
+	keptArgs         = 64
+)
+
+// shortName is a command's name in lower case for an argsError: "" when it is longer than 16
+// bytes, which no command's is.
+func shortName(b []byte) string {
+	if len(b) > 16 {
+		return ""
+	}
+	return strings.ToLower(string(b))
+}
+
+// skip reads n bytes of a dropped argument, and their CRLF.
+func (rr *reader) skip(n int) error {
+	if _, err := rr.r.Discard(n); err != nil {
+		return unexpectedEOF(err)
+	}
+	return rr.crlf()
+}
+
+// crlf reads the CRLF that ends a bulk string.
+func (rr *reader) crlf() error {
+	for _, want := range []byte("\r\n") {
+		c, err := rr.r.ReadByte()
+		if err != nil {
+			return unexpectedEOF(err)
+		}
+		if c != want {
+			return protoErr(limithits.RESPProtocol, "a bulk string is not followed by CRLF")
+		}
+	}
+	return nil
 }
 
 func (rr *reader) tooLarge() error {
@@ -269,14 +359,8 @@ func (rr *reader) bulk(n int) ([]byte, error) {
 			return nil, unexpectedEOF(err)
 		}
 	}
-	for _, want := range []byte("\r\n") {
-		c, err := rr.r.ReadByte()
-		if err != nil {
-			return nil, unexpectedEOF(err)
-		}
-		if c != want {
-			return nil, protoErr(limithits.RESPProtocol, "a bulk string is not followed by CRLF")
-		}
+	if err := rr.crlf(); err != nil {
+		return nil, err
 	}
 	return buf, nil
 }
@@ -288,19 +372,28 @@ func (rr *reader) alloc(buf []byte, size int) []byte {
 		return []byte{}
 	}
 	grow := size - cap(buf)
-	// What the command holds past its first step comes from the node-wide budget.
-	over := max(rr.cmdBytes+grow-rr.lim.step, 0) - rr.held
-	if over > 0 {
-		if !rr.budget.reserve(over) {
-			return nil
-		}
-		rr.held += over
+	if !rr.charge(grow) {
+		return nil
 	}
 	rr.allocated += grow
-	rr.cmdBytes += grow
 	nb := make([]byte, len(buf), size)
 	copy(nb, buf)
 	return nb
+}
+
+// charge counts n more bytes held by the current command: what it holds past its first
+// bulkStep comes from the node-wide budget. It reports false, counting nothing, when the
+// budget has no room for them.
+func (rr *reader) charge(n int) bool {
+	over := max(rr.cmdBytes+n-rr.lim.step, 0) - rr.held
+	if over > 0 {
+		if !rr.budget.reserve(over) {
+			return false
+		}
+		rr.held += over
+	}
+	rr.cmdBytes += n
+	return true
 }
 
 func (rr *reader) budgetFull() error {
@@ -328,7 +421,9 @@ func (rr *reader) inlineCommand() ([][]byte, error) {
 	case errors.Is(err, errUnbalancedQuotes):
 		return nil, protoErr(limithits.RESPProtocol, "%v", err)
 	case err != nil:
-		return nil, protoErr(limithits.RESPCommand, "a command of more than %d arguments exceeds the limit", rr.lim.args)
+		// The line was read whole: the command is dropped, and the connection goes on.
+		rr.allocated += len(line)
+		return nil, &argsError{name: shortName(args[0])}
 	}
 	rr.allocated += len(line) // splitInline's scratch
 	for _, a := range args {

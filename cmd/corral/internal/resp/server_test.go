@@ -35,7 +35,7 @@ func TestRESPHostileHeaders(t *testing.T) {
 	}{
 		{"length 2^63-1", "*1\r\n$9223372036854775807\r\n", "-ERR Protocol error: invalid bulk length\r\n", "resp_protocol"},
 		{"length 2^59", "*1\r\n$576460752303423488\r\n", "-ERR Protocol error: command exceeds the", "resp_command"},
-		{"count 2^40", "*1099511627776\r\n", "-ERR Protocol error: a command of 1099511627776 arguments exceeds the limit of 4096\r\n", "resp_command"},
+		{"count 2^40", "*1099511627776\r\n", "-ERR Protocol error: a command of 1099511627776 arguments exceeds the limit of 10001\r\n", "resp_command"},
 		{"4 GiB", "*2\r\n$3\r\nSET\r\n$4294967296\r\n", "-ERR Protocol error: command exceeds the", "resp_command"},
 		{"not a bulk", "*1\r\n:1\r\n", "-ERR Protocol error: expected '$', got ':'\r\n", "resp_protocol"},
 		{"inline too long", strings.Repeat("A", maxInlineBytes+10) + "\r\n", "-ERR Protocol error: an inline command exceeds", "resp_command"},

@@ -223,6 +223,7 @@ func (c *Cache[V]) runBatch(parent context.Context, b *batch[V], inline bool) {
 	// then wake every key's callers: as complete does for one key.
 	done := make([]settled[V], len(b.calls)) // a zero one (nil cl): the key was completed already
 	var stored []string
+	var xk choice
 	for i, cl := range b.calls {
 		key := b.keys[i]
 		r := result[V]{err: err}
@@ -233,7 +234,8 @@ func (c *Cache[V]) runBatch(parent context.Context, b *batch[V], inline bool) {
 			}
 			r = result[V]{v: l.Value, copy: l.Copy, err: l.Err}
 		}
-		xi := x.forKey(key)
+		x.forKey(key, &xk) // settle keeps none of xk but its tags: one for every key
+		xi := &xk
 		if r.copy != nil {
 			xi.take(r.copy)
 		}
@@ -261,9 +263,9 @@ func (c *Cache[V]) runBatch(parent context.Context, b *batch[V], inline bool) {
 	}
 }
 
-// forKey returns the choices of a batch's fill for key: the batch's, with key's own tags.
-func (x *choice) forKey(key string) *choice {
-	xi := *x
+// forKey sets xi to the choices of a batch's fill for key: the batch's, with key's own tags.
+func (x *choice) forKey(key string, xi *choice) {
+	*xi = *x
 	if t := x.keyTags[key]; len(t) > 0 {
 		xi.tags = slices.Clone(x.tags)
 		for _, tag := range t {
@@ -275,7 +277,6 @@ func (x *choice) forKey(key string) *choice {
 		xi.tags = slices.Clip(x.tags) // take may append: not onto the batch's
 	}
 	xi.keyTags = nil
-	return &xi
 }
 
 // batchLoadSafe runs the batch loader, recovering a panic into a *PanicError logged with its

@@ -50,3 +50,7 @@ func (JSONCodec[V]) Decode(b []byte) (V, error) {
 	}
 	return v, nil
 }
+
+// DecodeCopies says Decode keeps no reference to its input: a batch's values are decoded
+// from the buffer they share without a copy each.
+func (stringCodec) DecodeCopies() bool { return true }

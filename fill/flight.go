@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -190,6 +191,9 @@ func (c *Cache[V]) refresh(ctx context.Context, key string, e *entry[V]) {
 		c.stats.refreshesSkipped.Add(1)
 		return
 	}
+	// The refresh keeps key, which may be part of a larger string (a peer's batch of keys,
+	// looked up one by one): it keeps a copy, not the whole.
+	key = strings.Clone(key)
 	cl := &call[V]{done: make(chan struct{}), stale: e, version: max(e.version, c.tombs.Version(key)), born: c.versionNow()}
 	c.calls[key] = cl
 	c.wg.Add(1)

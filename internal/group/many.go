@@ -182,35 +182,21 @@ func (g *Group[V]) fetchMany(ctx context.Context, keys []string) (map[string]fil
 func (g *Group[V]) askOwnerMany(ctx context.Context, st *view.MemberState, keys []string,
 	set func(key string, v V, cp *fill.Copy, tags []string, err error)) error {
 	for ask := keys; len(ask) > 0; {
-		raw := make([][]byte, len(ask))
-		for i, k := range ask {
-			raw[i] = []byte(k)
-		}
-		resp, err := g.env.Client.GetFrom(ctx, st.PeerAddr, st.Gone.Done(), &peerpb.GetRequest{
-			Header: g.env.Router.HeaderWith(fill.OuterChain(ctx)), Group: g.name, Keys: raw,
-		})
+		req := &peerpb.GetRequest{Header: g.env.Router.HeaderWith(fill.OuterChain(ctx)), Group: g.name}
+		req.Keys, req.KeySizes = packKeys(ask)
+		resp, err := g.env.Client.GetFrom(ctx, st.PeerAddr, st.Gone.Done(), req)
 		if err != nil {
 			return err
 		}
 		g.batchesSent.Add(1)
 		g.batchKeysSent.Add(uint64(len(ask)))
-		results := resp.GetResults()
-		if len(results) != len(ask) {
-			return fmt.Errorf("%w: %s answered %d results for %d keys", transport.ErrInvalidArgument, st.Name, len(results), len(ask))
+		b := resp.GetBatch()
+		if err := checkBatch(b, len(ask)); err != nil {
+			return fmt.Errorf("%w: %s answered a batch of %d keys: %v", transport.ErrInvalidArgument, st.Name, len(ask), err)
 		}
-		var again []string
-		for i, r := range results {
-			key := ask[i]
-			switch {
-			case r.GetAgain():
-				again = append(again, key)
-			case r.GetFailure() != nil:
-				var zero V
-				set(key, zero, nil, nil, route.FromWire(transport.KeyError(st.PeerAddr, r.GetFailure())))
-			default:
-				v, cp, err := g.fromOwner(st, key, r.GetEntry())
-				set(key, v, cp, r.GetEntry().GetTags(), err)
-			}
+		again, err := g.readBatch(st, ask, b, set)
+		if err != nil {
+			return fmt.Errorf("%w: %s answered a batch of %d keys: %v", transport.ErrInvalidArgument, st.Name, len(ask), err)
 		}
 		if len(again) == len(ask) {
 			return fmt.Errorf("%w: %s answered no key of %d", transport.ErrInvalidArgument, st.Name, len(ask))
@@ -220,66 +206,89 @@ func (g *Group[V]) askOwnerMany(ctx context.Context, st *view.MemberState, keys 
 	return nil
 }
 
-// serveMany serves a peer's batch (a GetRequest with Keys) as the keys' acting owner: each
-// key as ServeGet serves a Get of it, all filled together (see GetMany), and answered on its
-// own. The answer stops taking entries once they fill the room a message has for values
+// serveMany serves a peer's batch of keys (a GetRequest with Keys, unpacked by batchKeys) as
+// the keys' acting owner: each key as ServeGet serves a Get of it, all filled together (see
+// GetMany), and answered on its own. With held, it answers only when every valid key is held
+// here (fresh, or stale within grace), without waiting, and reports false otherwise, leaving
+// the batch to ServeGet; without, its keys are the batch's own strings (a fill keeps them).
+// The answer stops taking values once they fill the room a message has for them
 // (Config.MaxValueBytes): the keys past that are answered "again", and the peer asks again
 // for them (the store holds them by then).
-func (g *Group[V]) serveMany(ctx context.Context, req *peerpb.GetRequest, held bool) (*peerpb.GetResponse, bool) {
-	raw := req.GetKeys()
-	keys := make([]string, len(raw))
-	valid := make([]string, 0, len(raw))
-	for i, b := range raw {
-		keys[i] = string(b)
-		if fill.CheckKey(keys[i]) == nil {
-			valid = append(valid, keys[i])
-		}
-	}
-	var res map[string]fill.Result[V]
+func (g *Group[V]) serveMany(ctx context.Context, req *peerpb.GetRequest, keys []string, held bool) (*peerpb.GetResponse, bool) {
+	w := newBatchWriter(len(keys), g.env.Limits.MaxValueBytes)
 	if held {
-		res = make(map[string]fill.Result[V], len(valid))
-		for _, key := range valid {
+		valid := 0
+		for i, key := range keys {
+			if err := g.env.Limits.Key(key); err != nil {
+				w.fail(i, transport.KeyFailure(ctx, route.ToWire(err)))
+				continue
+			}
 			e, src, ok := g.local.LookupHeld(ctx, key)
 			if !ok {
-				return nil, false // ServeGet answers it
+				return nil, false // ServeGet answers the batch
 			}
-			res[key] = fill.Result[V]{Entry: e, Source: src}
+			valid++
+			g.answerRow(ctx, w, i, key, e, src)
 		}
-	} else {
-		var chain []string
-		for _, link := range req.GetHeader().GetChain() {
-			chain = append(chain, string(link))
-		}
-		res = g.local.LookupEntries(fill.WithChain(ctx, chain), valid)
+		g.peerGets.Add(uint64(valid))
+		return w.done(), true
 	}
+	valid := make([]string, 0, len(keys))
+	for _, key := range keys {
+		if fill.CheckKey(key) == nil {
+			valid = append(valid, key)
+		}
+	}
+	var chain []string
+	for _, link := range req.GetHeader().GetChain() {
+		chain = append(chain, string(link))
+	}
+	res := g.local.LookupEntries(fill.WithChain(ctx, chain), valid)
 	g.peerGets.Add(uint64(len(valid)))
-	resp := &peerpb.GetResponse{Results: make([]*peerpb.KeyResult, len(keys))}
-	room, full := g.env.Limits.MaxValueBytes, false
 	for i, key := range keys {
 		if err := g.env.Limits.Key(key); err != nil {
-			resp.Results[i] = &peerpb.KeyResult{Failure: transport.KeyFailure(ctx, route.ToWire(err))}
+			w.fail(i, transport.KeyFailure(ctx, route.ToWire(err)))
 			continue
 		}
 		r := res[key]
 		if r.Err != nil {
-			resp.Results[i] = &peerpb.KeyResult{Failure: transport.KeyFailure(ctx, route.ToWire(r.Err))}
+			w.fail(i, transport.KeyFailure(ctx, route.ToWire(r.Err)))
 			continue
 		}
-		pe, err := g.encodeEntry(key, r.Entry)
-		if err != nil {
-			resp.Results[i] = &peerpb.KeyResult{Failure: transport.KeyFailure(ctx, route.ToWire(err))}
-			continue
-		}
-		size := len(pe.GetValue()) + len(pe.GetKey()) + entryOverhead
-		if full || i > 0 && size > room {
-			full = true // past the first key left out, every key is left out: the peer asks again in order
-			resp.Results[i] = &peerpb.KeyResult{Again: true}
-			continue
-		}
-		room -= size
-		resp.Results[i] = &peerpb.KeyResult{Entry: pe, Source: wireSource(r.Source)}
+		g.answerRow(ctx, w, i, key, r.Entry, r.Source)
 	}
-	return resp, true
+	return w.done(), true
+}
+
+// answerRow answers row i of w, key, with e, found as src: in the columns when e is an
+// untagged value, else in others.
+func (g *Group[V]) answerRow(ctx context.Context, w *batchWriter, i int, key string, e fill.Entry[V], src fill.Source) {
+	if e.NotFound || len(e.Tags) > 0 {
+		pe, err := g.encodeEntry(key, e)
+		if err != nil {
+			w.fail(i, transport.KeyFailure(ctx, route.ToWire(err)))
+			return
+		}
+		if w.fits(i, len(pe.GetValue())+len(pe.GetKey())+entryOverhead) {
+			w.other(i, &peerpb.KeyResult{Entry: pe, Source: wireSource(src)})
+		}
+		return
+	}
+	b, err := g.codec.Encode(e.Value)
+	if err == nil {
+		err = g.env.Limits.Value(len(b))
+	} else {
+		err = fmt.Errorf("corral: encode value of %s/%q: %w", g.name, key, err)
+	}
+	if err != nil {
+		w.fail(i, transport.KeyFailure(ctx, route.ToWire(err)))
+		return
+	}
+	if w.fits(i, len(b)+rowOverhead) {
+		w.values[i] = b
+		w.b.FreshForNanos[i] = int64(e.FreshFor)
+		w.b.Versions[i] = e.Version
+	}
 }
 
 // entryOverhead is what an entry costs in an answer beside its key and value, at most: its

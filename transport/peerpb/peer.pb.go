@@ -460,10 +460,13 @@ type GetRequest struct {
 	// runs, if any, and to answer with what that fill stored. It still never
 	// starts a fill.
 	WaitFill bool `protobuf:"varint,5,opt,name=wait_fill,json=waitFill,proto3" json:"wait_fill,omitempty"`
-	// keys, when set, makes the request a batch (GetMany): the receiver serves
-	// each key as it would a Get of it alone (key is then unset) and answers with
-	// one result per key, in the order of keys. A batch never peeks.
-	Keys          [][]byte `protobuf:"bytes,6,rep,name=keys,proto3" json:"keys,omitempty"`
+	// keys, with key_sizes, makes the request a batch (GetMany): its keys one
+	// after another, key_sizes[i] bytes for the i-th — one buffer for a page of
+	// keys, not one per key. The receiver serves each key as it would a Get of
+	// it alone (key is then unset) and answers with GetResponse.batch, one row
+	// per key, in the order of the keys. A batch never peeks.
+	Keys          []byte   `protobuf:"bytes,7,opt,name=keys,proto3" json:"keys,omitempty"`
+	KeySizes      []uint32 `protobuf:"varint,8,rep,packed,name=key_sizes,json=keySizes,proto3" json:"key_sizes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -533,9 +536,16 @@ func (x *GetRequest) GetWaitFill() bool {
 	return false
 }
 
-func (x *GetRequest) GetKeys() [][]byte {
+func (x *GetRequest) GetKeys() []byte {
 	if x != nil {
 		return x.Keys
+	}
+	return nil
+}
+
+func (x *GetRequest) GetKeySizes() []uint32 {
+	if x != nil {
+		return x.KeySizes
 	}
 	return nil
 }
@@ -549,8 +559,8 @@ type GetResponse struct {
 	// filling, for a peek that found nothing, says a fill of the key runs on
 	// the receiver: a peek with wait_fill would get its result.
 	Filling bool `protobuf:"varint,4,opt,name=filling,proto3" json:"filling,omitempty"`
-	// results answers a batch (GetRequest.keys): one per key, in its order.
-	Results       []*KeyResult `protobuf:"bytes,5,rep,name=results,proto3" json:"results,omitempty"`
+	// batch answers a batch (GetRequest.keys).
+	Batch         *BatchResult `protobuf:"bytes,6,opt,name=batch,proto3" json:"batch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -613,15 +623,105 @@ func (x *GetResponse) GetFilling() bool {
 	return false
 }
 
-func (x *GetResponse) GetResults() []*KeyResult {
+func (x *GetResponse) GetBatch() *BatchResult {
 	if x != nil {
-		return x.Results
+		return x.Batch
 	}
 	return nil
 }
 
-// KeyResult is one key's answer in a batch: its entry, or the error a Get of
-// the key alone would have ended with (not found included).
+// BatchResult answers a batch column by column: row i of each column is the
+// i-th key's, so that a page of keys is a few allocations on either side, not
+// several per key. A key answered with a value that carries no tags has its
+// row in the columns; every other key — a failure (not found included), a
+// value with tags, a key left out — has its answer in others, and its row in
+// the columns is zero.
+type BatchResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// values holds the rows' values one after another, value_sizes[i] bytes for
+	// row i.
+	Values     []byte   `protobuf:"bytes,1,opt,name=values,proto3" json:"values,omitempty"`
+	ValueSizes []uint32 `protobuf:"varint,2,rep,packed,name=value_sizes,json=valueSizes,proto3" json:"value_sizes,omitempty"`
+	// fresh_for_nanos and versions are each row's, as Entry's fields of the
+	// same names. (What a batch's asker keeps of a value, a near copy, lives no
+	// longer than its freshness: it needs no more.)
+	FreshForNanos []int64  `protobuf:"varint,3,rep,packed,name=fresh_for_nanos,json=freshForNanos,proto3" json:"fresh_for_nanos,omitempty"`
+	Versions      []uint64 `protobuf:"varint,4,rep,packed,name=versions,proto3" json:"versions,omitempty"`
+	// others answers the keys that have no row in the columns, each with its
+	// row's index.
+	Others        []*KeyResult `protobuf:"bytes,5,rep,name=others,proto3" json:"others,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchResult) Reset() {
+	*x = BatchResult{}
+	mi := &file_peer_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchResult) ProtoMessage() {}
+
+func (x *BatchResult) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchResult.ProtoReflect.Descriptor instead.
+func (*BatchResult) Descriptor() ([]byte, []int) {
+	return file_peer_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *BatchResult) GetValues() []byte {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
+func (x *BatchResult) GetValueSizes() []uint32 {
+	if x != nil {
+		return x.ValueSizes
+	}
+	return nil
+}
+
+func (x *BatchResult) GetFreshForNanos() []int64 {
+	if x != nil {
+		return x.FreshForNanos
+	}
+	return nil
+}
+
+func (x *BatchResult) GetVersions() []uint64 {
+	if x != nil {
+		return x.Versions
+	}
+	return nil
+}
+
+func (x *BatchResult) GetOthers() []*KeyResult {
+	if x != nil {
+		return x.Others
+	}
+	return nil
+}
+
+// KeyResult is one key's answer in a batch, outside its columns: its entry, or
+// the error a Get of the key alone would have ended with (not found
+// included).
 type KeyResult struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Entry   *Entry                 `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
@@ -629,14 +729,16 @@ type KeyResult struct {
 	Failure *Failure               `protobuf:"bytes,3,opt,name=failure,proto3" json:"failure,omitempty"`
 	// again says the receiver left the key's entry out of the reply, which had
 	// no room left under the sender's reply limit: the sender asks again.
-	Again         bool `protobuf:"varint,4,opt,name=again,proto3" json:"again,omitempty"`
+	Again bool `protobuf:"varint,4,opt,name=again,proto3" json:"again,omitempty"`
+	// index is the key's row in its BatchResult.
+	Index         uint32 `protobuf:"varint,5,opt,name=index,proto3" json:"index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *KeyResult) Reset() {
 	*x = KeyResult{}
-	mi := &file_peer_proto_msgTypes[4]
+	mi := &file_peer_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -648,7 +750,7 @@ func (x *KeyResult) String() string {
 func (*KeyResult) ProtoMessage() {}
 
 func (x *KeyResult) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[4]
+	mi := &file_peer_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -661,7 +763,7 @@ func (x *KeyResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyResult.ProtoReflect.Descriptor instead.
 func (*KeyResult) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{4}
+	return file_peer_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *KeyResult) GetEntry() *Entry {
@@ -690,6 +792,13 @@ func (x *KeyResult) GetAgain() bool {
 		return x.Again
 	}
 	return false
+}
+
+func (x *KeyResult) GetIndex() uint32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
 }
 
 // GetCall is one frame of GetStream from the sender: a Get, or the
@@ -721,7 +830,7 @@ type GetCall struct {
 
 func (x *GetCall) Reset() {
 	*x = GetCall{}
-	mi := &file_peer_proto_msgTypes[5]
+	mi := &file_peer_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -733,7 +842,7 @@ func (x *GetCall) String() string {
 func (*GetCall) ProtoMessage() {}
 
 func (x *GetCall) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[5]
+	mi := &file_peer_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -746,7 +855,7 @@ func (x *GetCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCall.ProtoReflect.Descriptor instead.
 func (*GetCall) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{5}
+	return file_peer_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetCall) GetId() uint64 {
@@ -801,7 +910,7 @@ type GetReply struct {
 
 func (x *GetReply) Reset() {
 	*x = GetReply{}
-	mi := &file_peer_proto_msgTypes[6]
+	mi := &file_peer_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -813,7 +922,7 @@ func (x *GetReply) String() string {
 func (*GetReply) ProtoMessage() {}
 
 func (x *GetReply) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[6]
+	mi := &file_peer_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -826,7 +935,7 @@ func (x *GetReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetReply.ProtoReflect.Descriptor instead.
 func (*GetReply) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{6}
+	return file_peer_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetReply) GetId() uint64 {
@@ -871,7 +980,7 @@ type Failure struct {
 
 func (x *Failure) Reset() {
 	*x = Failure{}
-	mi := &file_peer_proto_msgTypes[7]
+	mi := &file_peer_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -883,7 +992,7 @@ func (x *Failure) String() string {
 func (*Failure) ProtoMessage() {}
 
 func (x *Failure) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[7]
+	mi := &file_peer_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -896,7 +1005,7 @@ func (x *Failure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Failure.ProtoReflect.Descriptor instead.
 func (*Failure) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{7}
+	return file_peer_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Failure) GetCode() uint32 {
@@ -933,7 +1042,7 @@ type SetRequest struct {
 
 func (x *SetRequest) Reset() {
 	*x = SetRequest{}
-	mi := &file_peer_proto_msgTypes[8]
+	mi := &file_peer_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -945,7 +1054,7 @@ func (x *SetRequest) String() string {
 func (*SetRequest) ProtoMessage() {}
 
 func (x *SetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[8]
+	mi := &file_peer_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -958,7 +1067,7 @@ func (x *SetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRequest.ProtoReflect.Descriptor instead.
 func (*SetRequest) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{8}
+	return file_peer_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SetRequest) GetHeader() *Header {
@@ -988,7 +1097,7 @@ type SetResponse struct {
 
 func (x *SetResponse) Reset() {
 	*x = SetResponse{}
-	mi := &file_peer_proto_msgTypes[9]
+	mi := &file_peer_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1000,7 +1109,7 @@ func (x *SetResponse) String() string {
 func (*SetResponse) ProtoMessage() {}
 
 func (x *SetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[9]
+	mi := &file_peer_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1013,7 +1122,7 @@ func (x *SetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetResponse.ProtoReflect.Descriptor instead.
 func (*SetResponse) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{9}
+	return file_peer_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SetResponse) GetVersion() uint64 {
@@ -1043,7 +1152,7 @@ type RemoveRequest struct {
 
 func (x *RemoveRequest) Reset() {
 	*x = RemoveRequest{}
-	mi := &file_peer_proto_msgTypes[10]
+	mi := &file_peer_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1055,7 +1164,7 @@ func (x *RemoveRequest) String() string {
 func (*RemoveRequest) ProtoMessage() {}
 
 func (x *RemoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[10]
+	mi := &file_peer_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1068,7 +1177,7 @@ func (x *RemoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveRequest.ProtoReflect.Descriptor instead.
 func (*RemoveRequest) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{10}
+	return file_peer_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RemoveRequest) GetHeader() *Header {
@@ -1109,7 +1218,7 @@ type RemoveResponse struct {
 
 func (x *RemoveResponse) Reset() {
 	*x = RemoveResponse{}
-	mi := &file_peer_proto_msgTypes[11]
+	mi := &file_peer_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1121,7 +1230,7 @@ func (x *RemoveResponse) String() string {
 func (*RemoveResponse) ProtoMessage() {}
 
 func (x *RemoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[11]
+	mi := &file_peer_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1134,7 +1243,7 @@ func (x *RemoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveResponse.ProtoReflect.Descriptor instead.
 func (*RemoveResponse) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{11}
+	return file_peer_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RemoveResponse) GetVersion() uint64 {
@@ -1167,7 +1276,7 @@ type InvalidateRequest struct {
 
 func (x *InvalidateRequest) Reset() {
 	*x = InvalidateRequest{}
-	mi := &file_peer_proto_msgTypes[12]
+	mi := &file_peer_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1179,7 +1288,7 @@ func (x *InvalidateRequest) String() string {
 func (*InvalidateRequest) ProtoMessage() {}
 
 func (x *InvalidateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[12]
+	mi := &file_peer_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1192,7 +1301,7 @@ func (x *InvalidateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvalidateRequest.ProtoReflect.Descriptor instead.
 func (*InvalidateRequest) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{12}
+	return file_peer_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *InvalidateRequest) GetHeader() *Header {
@@ -1255,7 +1364,7 @@ type InvalidateResponse struct {
 
 func (x *InvalidateResponse) Reset() {
 	*x = InvalidateResponse{}
-	mi := &file_peer_proto_msgTypes[13]
+	mi := &file_peer_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1267,7 +1376,7 @@ func (x *InvalidateResponse) String() string {
 func (*InvalidateResponse) ProtoMessage() {}
 
 func (x *InvalidateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[13]
+	mi := &file_peer_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1280,7 +1389,7 @@ func (x *InvalidateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvalidateResponse.ProtoReflect.Descriptor instead.
 func (*InvalidateResponse) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{13}
+	return file_peer_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *InvalidateResponse) GetUnreached() []string {
@@ -1308,7 +1417,7 @@ type WaitsForRequest struct {
 
 func (x *WaitsForRequest) Reset() {
 	*x = WaitsForRequest{}
-	mi := &file_peer_proto_msgTypes[14]
+	mi := &file_peer_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1320,7 +1429,7 @@ func (x *WaitsForRequest) String() string {
 func (*WaitsForRequest) ProtoMessage() {}
 
 func (x *WaitsForRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[14]
+	mi := &file_peer_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1333,7 +1442,7 @@ func (x *WaitsForRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitsForRequest.ProtoReflect.Descriptor instead.
 func (*WaitsForRequest) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{14}
+	return file_peer_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *WaitsForRequest) GetHeader() *Header {
@@ -1370,7 +1479,7 @@ type Wait struct {
 
 func (x *Wait) Reset() {
 	*x = Wait{}
-	mi := &file_peer_proto_msgTypes[15]
+	mi := &file_peer_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1382,7 +1491,7 @@ func (x *Wait) String() string {
 func (*Wait) ProtoMessage() {}
 
 func (x *Wait) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[15]
+	mi := &file_peer_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1395,7 +1504,7 @@ func (x *Wait) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Wait.ProtoReflect.Descriptor instead.
 func (*Wait) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{15}
+	return file_peer_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Wait) GetGroup() string {
@@ -1428,7 +1537,7 @@ type WaitsForResponse struct {
 
 func (x *WaitsForResponse) Reset() {
 	*x = WaitsForResponse{}
-	mi := &file_peer_proto_msgTypes[16]
+	mi := &file_peer_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1440,7 +1549,7 @@ func (x *WaitsForResponse) String() string {
 func (*WaitsForResponse) ProtoMessage() {}
 
 func (x *WaitsForResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[16]
+	mi := &file_peer_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1453,7 +1562,7 @@ func (x *WaitsForResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitsForResponse.ProtoReflect.Descriptor instead.
 func (*WaitsForResponse) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{16}
+	return file_peer_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *WaitsForResponse) GetWaits() []*Wait {
@@ -1476,7 +1585,7 @@ type HandoffResponse struct {
 
 func (x *HandoffResponse) Reset() {
 	*x = HandoffResponse{}
-	mi := &file_peer_proto_msgTypes[17]
+	mi := &file_peer_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1488,7 +1597,7 @@ func (x *HandoffResponse) String() string {
 func (*HandoffResponse) ProtoMessage() {}
 
 func (x *HandoffResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[17]
+	mi := &file_peer_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1501,7 +1610,7 @@ func (x *HandoffResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandoffResponse.ProtoReflect.Descriptor instead.
 func (*HandoffResponse) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{17}
+	return file_peer_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *HandoffResponse) GetAccepted() uint32 {
@@ -1530,7 +1639,7 @@ type ErrorDetail struct {
 
 func (x *ErrorDetail) Reset() {
 	*x = ErrorDetail{}
-	mi := &file_peer_proto_msgTypes[18]
+	mi := &file_peer_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1542,7 +1651,7 @@ func (x *ErrorDetail) String() string {
 func (*ErrorDetail) ProtoMessage() {}
 
 func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[18]
+	mi := &file_peer_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1555,7 +1664,7 @@ func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorDetail.ProtoReflect.Descriptor instead.
 func (*ErrorDetail) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{18}
+	return file_peer_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ErrorDetail) GetReason() Reason {
@@ -1576,7 +1685,7 @@ type Write struct {
 
 func (x *Write) Reset() {
 	*x = Write{}
-	mi := &file_peer_proto_msgTypes[19]
+	mi := &file_peer_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1588,7 +1697,7 @@ func (x *Write) String() string {
 func (*Write) ProtoMessage() {}
 
 func (x *Write) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[19]
+	mi := &file_peer_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1601,7 +1710,7 @@ func (x *Write) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Write.ProtoReflect.Descriptor instead.
 func (*Write) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{19}
+	return file_peer_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Write) GetKey() []byte {
@@ -1630,7 +1739,7 @@ type TagPurge struct {
 
 func (x *TagPurge) Reset() {
 	*x = TagPurge{}
-	mi := &file_peer_proto_msgTypes[20]
+	mi := &file_peer_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1642,7 +1751,7 @@ func (x *TagPurge) String() string {
 func (*TagPurge) ProtoMessage() {}
 
 func (x *TagPurge) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[20]
+	mi := &file_peer_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1655,7 +1764,7 @@ func (x *TagPurge) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TagPurge.ProtoReflect.Descriptor instead.
 func (*TagPurge) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{20}
+	return file_peer_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *TagPurge) GetTag() string {
@@ -1686,7 +1795,7 @@ type ReconcileRequest struct {
 
 func (x *ReconcileRequest) Reset() {
 	*x = ReconcileRequest{}
-	mi := &file_peer_proto_msgTypes[21]
+	mi := &file_peer_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1698,7 +1807,7 @@ func (x *ReconcileRequest) String() string {
 func (*ReconcileRequest) ProtoMessage() {}
 
 func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[21]
+	mi := &file_peer_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1711,7 +1820,7 @@ func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileRequest.ProtoReflect.Descriptor instead.
 func (*ReconcileRequest) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{21}
+	return file_peer_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ReconcileRequest) GetHeader() *Header {
@@ -1754,7 +1863,7 @@ type ReconcileResponse struct {
 
 func (x *ReconcileResponse) Reset() {
 	*x = ReconcileResponse{}
-	mi := &file_peer_proto_msgTypes[22]
+	mi := &file_peer_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1766,7 +1875,7 @@ func (x *ReconcileResponse) String() string {
 func (*ReconcileResponse) ProtoMessage() {}
 
 func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[22]
+	mi := &file_peer_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1779,7 +1888,7 @@ func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileResponse.ProtoReflect.Descriptor instead.
 func (*ReconcileResponse) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{22}
+	return file_peer_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ReconcileResponse) GetWrites() []*Write {
@@ -1813,7 +1922,7 @@ type LeaseRequest struct {
 
 func (x *LeaseRequest) Reset() {
 	*x = LeaseRequest{}
-	mi := &file_peer_proto_msgTypes[23]
+	mi := &file_peer_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1825,7 +1934,7 @@ func (x *LeaseRequest) String() string {
 func (*LeaseRequest) ProtoMessage() {}
 
 func (x *LeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[23]
+	mi := &file_peer_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1838,7 +1947,7 @@ func (x *LeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseRequest.ProtoReflect.Descriptor instead.
 func (*LeaseRequest) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{23}
+	return file_peer_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *LeaseRequest) GetHeader() *Header {
@@ -1890,7 +1999,7 @@ type LeaseResponse struct {
 
 func (x *LeaseResponse) Reset() {
 	*x = LeaseResponse{}
-	mi := &file_peer_proto_msgTypes[24]
+	mi := &file_peer_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1902,7 +2011,7 @@ func (x *LeaseResponse) String() string {
 func (*LeaseResponse) ProtoMessage() {}
 
 func (x *LeaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[24]
+	mi := &file_peer_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1915,7 +2024,7 @@ func (x *LeaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseResponse.ProtoReflect.Descriptor instead.
 func (*LeaseResponse) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{24}
+	return file_peer_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *LeaseResponse) GetState() LeaseState {
@@ -1955,7 +2064,7 @@ type FillSetRequest struct {
 
 func (x *FillSetRequest) Reset() {
 	*x = FillSetRequest{}
-	mi := &file_peer_proto_msgTypes[25]
+	mi := &file_peer_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1967,7 +2076,7 @@ func (x *FillSetRequest) String() string {
 func (*FillSetRequest) ProtoMessage() {}
 
 func (x *FillSetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[25]
+	mi := &file_peer_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1980,7 +2089,7 @@ func (x *FillSetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FillSetRequest.ProtoReflect.Descriptor instead.
 func (*FillSetRequest) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{25}
+	return file_peer_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *FillSetRequest) GetHeader() *Header {
@@ -2019,7 +2128,7 @@ type FillSetResponse struct {
 
 func (x *FillSetResponse) Reset() {
 	*x = FillSetResponse{}
-	mi := &file_peer_proto_msgTypes[26]
+	mi := &file_peer_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2031,7 +2140,7 @@ func (x *FillSetResponse) String() string {
 func (*FillSetResponse) ProtoMessage() {}
 
 func (x *FillSetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[26]
+	mi := &file_peer_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2044,7 +2153,7 @@ func (x *FillSetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FillSetResponse.ProtoReflect.Descriptor instead.
 func (*FillSetResponse) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{26}
+	return file_peer_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *FillSetResponse) GetStored() bool {
@@ -2080,7 +2189,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_peer_proto_msgTypes[27]
+	mi := &file_peer_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2092,7 +2201,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[27]
+	mi := &file_peer_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2105,7 +2214,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{27}
+	return file_peer_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *BackupRequest) GetHeader() *Header {
@@ -2133,7 +2242,7 @@ type BackupResponse struct {
 
 func (x *BackupResponse) Reset() {
 	*x = BackupResponse{}
-	mi := &file_peer_proto_msgTypes[28]
+	mi := &file_peer_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2145,7 +2254,7 @@ func (x *BackupResponse) String() string {
 func (*BackupResponse) ProtoMessage() {}
 
 func (x *BackupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[28]
+	mi := &file_peer_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2158,7 +2267,7 @@ func (x *BackupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupResponse.ProtoReflect.Descriptor instead.
 func (*BackupResponse) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{28}
+	return file_peer_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *BackupResponse) GetKept() []bool {
@@ -2195,7 +2304,7 @@ const file_peer_proto_rawDesc = "" +
 	"\tnot_found\x18\b \x01(\bR\bnotFound\x12\x12\n" +
 	"\x04tags\x18\t \x03(\tR\x04tags\x12\x12\n" +
 	"\x04born\x18\n" +
-	" \x01(\x04R\x04born\"\xa9\x01\n" +
+	" \x01(\x04R\x04born\"\xcc\x01\n" +
 	"\n" +
 	"GetRequest\x12.\n" +
 	"\x06header\x18\x01 \x01(\v2\x16.corral.peer.v1.HeaderR\x06header\x12\x14\n" +
@@ -2203,18 +2312,27 @@ const file_peer_proto_rawDesc = "" +
 	"\x03key\x18\x03 \x01(\fR\x03key\x12\x12\n" +
 	"\x04peek\x18\x04 \x01(\bR\x04peek\x12\x1b\n" +
 	"\twait_fill\x18\x05 \x01(\bR\bwaitFill\x12\x12\n" +
-	"\x04keys\x18\x06 \x03(\fR\x04keys\"\xcf\x01\n" +
+	"\x04keys\x18\a \x01(\fR\x04keys\x12\x1b\n" +
+	"\tkey_sizes\x18\b \x03(\rR\bkeySizesJ\x04\b\x06\x10\a\"\xd3\x01\n" +
 	"\vGetResponse\x12+\n" +
 	"\x05entry\x18\x01 \x01(\v2\x15.corral.peer.v1.EntryR\x05entry\x12.\n" +
 	"\x06source\x18\x02 \x01(\x0e2\x16.corral.peer.v1.SourceR\x06source\x12\x14\n" +
 	"\x05found\x18\x03 \x01(\bR\x05found\x12\x18\n" +
-	"\afilling\x18\x04 \x01(\bR\afilling\x123\n" +
-	"\aresults\x18\x05 \x03(\v2\x19.corral.peer.v1.KeyResultR\aresults\"\xb1\x01\n" +
+	"\afilling\x18\x04 \x01(\bR\afilling\x121\n" +
+	"\x05batch\x18\x06 \x01(\v2\x1b.corral.peer.v1.BatchResultR\x05batchJ\x04\b\x05\x10\x06\"\xbd\x01\n" +
+	"\vBatchResult\x12\x16\n" +
+	"\x06values\x18\x01 \x01(\fR\x06values\x12\x1f\n" +
+	"\vvalue_sizes\x18\x02 \x03(\rR\n" +
+	"valueSizes\x12&\n" +
+	"\x0ffresh_for_nanos\x18\x03 \x03(\x03R\rfreshForNanos\x12\x1a\n" +
+	"\bversions\x18\x04 \x03(\x04R\bversions\x121\n" +
+	"\x06others\x18\x05 \x03(\v2\x19.corral.peer.v1.KeyResultR\x06others\"\xc7\x01\n" +
 	"\tKeyResult\x12+\n" +
 	"\x05entry\x18\x01 \x01(\v2\x15.corral.peer.v1.EntryR\x05entry\x12.\n" +
 	"\x06source\x18\x02 \x01(\x0e2\x16.corral.peer.v1.SourceR\x06source\x121\n" +
 	"\afailure\x18\x03 \x01(\v2\x17.corral.peer.v1.FailureR\afailure\x12\x14\n" +
-	"\x05again\x18\x04 \x01(\bR\x05again\"\xb2\x01\n" +
+	"\x05again\x18\x04 \x01(\bR\x05again\x12\x14\n" +
+	"\x05index\x18\x05 \x01(\rR\x05index\"\xb2\x01\n" +
 	"\aGetCall\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x124\n" +
 	"\arequest\x18\x02 \x01(\v2\x1a.corral.peer.v1.GetRequestR\arequest\x12#\n" +
@@ -2357,7 +2475,7 @@ func file_peer_proto_rawDescGZIP() []byte {
 }
 
 var file_peer_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_peer_proto_goTypes = []any{
 	(Source)(0),                // 0: corral.peer.v1.Source
 	(Reason)(0),                // 1: corral.peer.v1.Reason
@@ -2366,90 +2484,92 @@ var file_peer_proto_goTypes = []any{
 	(*Entry)(nil),              // 4: corral.peer.v1.Entry
 	(*GetRequest)(nil),         // 5: corral.peer.v1.GetRequest
 	(*GetResponse)(nil),        // 6: corral.peer.v1.GetResponse
-	(*KeyResult)(nil),          // 7: corral.peer.v1.KeyResult
-	(*GetCall)(nil),            // 8: corral.peer.v1.GetCall
-	(*GetReply)(nil),           // 9: corral.peer.v1.GetReply
-	(*Failure)(nil),            // 10: corral.peer.v1.Failure
-	(*SetRequest)(nil),         // 11: corral.peer.v1.SetRequest
-	(*SetResponse)(nil),        // 12: corral.peer.v1.SetResponse
-	(*RemoveRequest)(nil),      // 13: corral.peer.v1.RemoveRequest
-	(*RemoveResponse)(nil),     // 14: corral.peer.v1.RemoveResponse
-	(*InvalidateRequest)(nil),  // 15: corral.peer.v1.InvalidateRequest
-	(*InvalidateResponse)(nil), // 16: corral.peer.v1.InvalidateResponse
-	(*WaitsForRequest)(nil),    // 17: corral.peer.v1.WaitsForRequest
-	(*Wait)(nil),               // 18: corral.peer.v1.Wait
-	(*WaitsForResponse)(nil),   // 19: corral.peer.v1.WaitsForResponse
-	(*HandoffResponse)(nil),    // 20: corral.peer.v1.HandoffResponse
-	(*ErrorDetail)(nil),        // 21: corral.peer.v1.ErrorDetail
-	(*Write)(nil),              // 22: corral.peer.v1.Write
-	(*TagPurge)(nil),           // 23: corral.peer.v1.TagPurge
-	(*ReconcileRequest)(nil),   // 24: corral.peer.v1.ReconcileRequest
-	(*ReconcileResponse)(nil),  // 25: corral.peer.v1.ReconcileResponse
-	(*LeaseRequest)(nil),       // 26: corral.peer.v1.LeaseRequest
-	(*LeaseResponse)(nil),      // 27: corral.peer.v1.LeaseResponse
-	(*FillSetRequest)(nil),     // 28: corral.peer.v1.FillSetRequest
-	(*FillSetResponse)(nil),    // 29: corral.peer.v1.FillSetResponse
-	(*BackupRequest)(nil),      // 30: corral.peer.v1.BackupRequest
-	(*BackupResponse)(nil),     // 31: corral.peer.v1.BackupResponse
+	(*BatchResult)(nil),        // 7: corral.peer.v1.BatchResult
+	(*KeyResult)(nil),          // 8: corral.peer.v1.KeyResult
+	(*GetCall)(nil),            // 9: corral.peer.v1.GetCall
+	(*GetReply)(nil),           // 10: corral.peer.v1.GetReply
+	(*Failure)(nil),            // 11: corral.peer.v1.Failure
+	(*SetRequest)(nil),         // 12: corral.peer.v1.SetRequest
+	(*SetResponse)(nil),        // 13: corral.peer.v1.SetResponse
+	(*RemoveRequest)(nil),      // 14: corral.peer.v1.RemoveRequest
+	(*RemoveResponse)(nil),     // 15: corral.peer.v1.RemoveResponse
+	(*InvalidateRequest)(nil),  // 16: corral.peer.v1.InvalidateRequest
+	(*InvalidateResponse)(nil), // 17: corral.peer.v1.InvalidateResponse
+	(*WaitsForRequest)(nil),    // 18: corral.peer.v1.WaitsForRequest
+	(*Wait)(nil),               // 19: corral.peer.v1.Wait
+	(*WaitsForResponse)(nil),   // 20: corral.peer.v1.WaitsForResponse
+	(*HandoffResponse)(nil),    // 21: corral.peer.v1.HandoffResponse
+	(*ErrorDetail)(nil),        // 22: corral.peer.v1.ErrorDetail
+	(*Write)(nil),              // 23: corral.peer.v1.Write
+	(*TagPurge)(nil),           // 24: corral.peer.v1.TagPurge
+	(*ReconcileRequest)(nil),   // 25: corral.peer.v1.ReconcileRequest
+	(*ReconcileResponse)(nil),  // 26: corral.peer.v1.ReconcileResponse
+	(*LeaseRequest)(nil),       // 27: corral.peer.v1.LeaseRequest
+	(*LeaseResponse)(nil),      // 28: corral.peer.v1.LeaseResponse
+	(*FillSetRequest)(nil),     // 29: corral.peer.v1.FillSetRequest
+	(*FillSetResponse)(nil),    // 30: corral.peer.v1.FillSetResponse
+	(*BackupRequest)(nil),      // 31: corral.peer.v1.BackupRequest
+	(*BackupResponse)(nil),     // 32: corral.peer.v1.BackupResponse
 }
 var file_peer_proto_depIdxs = []int32{
 	3,  // 0: corral.peer.v1.GetRequest.header:type_name -> corral.peer.v1.Header
 	4,  // 1: corral.peer.v1.GetResponse.entry:type_name -> corral.peer.v1.Entry
 	0,  // 2: corral.peer.v1.GetResponse.source:type_name -> corral.peer.v1.Source
-	7,  // 3: corral.peer.v1.GetResponse.results:type_name -> corral.peer.v1.KeyResult
-	4,  // 4: corral.peer.v1.KeyResult.entry:type_name -> corral.peer.v1.Entry
-	0,  // 5: corral.peer.v1.KeyResult.source:type_name -> corral.peer.v1.Source
-	10, // 6: corral.peer.v1.KeyResult.failure:type_name -> corral.peer.v1.Failure
-	5,  // 7: corral.peer.v1.GetCall.request:type_name -> corral.peer.v1.GetRequest
-	6,  // 8: corral.peer.v1.GetReply.response:type_name -> corral.peer.v1.GetResponse
-	10, // 9: corral.peer.v1.GetReply.failure:type_name -> corral.peer.v1.Failure
-	1,  // 10: corral.peer.v1.Failure.reason:type_name -> corral.peer.v1.Reason
-	3,  // 11: corral.peer.v1.SetRequest.header:type_name -> corral.peer.v1.Header
-	4,  // 12: corral.peer.v1.SetRequest.entry:type_name -> corral.peer.v1.Entry
-	3,  // 13: corral.peer.v1.RemoveRequest.header:type_name -> corral.peer.v1.Header
-	3,  // 14: corral.peer.v1.InvalidateRequest.header:type_name -> corral.peer.v1.Header
-	3,  // 15: corral.peer.v1.WaitsForRequest.header:type_name -> corral.peer.v1.Header
-	18, // 16: corral.peer.v1.WaitsForResponse.waits:type_name -> corral.peer.v1.Wait
-	1,  // 17: corral.peer.v1.ErrorDetail.reason:type_name -> corral.peer.v1.Reason
-	3,  // 18: corral.peer.v1.ReconcileRequest.header:type_name -> corral.peer.v1.Header
-	22, // 19: corral.peer.v1.ReconcileRequest.writes:type_name -> corral.peer.v1.Write
-	23, // 20: corral.peer.v1.ReconcileRequest.purges:type_name -> corral.peer.v1.TagPurge
-	22, // 21: corral.peer.v1.ReconcileResponse.writes:type_name -> corral.peer.v1.Write
-	23, // 22: corral.peer.v1.ReconcileResponse.purges:type_name -> corral.peer.v1.TagPurge
-	3,  // 23: corral.peer.v1.LeaseRequest.header:type_name -> corral.peer.v1.Header
-	2,  // 24: corral.peer.v1.LeaseResponse.state:type_name -> corral.peer.v1.LeaseState
-	4,  // 25: corral.peer.v1.LeaseResponse.entry:type_name -> corral.peer.v1.Entry
-	3,  // 26: corral.peer.v1.FillSetRequest.header:type_name -> corral.peer.v1.Header
-	4,  // 27: corral.peer.v1.FillSetRequest.entry:type_name -> corral.peer.v1.Entry
-	3,  // 28: corral.peer.v1.BackupRequest.header:type_name -> corral.peer.v1.Header
-	4,  // 29: corral.peer.v1.BackupRequest.entries:type_name -> corral.peer.v1.Entry
-	5,  // 30: corral.peer.v1.Peer.Get:input_type -> corral.peer.v1.GetRequest
-	8,  // 31: corral.peer.v1.Peer.GetStream:input_type -> corral.peer.v1.GetCall
-	11, // 32: corral.peer.v1.Peer.Set:input_type -> corral.peer.v1.SetRequest
-	13, // 33: corral.peer.v1.Peer.Remove:input_type -> corral.peer.v1.RemoveRequest
-	15, // 34: corral.peer.v1.Peer.Invalidate:input_type -> corral.peer.v1.InvalidateRequest
-	4,  // 35: corral.peer.v1.Peer.Handoff:input_type -> corral.peer.v1.Entry
-	17, // 36: corral.peer.v1.Peer.WaitsFor:input_type -> corral.peer.v1.WaitsForRequest
-	24, // 37: corral.peer.v1.Peer.Reconcile:input_type -> corral.peer.v1.ReconcileRequest
-	26, // 38: corral.peer.v1.Peer.Lease:input_type -> corral.peer.v1.LeaseRequest
-	28, // 39: corral.peer.v1.Peer.FillSet:input_type -> corral.peer.v1.FillSetRequest
-	30, // 40: corral.peer.v1.Peer.Backup:input_type -> corral.peer.v1.BackupRequest
-	6,  // 41: corral.peer.v1.Peer.Get:output_type -> corral.peer.v1.GetResponse
-	9,  // 42: corral.peer.v1.Peer.GetStream:output_type -> corral.peer.v1.GetReply
-	12, // 43: corral.peer.v1.Peer.Set:output_type -> corral.peer.v1.SetResponse
-	14, // 44: corral.peer.v1.Peer.Remove:output_type -> corral.peer.v1.RemoveResponse
-	16, // 45: corral.peer.v1.Peer.Invalidate:output_type -> corral.peer.v1.InvalidateResponse
-	20, // 46: corral.peer.v1.Peer.Handoff:output_type -> corral.peer.v1.HandoffResponse
-	19, // 47: corral.peer.v1.Peer.WaitsFor:output_type -> corral.peer.v1.WaitsForResponse
-	25, // 48: corral.peer.v1.Peer.Reconcile:output_type -> corral.peer.v1.ReconcileResponse
-	27, // 49: corral.peer.v1.Peer.Lease:output_type -> corral.peer.v1.LeaseResponse
-	29, // 50: corral.peer.v1.Peer.FillSet:output_type -> corral.peer.v1.FillSetResponse
-	31, // 51: corral.peer.v1.Peer.Backup:output_type -> corral.peer.v1.BackupResponse
-	41, // [41:52] is the sub-list for method output_type
-	30, // [30:41] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	7,  // 3: corral.peer.v1.GetResponse.batch:type_name -> corral.peer.v1.BatchResult
+	8,  // 4: corral.peer.v1.BatchResult.others:type_name -> corral.peer.v1.KeyResult
+	4,  // 5: corral.peer.v1.KeyResult.entry:type_name -> corral.peer.v1.Entry
+	0,  // 6: corral.peer.v1.KeyResult.source:type_name -> corral.peer.v1.Source
+	11, // 7: corral.peer.v1.KeyResult.failure:type_name -> corral.peer.v1.Failure
+	5,  // 8: corral.peer.v1.GetCall.request:type_name -> corral.peer.v1.GetRequest
+	6,  // 9: corral.peer.v1.GetReply.response:type_name -> corral.peer.v1.GetResponse
+	11, // 10: corral.peer.v1.GetReply.failure:type_name -> corral.peer.v1.Failure
+	1,  // 11: corral.peer.v1.Failure.reason:type_name -> corral.peer.v1.Reason
+	3,  // 12: corral.peer.v1.SetRequest.header:type_name -> corral.peer.v1.Header
+	4,  // 13: corral.peer.v1.SetRequest.entry:type_name -> corral.peer.v1.Entry
+	3,  // 14: corral.peer.v1.RemoveRequest.header:type_name -> corral.peer.v1.Header
+	3,  // 15: corral.peer.v1.InvalidateRequest.header:type_name -> corral.peer.v1.Header
+	3,  // 16: corral.peer.v1.WaitsForRequest.header:type_name -> corral.peer.v1.Header
+	19, // 17: corral.peer.v1.WaitsForResponse.waits:type_name -> corral.peer.v1.Wait
+	1,  // 18: corral.peer.v1.ErrorDetail.reason:type_name -> corral.peer.v1.Reason
+	3,  // 19: corral.peer.v1.ReconcileRequest.header:type_name -> corral.peer.v1.Header
+	23, // 20: corral.peer.v1.ReconcileRequest.writes:type_name -> corral.peer.v1.Write
+	24, // 21: corral.peer.v1.ReconcileRequest.purges:type_name -> corral.peer.v1.TagPurge
+	23, // 22: corral.peer.v1.ReconcileResponse.writes:type_name -> corral.peer.v1.Write
+	24, // 23: corral.peer.v1.ReconcileResponse.purges:type_name -> corral.peer.v1.TagPurge
+	3,  // 24: corral.peer.v1.LeaseRequest.header:type_name -> corral.peer.v1.Header
+	2,  // 25: corral.peer.v1.LeaseResponse.state:type_name -> corral.peer.v1.LeaseState
+	4,  // 26: corral.peer.v1.LeaseResponse.entry:type_name -> corral.peer.v1.Entry
+	3,  // 27: corral.peer.v1.FillSetRequest.header:type_name -> corral.peer.v1.Header
+	4,  // 28: corral.peer.v1.FillSetRequest.entry:type_name -> corral.peer.v1.Entry
+	3,  // 29: corral.peer.v1.BackupRequest.header:type_name -> corral.peer.v1.Header
+	4,  // 30: corral.peer.v1.BackupRequest.entries:type_name -> corral.peer.v1.Entry
+	5,  // 31: corral.peer.v1.Peer.Get:input_type -> corral.peer.v1.GetRequest
+	9,  // 32: corral.peer.v1.Peer.GetStream:input_type -> corral.peer.v1.GetCall
+	12, // 33: corral.peer.v1.Peer.Set:input_type -> corral.peer.v1.SetRequest
+	14, // 34: corral.peer.v1.Peer.Remove:input_type -> corral.peer.v1.RemoveRequest
+	16, // 35: corral.peer.v1.Peer.Invalidate:input_type -> corral.peer.v1.InvalidateRequest
+	4,  // 36: corral.peer.v1.Peer.Handoff:input_type -> corral.peer.v1.Entry
+	18, // 37: corral.peer.v1.Peer.WaitsFor:input_type -> corral.peer.v1.WaitsForRequest
+	25, // 38: corral.peer.v1.Peer.Reconcile:input_type -> corral.peer.v1.ReconcileRequest
+	27, // 39: corral.peer.v1.Peer.Lease:input_type -> corral.peer.v1.LeaseRequest
+	29, // 40: corral.peer.v1.Peer.FillSet:input_type -> corral.peer.v1.FillSetRequest
+	31, // 41: corral.peer.v1.Peer.Backup:input_type -> corral.peer.v1.BackupRequest
+	6,  // 42: corral.peer.v1.Peer.Get:output_type -> corral.peer.v1.GetResponse
+	10, // 43: corral.peer.v1.Peer.GetStream:output_type -> corral.peer.v1.GetReply
+	13, // 44: corral.peer.v1.Peer.Set:output_type -> corral.peer.v1.SetResponse
+	15, // 45: corral.peer.v1.Peer.Remove:output_type -> corral.peer.v1.RemoveResponse
+	17, // 46: corral.peer.v1.Peer.Invalidate:output_type -> corral.peer.v1.InvalidateResponse
+	21, // 47: corral.peer.v1.Peer.Handoff:output_type -> corral.peer.v1.HandoffResponse
+	20, // 48: corral.peer.v1.Peer.WaitsFor:output_type -> corral.peer.v1.WaitsForResponse
+	26, // 49: corral.peer.v1.Peer.Reconcile:output_type -> corral.peer.v1.ReconcileResponse
+	28, // 50: corral.peer.v1.Peer.Lease:output_type -> corral.peer.v1.LeaseResponse
+	30, // 51: corral.peer.v1.Peer.FillSet:output_type -> corral.peer.v1.FillSetResponse
+	32, // 52: corral.peer.v1.Peer.Backup:output_type -> corral.peer.v1.BackupResponse
+	42, // [42:53] is the sub-list for method output_type
+	31, // [31:42] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_peer_proto_init() }
@@ -2463,7 +2583,7 @@ func file_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_peer_proto_rawDesc), len(file_peer_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   29,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

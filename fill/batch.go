@@ -392,6 +392,11 @@ func (c *Cache[V]) getMany(ctx context.Context, keys []string, count bool) map[s
 	var waits []waiting
 	var singles []fillTask[V]
 	var batches []*batch[V]
+	// The fills this GetMany starts, in one allocation; when they all go to one batch, which
+	// ends them all at once, they share one done channel (see call.end).
+	var calls []call[V]
+	var first *batch[V] // the batch of the first fill started, when they all go to it
+	oneBatch := c.batchLoad != nil
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -432,19 +437,44 @@ func (c *Cache[V]) getMany(ctx context.Context, keys []string, count bool) map[s
 			out[key] = Result[V]{Err: ErrNotFound}
 			continue
 		}
-		cl := &call[V]{done: make(chan struct{}), version: max(known, c.tombs.Version(key)), born: c.versionNow()}
+		if calls == nil {
+			calls = make([]call[V], 0, len(misses)) // never grown: the calls stay where they are
+		}
+		calls = append(calls, call[V]{version: max(known, c.tombs.Version(key)), born: c.versionNow()})
+		cl := &calls[len(calls)-1]
 		c.calls[key] = cl
 		c.wg.Add(1)
 		waits = append(waits, waiting{key, cl, false})
 		if c.batchLoad == nil {
 			singles = append(singles, fillTask[V]{ctx: ctx, key: key, cl: cl})
-		} else if b := c.enqueueLocked(ctx, key, cl, false); b != nil {
-			batches = append(batches, b)
+			continue
 		}
+		b := c.enqueueLocked(ctx, key, cl, false)
+		if b != nil {
+			batches = append(batches, b)
+		} else {
+			b = c.pending[kind(false)]
+		}
+		if first == nil {
+			first = b
+		}
+		oneBatch = oneBatch && b == first
 	}
 	if c.batchLoad != nil && c.cfg.BatchWindow <= 0 {
 		if b := c.takeLocked(false); b != nil {
 			batches = append(batches, b)
+		}
+	}
+	// Before c.mu is released: nobody else has seen the calls yet.
+	if oneBatch && len(calls) > 1 {
+		done, left := make(chan struct{}), new(atomic.Int32)
+		left.Store(int32(len(calls)))
+		for i := range calls {
+			calls[i].done, calls[i].left = done, left
+		}
+	} else {
+		for i := range calls {
+			calls[i].done = make(chan struct{})
 		}
 	}
 	c.mu.Unlock()

@@ -12,7 +12,10 @@ import (
 
 // call is one fill in flight: the single flight that every concurrent Get of its key waits on.
 type call[V any] struct {
-	done chan struct{} // closed when the fill ended
+	done chan struct{} // closed when the fill ended (see end)
+	// left, when set, is shared by calls filled in one batch that share done too: done is
+	// closed when the last of them has ended (see GetMany).
+	left *atomic.Int32
 
 	// Written once by the fill goroutine before done is closed, and only read after.
 	entry Entry[V]
@@ -409,7 +412,7 @@ func (c *Cache[V]) finish(s *settled[V]) *entry[V] {
 	cl, r, e := s.cl, s.r, s.e
 	if r.err == errAbandoned {
 		cl.abandoned = true
-		close(cl.done)
+		cl.end()
 		return nil
 	}
 	if s.purged {
@@ -419,7 +422,7 @@ func (c *Cache[V]) finish(s *settled[V]) *entry[V] {
 		if cl.stale != nil {
 			cl.stale.endRefresh()
 		}
-		close(cl.done)
+		cl.end()
 		return nil
 	}
 	c.stats.fills.Add(1)
@@ -440,11 +443,19 @@ func (c *Cache[V]) finish(s *settled[V]) *entry[V] {
 		}
 	}
 	cl.err = r.err
-	close(cl.done)
+	cl.end()
 	if !s.stored {
 		return nil
 	}
 	return e
+}
+
+// end wakes cl's callers: it closes cl.done, or, when cl shares it, counts cl out and closes
+// it if cl was the last.
+func (cl *call[V]) end() {
+	if cl.left == nil || cl.left.Add(-1) == 0 {
+		close(cl.done)
+	}
 }
 
 // loadSafe runs the loader, recovering a panic into a *PanicError logged with its stack.

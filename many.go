@@ -130,13 +130,11 @@ func (e *ManyError) Unwrap() []error {
 // ctx.Err() alone when ctx ends first (the fills go on for the other callers and the store);
 // ErrClosed after Close.
 func (g *Group[V]) GetMany(ctx context.Context, keys []string) (map[string]V, error) {
-	res, err := g.g.GetMany(ctx, keys)
-	if err != nil {
-		return nil, publicErr(err)
-	}
-	out := make(map[string]V, len(res))
+	out := make(map[string]V, len(keys))
 	var errs map[string]error
-	for key, r := range res {
+	answered := 0
+	err := g.g.GetMany(ctx, keys, func(key string, r group.Result[V]) {
+		answered++
 		switch {
 		case r.Err == nil:
 			out[key] = r.Value
@@ -147,9 +145,12 @@ func (g *Group[V]) GetMany(ctx context.Context, keys []string) (map[string]V, er
 			}
 			errs[key] = publicErr(r.Err)
 		}
+	})
+	if err != nil {
+		return nil, publicErr(err)
 	}
 	if errs != nil {
-		if len(errs) == len(res) && allClosed(errs) {
+		if len(errs) == answered && allClosed(errs) {
 			return nil, ErrClosed
 		}
 		return out, &ManyError{Group: g.g.Name(), Errors: errs}

@@ -220,8 +220,13 @@ func (c *Cache[V]) runBatch(parent context.Context, b *batch[V], inline bool) {
 	fc.end()
 	x := &fc.choice // the loader has returned: nothing writes it any more
 	// Settle every key first, then hand the stored entries to ReplicaConfig.Stored at once,
-	// then wake every key's callers: as complete does for one key.
-	done := make([]settled[V], len(b.calls)) // a zero one (nil cl): the key was completed already
+	// then wake every key's callers: as complete does for one key. Without Stored, each key
+	// is finished as it is settled (a GetMany's calls share one done channel, closed by the
+	// last).
+	var done []settled[V] // a zero one (nil cl): the key was completed already
+	if c.rc.Stored != nil {
+		done = make([]settled[V], len(b.calls))
+	}
 	var stored []string
 	var xk choice
 	for i, cl := range b.calls {
@@ -242,9 +247,14 @@ func (c *Cache[V]) runBatch(parent context.Context, b *batch[V], inline bool) {
 		if inline && r.err != nil && parent.Err() != nil {
 			r.err, xi = errAbandoned, nil // settle stores nothing, and finish marks cl abandoned
 		}
-		if s, ok := c.settle(key, cl, xi, r, startNano); ok {
+		s, ok := c.settle(key, cl, xi, r, startNano)
+		switch {
+		case !ok:
+		case done == nil:
+			c.finishKey(base, key, &s)
+		default:
 			done[i] = s
-			if s.stored && c.rc.Stored != nil {
+			if s.stored {
 				stored = append(stored, key)
 			}
 		}
@@ -253,13 +263,17 @@ func (c *Cache[V]) runBatch(parent context.Context, b *batch[V], inline bool) {
 		c.rc.Stored(stored)
 	}
 	for i := range done {
-		s := &done[i]
-		if s.cl == nil {
-			continue
+		if s := &done[i]; s.cl != nil {
+			c.finishKey(base, b.keys[i], s)
 		}
-		if e := c.finish(s); e != nil && s.r.copy != nil && c.clock.NowNano() >= e.fresh {
-			c.refresh(base, b.keys[i], e) // as run does for a stale copy
-		}
+	}
+}
+
+// finishKey finishes the settled fill s of key, one of a batch's (see finish), and refreshes a
+// stale copy it stored, as run does.
+func (c *Cache[V]) finishKey(ctx context.Context, key string, s *settled[V]) {
+	if e := c.finish(s); e != nil && s.r.copy != nil && c.clock.NowNano() >= e.fresh {
+		c.refresh(ctx, key, e)
 	}
 }
 
@@ -359,37 +373,70 @@ func (r *Replica[V]) LookupEntries(ctx context.Context, keys []string) map[strin
 	return r.getMany(ctx, keys, false)
 }
 
-// getMany answers each of keys, counting a Get of each when count is set.
+// GetEach is GetEntries without the map: it answers each of keys with answer, given the
+// key's index in keys, on the calling goroutine, as the answers come. keys should hold each
+// key once: a key asked for twice is answered twice (its second read joins its first's fill).
+// When ctx ends first, each key not answered yet is answered with ctx.Err().
+func (r *Replica[V]) GetEach(ctx context.Context, keys []string, answer func(i int, r Result[V])) {
+	r.getEach(ctx, keys, true, answer)
+}
+
+// LookupEach is GetEach on behalf of another process: it counts no Get (see Lookup).
+func (r *Replica[V]) LookupEach(ctx context.Context, keys []string, answer func(i int, r Result[V])) {
+	r.getEach(ctx, keys, false, answer)
+}
+
+// getMany answers each of keys, counting a Get of each when count is set; a key asked for
+// twice is read once.
 func (c *Cache[V]) getMany(ctx context.Context, keys []string, count bool) map[string]Result[V] {
 	out := make(map[string]Result[V], len(keys))
-	var misses []string
-	for _, key := range keys {
+	uniq := keys
+	for i, key := range keys {
 		if _, dup := out[key]; dup {
+			if len(uniq) == len(keys) { // the first duplicate: uniq becomes a list of its own
+				uniq = slices.Clone(keys[:i])
+			}
 			continue
 		}
+		out[key] = Result[V]{}
+		if len(uniq) < len(keys) { // past a duplicate
+			uniq = append(uniq, key)
+		}
+	}
+	c.getEach(ctx, uniq, count, func(i int, r Result[V]) { out[uniq[i]] = r })
+	return out
+}
+
+// getEach answers each of keys with answer (see GetEach), counting a Get of each when count
+// is set.
+func (c *Cache[V]) getEach(ctx context.Context, keys []string, count bool, answer func(i int, r Result[V])) {
+	var misses []int32 // the indexes of the keys that miss
+	for i, key := range keys {
 		if err := CheckKey(key); err != nil {
-			out[key] = Result[V]{Err: err}
+			answer(i, Result[V]{Err: err})
 			continue
 		}
 		if count {
 			c.stats.gets.Add()
 		}
 		if e, src, err, ok := c.held(ctx, key, true); ok {
-			out[key] = Result[V]{Entry: e, Source: src, Err: err}
+			answer(i, Result[V]{Entry: e, Source: src, Err: err})
 			continue
 		}
-		out[key] = Result[V]{} // so that a duplicate is not read twice
-		misses = append(misses, key)
+		if misses == nil {
+			misses = make([]int32, 0, len(keys)-i)
+		}
+		misses = append(misses, int32(i))
 	}
 	if len(misses) == 0 {
-		return out
+		return
 	}
 	type waiting struct {
-		key    string
-		cl     *call[V]
+		i      int32
 		shared bool
+		cl     *call[V]
 	}
-	var waits []waiting
+	waits := make([]waiting, 0, len(misses))
 	var singles []fillTask[V]
 	var batches []*batch[V]
 	// The fills this GetMany starts, in one allocation; when they all go to one batch, which
@@ -400,20 +447,21 @@ func (c *Cache[V]) getMany(ctx context.Context, keys []string, count bool) map[s
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		for _, key := range misses {
-			out[key] = Result[V]{Err: ErrClosed}
+		for _, i := range misses {
+			answer(int(i), Result[V]{Err: ErrClosed})
 		}
-		return out
+		return
 	}
 	now := c.clock.NowNano()
-	for _, key := range misses {
+	for m, i := range misses {
+		key := keys[i]
 		if InChain(ctx, c.cfg.Name, key) {
-			out[key] = Result[V]{Err: ErrFillCycle}
+			answer(int(i), Result[V]{Err: ErrFillCycle})
 			continue
 		}
 		if cl, ok := c.calls[key]; ok {
 			c.stats.coalesced.Add(1)
-			waits = append(waits, waiting{key, cl, true})
+			waits = append(waits, waiting{i, true, cl})
 			continue
 		}
 		// Look again under mu, as miss does: a fill may have ended since the first look.
@@ -425,26 +473,26 @@ func (c *Cache[V]) getMany(ctx context.Context, keys []string, count bool) map[s
 			} else if now < e.fresh {
 				if e.notFound() {
 					c.stats.negativeHits.Add()
-					out[key] = Result[V]{Source: SourceHit, Err: ErrNotFound}
+					answer(int(i), Result[V]{Source: SourceHit, Err: ErrNotFound})
 				} else {
-					out[key] = Result[V]{Entry: e.export(now), Source: SourceHit}
+					answer(int(i), Result[V]{Entry: e.export(now), Source: SourceHit})
 				}
 				continue
 			}
 			known = e.version
 		}
 		if c.load == nil && c.batchLoad == nil {
-			out[key] = Result[V]{Err: ErrNotFound}
+			answer(int(i), Result[V]{Err: ErrNotFound})
 			continue
 		}
 		if calls == nil {
-			calls = make([]call[V], 0, len(misses)) // never grown: the calls stay where they are
+			calls = make([]call[V], 0, len(misses)-m) // never grown: the calls stay where they are
 		}
 		calls = append(calls, call[V]{version: max(known, c.tombs.Version(key)), born: c.versionNow()})
 		cl := &calls[len(calls)-1]
 		c.calls[key] = cl
 		c.wg.Add(1)
-		waits = append(waits, waiting{key, cl, false})
+		waits = append(waits, waiting{i, false, cl})
 		if c.batchLoad == nil {
 			singles = append(singles, fillTask[V]{ctx: ctx, key: key, cl: cl})
 			continue
@@ -454,6 +502,10 @@ func (c *Cache[V]) getMany(ctx context.Context, keys []string, count bool) map[s
 			batches = append(batches, b)
 		} else {
 			b = c.pending[kind(false)]
+			if rest := len(misses) - m - 1; cap(b.keys)-len(b.keys) < rest {
+				// Room for this GetMany's other misses at once, not a growth at a time.
+				b.keys, b.calls = slices.Grow(b.keys, rest), slices.Grow(b.calls, rest)
+			}
 		}
 		if first == nil {
 			first = b
@@ -489,11 +541,11 @@ func (c *Cache[V]) getMany(ctx context.Context, keys []string, count bool) map[s
 		c.goRun(fillTask[V]{ctx: b.ctx, b: b})
 	}
 	for _, w := range waits {
-		e, src, err := c.waitFor(ctx, w.key, w.cl, w.shared)
+		key := keys[w.i]
+		e, src, err := c.waitFor(ctx, key, w.cl, w.shared)
 		if err == errAbandoned {
-			e, src, err = c.getEntry(ctx, w.key) // its fill was abandoned or purged: alone, again
+			e, src, err = c.getEntry(ctx, key) // its fill was abandoned or purged: alone, again
 		}
-		out[w.key] = Result[V]{Entry: e, Source: src, Err: err}
+		answer(int(w.i), Result[V]{Entry: e, Source: src, Err: err})
 	}
-	return out
 }

@@ -43,81 +43,96 @@ type Result[V any] struct {
 	Err   error // as Get would return it; fill.ErrNotFound (wrapped) for a key that is not found
 }
 
-// GetMany returns the answer of each of keys, as Get would answer it (see the top of this
-// file); a key asked for twice is answered once. Errors: ErrTooManyKeys, and ctx.Err() when
-// ctx ends first (the fills go on for the other callers and the store).
-func (g *Group[V]) GetMany(ctx context.Context, keys []string) (map[string]Result[V], error) {
+// GetMany answers each of keys as Get would (see the top of this file), with answer: once per
+// key, however often it is asked for, and never from two goroutines at once. Errors:
+// ErrTooManyKeys (nothing is answered), and ctx.Err() when ctx ends first (the fills go on for
+// the other callers and the store; what was answered by then is to be dropped).
+func (g *Group[V]) GetMany(ctx context.Context, keys []string, answer func(key string, r Result[V])) error {
 	if len(keys) > MaxManyKeys {
-		return nil, fmt.Errorf("%w: %d keys in one GetMany, at most %d", ErrTooManyKeys, len(keys), MaxManyKeys)
+		return fmt.Errorf("%w: %d keys in one GetMany, at most %d", ErrTooManyKeys, len(keys), MaxManyKeys)
 	}
-	out := make(map[string]Result[V], len(keys))
 	v := g.env.View.Load()
+	seen := make(map[string]struct{}, len(keys))
 	var owned, remote []string
 	for _, key := range keys {
-		if _, dup := out[key]; dup {
+		if _, dup := seen[key]; dup {
 			continue
 		}
+		seen[key] = struct{}{}
 		if err := g.env.Limits.Key(key); err != nil {
-			out[key] = Result[V]{Err: err}
+			answer(key, Result[V]{Err: err})
 			continue
 		}
-		out[key] = Result[V]{}
 		if v.Owner(key) == v.Self && !v.Stopped {
-			owned = append(owned, key)
+			owned = appendSized(owned, key, len(keys))
 		} else {
-			remote = append(remote, key)
+			remote = appendSized(remote, key, len(keys))
 		}
 	}
 	if v.Stopped {
 		// As getStopped: this node serves nothing from its stores any more.
 		if g.env.State.Closed.Load() {
 			for _, key := range remote {
-				out[key] = Result[V]{Err: view.ErrClosed}
+				answer(key, Result[V]{Err: view.ErrClosed})
 			}
-			return out, nil
+			return nil
 		}
-		return g.manyStopped(ctx, remote, out)
+		return g.manyStopped(ctx, remote, answer)
 	}
+	// The keys owned here and the others are read at once when there are both; answer is
+	// then called under mu.
+	both := len(owned) > 0 && len(remote) > 0
 	var mu sync.Mutex
-	var wg sync.WaitGroup
-	if len(owned) > 0 && len(remote) > 0 {
-		wg.Go(func() {
-			local := g.local.GetEntries(ctx, owned)
-			mu.Lock()
-			defer mu.Unlock()
-			for key, r := range local {
-				out[key] = Result[V]{Value: r.Entry.Value, Info: Info{How: r.Source, Tags: r.Entry.Tags}, Err: g.wrapErr(key, r.Err)}
+	local := func() {
+		g.local.GetEach(ctx, owned, func(i int, r fill.Result[V]) {
+			key := owned[i]
+			res := Result[V]{Value: r.Entry.Value, Info: Info{How: r.Source, Tags: r.Entry.Tags}, Err: g.wrapErr(key, r.Err)}
+			if both {
+				mu.Lock()
+				defer mu.Unlock()
 			}
+			answer(key, res)
 		})
+	}
+	var wg sync.WaitGroup
+	if both {
+		wg.Go(local)
 	} else if len(owned) > 0 {
-		for key, r := range g.local.GetEntries(ctx, owned) {
-			out[key] = Result[V]{Value: r.Entry.Value, Info: Info{How: r.Source, Tags: r.Entry.Tags}, Err: g.wrapErr(key, r.Err)}
-		}
+		local()
 	}
 	if len(remote) > 0 {
 		g.remoteGets.Add(uint64(len(remote)))
-		near := g.near.GetEntries(ctx, remote)
-		mu.Lock()
-		for key, r := range near {
+		g.near.GetEach(ctx, remote, func(i int, r fill.Result[V]) {
+			key := remote[i]
 			if r.Err == nil && r.Source == fill.SourceHit {
 				g.nearHits.Add(1)
 			}
-			out[key] = Result[V]{Value: r.Entry.Value, Info: Info{How: r.Source, Remote: true, Tags: r.Entry.Tags},
+			res := Result[V]{Value: r.Entry.Value, Info: Info{How: r.Source, Remote: true, Tags: r.Entry.Tags},
 				Err: g.wrapErr(key, g.blamePeers(ctx, key, r.Err))}
-		}
-		mu.Unlock()
+			if both {
+				mu.Lock()
+				defer mu.Unlock()
+			}
+			answer(key, res)
+		})
 	}
 	wg.Wait()
-	if err := ctx.Err(); err != nil {
-		return nil, err
+	return ctx.Err()
+}
+
+// appendSized appends key to keys, made with room for n keys at first.
+func appendSized(keys []string, key string, n int) []string {
+	if keys == nil {
+		keys = make([]string, 0, n)
 	}
-	return out, nil
+	return append(keys, key)
 }
 
 // manyStopped is GetMany on a node that serves nothing from its stores any more: every key is
 // asked of its owner among the other members, in batches, and nothing is kept (see
 // getStopped).
-func (g *Group[V]) manyStopped(ctx context.Context, keys []string, out map[string]Result[V]) (map[string]Result[V], error) {
+func (g *Group[V]) manyStopped(ctx context.Context, keys []string, answer func(key string, r Result[V])) error {
+	out := make(map[string]Result[V], len(keys)) // the last answer of each key (a failover may ask again)
 	var mu sync.Mutex
 	set := func(key string, v V, _ *fill.Copy, tags []string, err error) {
 		mu.Lock()
@@ -135,16 +150,16 @@ func (g *Group[V]) manyStopped(ctx context.Context, keys []string, out map[strin
 	for key, err := range errs {
 		out[key] = Result[V]{Err: err}
 	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	for key, r := range out {
 		if r.Err != nil {
 			r.Err = g.wrapErr(key, route.FromWire(r.Err))
-			out[key] = r
 		}
+		answer(key, r)
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return nil
 }
 
 // fetchMany is the near cache's batch loader: one request to each owner of keys for all its

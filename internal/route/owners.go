@@ -3,6 +3,7 @@ package route
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -48,15 +49,29 @@ type batchRoute struct {
 	errs map[string]error
 }
 
-// route sends keys to their owners on rg, each owner's keys on a goroutine of its own.
+// route sends keys to their owners on rg, all at once: each owner's keys on a goroutine of
+// its own, but the last owner's, on this one.
 func (b *batchRoute) route(ctx context.Context, rg *ring.Ring, keys []string) {
-	byOwner := make(map[string][]string)
+	type owned struct {
+		owner string
+		keys  []string
+	}
+	var byOwner []owned // a few members: a list, looked through, is cheaper than a map
 	for _, k := range keys {
 		o := rg.Owner(k)
-		byOwner[o] = append(byOwner[o], k)
+		i := slices.IndexFunc(byOwner, func(x owned) bool { return x.owner == o })
+		if i < 0 {
+			i = len(byOwner)
+			byOwner = append(byOwner, owned{owner: o})
+		}
+		byOwner[i].keys = append(byOwner[i].keys, k)
 	}
-	for owner, ks := range byOwner {
-		b.wg.Go(func() { b.toOwner(ctx, rg, owner, ks) })
+	for i, x := range byOwner {
+		if i == len(byOwner)-1 {
+			b.toOwner(ctx, rg, x.owner, x.keys)
+			break
+		}
+		b.wg.Go(func() { b.toOwner(ctx, rg, x.owner, x.keys) })
 	}
 }
 

@@ -27,10 +27,11 @@ import (
 type BatchLoadFunc[V any] func(ctx context.Context, keys []string) (map[string]V, error)
 
 // ReplicaBatchLoadFunc loads keys for a Replica as a BatchLoadFunc does, but answers each
-// key on its own: with its value, the copy of another replica's it took instead (as a
-// ReplicaLoadFunc does), or its error. A key absent from the map is ErrNotFound; an error
-// fails every key.
-type ReplicaBatchLoadFunc[V any] func(ctx context.Context, keys []string) (map[string]Loaded[V], error)
+// key on its own, in out (as long as keys), without a map: out[i], keys[i]'s answer, is its
+// value, the copy of another replica's it took instead (as a ReplicaLoadFunc does), or its
+// error; it is ErrNotFound until the loader sets it. An error fails every key. The loader may
+// set different keys' answers from several goroutines at once, never after it returned.
+type ReplicaBatchLoadFunc[V any] func(ctx context.Context, keys []string, out []Loaded[V]) error
 
 // Loaded is one key's answer of a ReplicaBatchLoadFunc.
 type Loaded[V any] struct {
@@ -195,7 +196,10 @@ func (c *Cache[V]) runBatch(parent context.Context, b *batch[V], inline bool) {
 		defer timer.Stop()
 	}
 
-	var out map[string]Loaded[V]
+	out := make([]Loaded[V], len(b.keys))
+	for i := range out {
+		out[i].Err = ErrNotFound
+	}
 	var err error
 	releaseFill := func() {}
 	if c.cfg.Fills != nil {
@@ -206,7 +210,7 @@ func (c *Cache[V]) runBatch(parent context.Context, b *batch[V], inline bool) {
 		}
 	}
 	if err == nil {
-		out, err = c.batchLoadSafe(fc, b.keys)
+		err = c.batchLoadSafe(fc, b.keys, out)
 	}
 	releaseFill()
 	c.stats.batchLoads.Add(1)
@@ -233,11 +237,7 @@ func (c *Cache[V]) runBatch(parent context.Context, b *batch[V], inline bool) {
 		key := b.keys[i]
 		r := result[V]{err: err}
 		if err == nil {
-			l, ok := out[key]
-			if !ok {
-				l.Err = ErrNotFound
-			}
-			r = result[V]{v: l.Value, copy: l.Copy, err: l.Err}
+			r = result[V]{v: out[i].Value, copy: out[i].Copy, err: out[i].Err}
 		}
 		x.forKey(key, &xk) // settle keeps none of xk but its tags: one for every key
 		xi := &xk
@@ -295,16 +295,16 @@ func (x *choice) forKey(key string, xi *choice) {
 
 // batchLoadSafe runs the batch loader, recovering a panic into a *PanicError logged with its
 // stack.
-func (c *Cache[V]) batchLoadSafe(ctx context.Context, keys []string) (out map[string]Loaded[V], err error) {
+func (c *Cache[V]) batchLoadSafe(ctx context.Context, keys []string, out []Loaded[V]) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			stack := debug.Stack()
 			c.cfg.Logger.Error("corral: batch loader panic", "cache", c.cfg.Name, "keys", len(keys),
 				"panic", fmt.Sprint(p), "stack", string(stack))
-			out, err = nil, &PanicError{Value: p, Stack: stack}
+			err = &PanicError{Value: p, Stack: stack}
 		}
 	}()
-	return c.batchLoad(ctx, keys)
+	return c.batchLoad(ctx, keys, out)
 }
 
 // TagKey tags the value a batch loader is about to return for key (see Tag, which tags every

@@ -174,16 +174,18 @@ func checkBatch(b *peerpb.BatchResult, n int) error {
 	return nil
 }
 
-// readBatch records with set each key's answer in b, the answer st gave to a batch of keys
-// (checked by checkBatch), and returns the keys st left out, in order (to ask again).
-func (g *Group[V]) readBatch(st *view.MemberState, keys []string, b *peerpb.BatchResult,
-	set func(key string, v V, cp *fill.Copy, tags []string, err error)) ([]string, error) {
+// readBatch records with set, by its index (p.At), each key's answer in b, the answer st
+// gave to a batch of the keys of p (checked by checkBatch), and returns the keys st left out,
+// in order (to ask again).
+func (g *Group[V]) readBatch(st *view.MemberState, p route.Part, b *peerpb.BatchResult,
+	set func(at int, v V, cp *fill.Copy, tags []string, err error)) (route.Part, error) {
+	keys := p.Keys
 	var others []int32 // with others: row i is answered by others[i]-1, if positive
 	if len(b.GetOthers()) > 0 {
 		others = make([]int32, len(keys))
 		for j, r := range b.GetOthers() {
 			if others[r.GetIndex()] != 0 {
-				return nil, fmt.Errorf("two answers for key %d", r.GetIndex())
+				return route.Part{}, fmt.Errorf("two answers for key %d", r.GetIndex())
 			}
 			others[r.GetIndex()] = int32(j) + 1
 		}
@@ -191,7 +193,7 @@ func (g *Group[V]) readBatch(st *view.MemberState, keys []string, b *peerpb.Batc
 	copies := make([]fill.Copy, len(keys)-len(b.GetOthers())) // what a near cache keeps of each row
 	shared := !g.decodeCopies()
 	values, sizes := b.GetValues(), b.GetValueSizes()
-	var again []string
+	var again route.Part
 	off := 0
 	for i, key := range keys {
 		end := off + int(sizes[i])
@@ -201,13 +203,13 @@ func (g *Group[V]) readBatch(st *view.MemberState, keys []string, b *peerpb.Batc
 			r := b.GetOthers()[others[i]-1]
 			switch {
 			case r.GetAgain():
-				again = append(again, key)
+				again.Keys, again.At = append(again.Keys, key), append(again.At, p.At[i])
 			case r.GetFailure() != nil:
 				var zero V
-				set(key, zero, nil, nil, route.FromWire(transport.KeyError(st.PeerAddr, r.GetFailure())))
+				set(p.At[i], zero, nil, nil, route.FromWire(transport.KeyError(st.PeerAddr, r.GetFailure())))
 			default:
 				v, cp, err := g.fromOwner(st, key, r.GetEntry())
-				set(key, v, cp, r.GetEntry().GetTags(), err)
+				set(p.At[i], v, cp, r.GetEntry().GetTags(), err)
 			}
 			continue
 		}
@@ -219,10 +221,10 @@ func (g *Group[V]) readBatch(st *view.MemberState, keys []string, b *peerpb.Batc
 		v, err := g.ownerValue(st, key, raw, b.GetVersions()[i], b.GetFreshForNanos()[i], nil, 0, cp)
 		if err != nil {
 			var zero V
-			set(key, zero, nil, nil, err)
+			set(p.At[i], zero, nil, nil, err)
 			continue
 		}
-		set(key, v, cp, nil, nil)
+		set(p.At[i], v, cp, nil, nil)
 	}
 	return again, nil
 }

@@ -132,32 +132,27 @@ func appendSized(keys []string, key string, n int) []string {
 // asked of its owner among the other members, in batches, and nothing is kept (see
 // getStopped).
 func (g *Group[V]) manyStopped(ctx context.Context, keys []string, answer func(key string, r Result[V])) error {
-	out := make(map[string]Result[V], len(keys)) // the last answer of each key (a failover may ask again)
-	var mu sync.Mutex
-	set := func(key string, v V, _ *fill.Copy, tags []string, err error) {
-		mu.Lock()
-		defer mu.Unlock()
-		out[key] = Result[V]{Value: v, Info: Info{How: fill.SourceFill, Remote: true, Tags: tags}, Err: err}
+	out := make([]Result[V], len(keys)) // the last answer of each key (a failover may ask again)
+	set := func(at int, v V, _ *fill.Copy, tags []string, err error) {
+		out[at] = Result[V]{Value: v, Info: Info{How: fill.SourceFill, Remote: true, Tags: tags}, Err: err}
 	}
-	errs := g.env.Router.OnOwners(ctx, keys, func(keys []string) {
-		for _, key := range keys {
-			var zero V
-			set(key, zero, nil, nil, view.ErrClosed)
+	failed := func(p route.Part, err error) {
+		for _, at := range p.At {
+			out[at] = Result[V]{Err: err}
 		}
-	}, func(ctx context.Context, st *view.MemberState, keys []string) error {
-		return g.askOwnerMany(ctx, st, keys, set)
-	})
-	for key, err := range errs {
-		out[key] = Result[V]{Err: err}
 	}
+	g.env.Router.OnOwners(ctx, keys, func(p route.Part) { failed(p, view.ErrClosed) },
+		func(ctx context.Context, st *view.MemberState, p route.Part) error {
+			return g.askOwnerMany(ctx, st, p, set)
+		}, failed)
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	for key, r := range out {
+	for i, r := range out {
 		if r.Err != nil {
-			r.Err = g.wrapErr(key, route.FromWire(r.Err))
+			r.Err = g.wrapErr(keys[i], route.FromWire(r.Err))
 		}
-		answer(key, r)
+		answer(keys[i], r)
 	}
 	return nil
 }
@@ -165,56 +160,56 @@ func (g *Group[V]) manyStopped(ctx context.Context, keys []string, answer func(k
 // fetchMany is the near cache's batch loader: one request to each owner of keys for all its
 // keys, all at once (the batch's ctx carries the near cache's own link in the fill chain,
 // which is dropped before the chain goes out, as fetch drops it).
-func (g *Group[V]) fetchMany(ctx context.Context, keys []string) (map[string]fill.Loaded[V], error) {
-	out := make(map[string]fill.Loaded[V], len(keys))
-	var mu sync.Mutex
-	set := func(key string, v V, cp *fill.Copy, _ []string, err error) {
-		mu.Lock()
-		defer mu.Unlock()
-		out[key] = fill.Loaded[V]{Value: v, Copy: cp, Err: err}
+func (g *Group[V]) fetchMany(ctx context.Context, keys []string, out []fill.Loaded[V]) error {
+	set := func(at int, v V, cp *fill.Copy, _ []string, err error) {
+		out[at] = fill.Loaded[V]{Value: v, Copy: cp, Err: err}
 	}
-	errs := g.env.Router.OnOwners(ctx, keys,
-		func(keys []string) {
+	g.env.Router.OnOwners(ctx, keys,
+		func(p route.Part) {
 			// Acting owner after a failover (or the view changed under us): fill here; the
 			// values live in the local store, so keep no near copies (no lifetime).
-			for key, r := range g.local.GetEntries(fill.Outer(ctx), keys) {
-				set(key, r.Entry.Value, &fill.Copy{}, nil, r.Err)
-			}
+			g.local.GetEach(fill.Outer(ctx), p.Keys, func(i int, r fill.Result[V]) {
+				set(p.At[i], r.Entry.Value, &fill.Copy{}, nil, r.Err)
+			})
 		},
-		func(ctx context.Context, st *view.MemberState, keys []string) error {
-			return g.askOwnerMany(ctx, st, keys, set)
+		func(ctx context.Context, st *view.MemberState, p route.Part) error {
+			return g.askOwnerMany(ctx, st, p, set)
+		},
+		func(p route.Part, err error) {
+			err = route.FromWire(err)
+			for _, at := range p.At {
+				out[at] = fill.Loaded[V]{Err: err}
+			}
 		})
-	for key, err := range errs {
-		out[key] = fill.Loaded[V]{Err: route.FromWire(err)}
-	}
-	return out, nil
+	return nil
 }
 
-// askOwnerMany asks st, the owner of keys, for all of them in one request on its stream, and
-// records each key's answer with set: its value and what a near cache keeps of it (see
-// fromOwner), or its error. The keys the owner had no room for in its answer are asked again.
-// It returns an error when the request itself failed (the caller fails over on it).
-func (g *Group[V]) askOwnerMany(ctx context.Context, st *view.MemberState, keys []string,
-	set func(key string, v V, cp *fill.Copy, tags []string, err error)) error {
-	for ask := keys; len(ask) > 0; {
+// askOwnerMany asks st, the owner of the keys of p, for all of them in one request on its
+// stream, and records each key's answer with set, by its index (p.At): its value and what a
+// near cache keeps of it (see fromOwner), or its error. The keys the owner had no room for in
+// its answer are asked again. It returns an error when the request itself failed (the caller
+// fails over on it).
+func (g *Group[V]) askOwnerMany(ctx context.Context, st *view.MemberState, p route.Part,
+	set func(at int, v V, cp *fill.Copy, tags []string, err error)) error {
+	for ask := p; len(ask.Keys) > 0; {
 		req := &peerpb.GetRequest{Header: g.env.Router.HeaderWith(fill.OuterChain(ctx)), Group: g.name}
-		req.Keys, req.KeySizes = packKeys(ask)
+		req.Keys, req.KeySizes = packKeys(ask.Keys)
 		resp, err := g.env.Client.GetFrom(ctx, st.PeerAddr, st.Gone.Done(), req)
 		if err != nil {
 			return err
 		}
 		g.batchesSent.Add(1)
-		g.batchKeysSent.Add(uint64(len(ask)))
+		g.batchKeysSent.Add(uint64(len(ask.Keys)))
 		b := resp.GetBatch()
-		if err := checkBatch(b, len(ask)); err != nil {
-			return fmt.Errorf("%w: %s answered a batch of %d keys: %v", transport.ErrInvalidArgument, st.Name, len(ask), err)
+		if err := checkBatch(b, len(ask.Keys)); err != nil {
+			return fmt.Errorf("%w: %s answered a batch of %d keys: %v", transport.ErrInvalidArgument, st.Name, len(ask.Keys), err)
 		}
 		again, err := g.readBatch(st, ask, b, set)
 		if err != nil {
-			return fmt.Errorf("%w: %s answered a batch of %d keys: %v", transport.ErrInvalidArgument, st.Name, len(ask), err)
+			return fmt.Errorf("%w: %s answered a batch of %d keys: %v", transport.ErrInvalidArgument, st.Name, len(ask.Keys), err)
 		}
-		if len(again) == len(ask) {
-			return fmt.Errorf("%w: %s answered no key of %d", transport.ErrInvalidArgument, st.Name, len(ask))
+		if len(again.Keys) == len(ask.Keys) {
+			return fmt.Errorf("%w: %s answered no key of %d", transport.ErrInvalidArgument, st.Name, len(ask.Keys))
 		}
 		ask = again
 	}
@@ -313,71 +308,76 @@ const entryOverhead = 64 + fill.MaxTagsBytes
 // fillMany is the store's batch loader, for a group with one: it takes the copies that other
 // members still hold of keys that moved here lately (warm pulls, all at once, as fillLocal
 // takes one), and loads the rest from the source in one call of the group's batch loader.
-func (g *Group[V]) fillMany(ctx context.Context, keys []string) (map[string]fill.Loaded[V], error) {
-	out := make(map[string]fill.Loaded[V], len(keys))
-	rest := keys
-	if !fill.IsRefresh(ctx) {
+func (g *Group[V]) fillMany(ctx context.Context, keys []string, out []fill.Loaded[V]) error {
+	rest := route.Part{Keys: keys}
+	if fill.IsRefresh(ctx) {
+		rest.At = make([]int, len(keys))
+		for i := range rest.At {
+			rest.At[i] = i
+		}
+	} else {
 		rest = g.pullMany(ctx, keys, out)
 	}
-	if len(rest) == 0 {
-		return out, nil
+	if len(rest.Keys) == 0 {
+		return nil
 	}
 	// From here on the fill waits for no other member (see fillLocal).
 	fill.Loading(ctx)
-	g.loads.Add(uint64(len(rest)))
-	values, err := g.batchLoad(ctx, rest)
+	g.loads.Add(uint64(len(rest.Keys)))
+	values, err := g.batchLoad(ctx, rest.Keys)
 	if err != nil {
-		if len(out) == 0 {
-			return nil, err
+		if len(rest.Keys) == len(keys) {
+			return err
 		}
-		for _, key := range rest {
-			out[key] = fill.Loaded[V]{Err: err}
+		for _, at := range rest.At {
+			out[at] = fill.Loaded[V]{Err: err}
 		}
-		return out, nil
+		return nil
 	}
-	for _, key := range rest {
+	for i, key := range rest.Keys {
 		if v, ok := values[key]; ok { // a key left out is not found
-			out[key] = fill.Loaded[V]{Value: v}
+			out[rest.At[i]] = fill.Loaded[V]{Value: v}
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // pullMany takes, into out, the backups this node keeps of keys it now owns, and the copies
 // other members hold of those that moved here lately (see handoff.Pull), all at once, and
-// returns the keys it found none of.
-func (g *Group[V]) pullMany(ctx context.Context, keys []string, out map[string]fill.Loaded[V]) []string {
-	var moved, rest []string
-	for _, key := range keys {
+// returns the keys it found none of, with their indexes.
+func (g *Group[V]) pullMany(ctx context.Context, keys []string, out []fill.Loaded[V]) route.Part {
+	var moved, rest route.Part
+	for i, key := range keys {
 		if e, ok := g.fromBackup(key); ok { // see fillLocal
 			l := fill.Loaded[V]{Value: e.Value, Copy: copyOf(e)}
 			if e.NotFound {
 				l.Err = fill.ErrNotFound
 			}
-			out[key] = l
+			out[i] = l
 			continue
 		}
+		p := &rest
 		if g.env.Mover.Moved(key) {
-			moved = append(moved, key)
-		} else {
-			rest = append(rest, key)
+			p = &moved
 		}
+		p.Keys, p.At = append(p.Keys, key), append(p.At, i)
 	}
-	if len(moved) == 0 {
+	if len(moved.Keys) == 0 {
 		return rest
 	}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, maxPulls)
-	for _, key := range moved {
+	for j, key := range moved.Keys {
+		at := moved.At[j]
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
 			e, ok := handoff.Pull(ctx, g.env.Mover, g.name, key, g.tombs.Floor, g.decodeEntry)
-			mu.Lock()
-			defer mu.Unlock()
 			if !ok {
-				rest = append(rest, key)
+				mu.Lock()
+				defer mu.Unlock()
+				rest.Keys, rest.At = append(rest.Keys, key), append(rest.At, at)
 				return
 			}
 			g.env.Received()
@@ -385,7 +385,7 @@ func (g *Group[V]) pullMany(ctx context.Context, keys []string, out map[string]f
 			if e.NotFound {
 				l.Err = fill.ErrNotFound
 			}
-			out[key] = l
+			out[at] = l
 		})
 	}
 	wg.Wait()

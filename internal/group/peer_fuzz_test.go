@@ -20,6 +20,7 @@ import (
 	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/internal/fuzzcorpus"
 	"github.com/corralcache/corral/internal/lease"
+	"github.com/corralcache/corral/internal/route"
 	"github.com/corralcache/corral/internal/version"
 	"github.com/corralcache/corral/internal/view"
 	"github.com/corralcache/corral/internal/write"
@@ -521,15 +522,21 @@ func FuzzBatchAnswer(f *testing.F) {
 		if cerr := checkBatch(&b, len(keys)); cerr != nil {
 			return // the asker fails the request (askOwnerMany)
 		}
+		p := route.Part{Keys: keys, At: make([]int, len(keys))}
+		for i := range p.At {
+			p.At[i] = i
+		}
+		var againPart route.Part
 		if jsonGroup {
-			again, err = fz.js.readBatch(st, keys, &b, func(key string, v fuzzValue, _ *fill.Copy, _ []string, err error) {
-				check(key, v, err, rowOf(key))
+			againPart, err = fz.js.readBatch(st, p, &b, func(at int, v fuzzValue, _ *fill.Copy, _ []string, err error) {
+				check(keys[at], v, err, rowOf(keys[at]))
 			})
 		} else {
-			again, err = fz.str.readBatch(st, keys, &b, func(key string, v string, _ *fill.Copy, _ []string, err error) {
-				check(key, v, err, rowOf(key))
+			againPart, err = fz.str.readBatch(st, p, &b, func(at int, v string, _ *fill.Copy, _ []string, err error) {
+				check(keys[at], v, err, rowOf(keys[at]))
 			})
 		}
+		again = againPart.Keys
 		if v := fz.n.env.Versions.Next(); v <= before {
 			t.Fatalf("the answer moved the version clock back: %#x after %#x", v, before)
 		}

@@ -3,6 +3,7 @@ package corral
 import (
 	"encoding/json"
 	"fmt"
+	"unsafe"
 )
 
 // Codec turns a group's values into bytes for the wire and back. Owners and near caches keep
@@ -51,6 +52,11 @@ func (JSONCodec[V]) Decode(b []byte) (V, error) {
 	return v, nil
 }
 
-// DecodeCopies says Decode keeps no reference to its input: a batch's values are decoded
-// from the buffer they share without a copy each.
-func (stringCodec) DecodeCopies() bool { return true }
+// DecodeOwned is Decode of bytes given for good — a value off the wire, in a buffer of its
+// own that nothing writes or keeps but the string made over it — without a copy.
+func (stringCodec) DecodeOwned(b []byte) (string, error) {
+	if len(b) == 0 {
+		return "", nil
+	}
+	return unsafe.String(&b[0], len(b)), nil
+}

@@ -157,9 +157,13 @@ func (c *Cache[V]) startWait(ctx context.Context, key string, joined bool) (func
 // not cancelled and still serves the others and the store.
 func (c *Cache[V]) wait(ctx context.Context, key string, cl *call[V], shared bool) (Entry[V], Source, error) {
 	select {
-	case <-cl.done:
-	case <-ctx.Done():
-		return Entry[V]{}, 0, ctx.Err()
+	case <-cl.done: // ended already (a GetMany's keys, once its batch has run): no select of two
+	default:
+		select {
+		case <-cl.done:
+		case <-ctx.Done():
+			return Entry[V]{}, 0, ctx.Err()
+		}
 	}
 	if cl.abandoned || cl.purged {
 		return Entry[V]{}, 0, errAbandoned

@@ -1,7 +1,6 @@
 package group
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 
@@ -12,24 +11,26 @@ import (
 	"github.com/corralcache/corral/transport/peerpb"
 )
 
-// A batch on the wire costs a few allocations on either side, whatever its keys: the keys
+// A batch on the wire costs a few allocations on either side beside its values: the keys
 // travel in one buffer (GetRequest.keys and key_sizes), and the answer in columns, one row
 // per key (peerpb.BatchResult) — only keys answered otherwise than with an untagged value
 // (a failure, a not-found, tags, a key left out) have a message of their own. The owner
-// answers a page of held keys without a map or a message per key; the asker decodes each
-// value from the one buffer of the answer's values.
+// answers a page of held keys without a map or a message per key, its values put on the wire
+// straight from its store; the asker decodes each value from the buffer the wire gave it,
+// which is the value's own (see ownedDecoder).
 
-// copyingCodec is a Codec whose Decode keeps no reference to the bytes it is given (it copies
-// what it keeps, as a string conversion does). A batch's values are decoded straight from the
-// answer's buffer, which they share, by such a codec; any other codec is given a copy of each
-// value, so that a value kept (by the caller, or as a near copy) never holds the whole answer
-// in memory.
-type copyingCodec interface{ DecodeCopies() bool }
+// ownedDecoder is a Codec that can decode bytes given to it for good — never written again,
+// nor kept by anyone else — without a copy (a string over them). A batch's values arrive so.
+type ownedDecoder[V any] interface {
+	DecodeOwned(b []byte) (V, error)
+}
 
-// decodeCopies reports whether the group's codec copies what it decodes.
-func (g *Group[V]) decodeCopies() bool {
-	c, ok := g.codec.(copyingCodec)
-	return ok && c.DecodeCopies()
+// decodeOwned decodes b, which is the caller's own (see ownedDecoder).
+func (g *Group[V]) decodeOwned(b []byte) (V, error) {
+	if d, ok := g.codec.(ownedDecoder[V]); ok {
+		return d.DecodeOwned(b)
+	}
+	return g.codec.Decode(b)
 }
 
 // packKeys returns keys as a batch request carries them.
@@ -97,7 +98,6 @@ type batchWriter struct {
 func newBatchWriter(n, room int) *batchWriter {
 	return &batchWriter{
 		b: &peerpb.BatchResult{
-			ValueSizes:    make([]uint32, n),
 			FreshForNanos: make([]int64, n),
 			Versions:      make([]uint64, n),
 		},
@@ -106,8 +106,8 @@ func newBatchWriter(n, room int) *batchWriter {
 	}
 }
 
-// rowOverhead is what a row costs in an answer beside its value, at most: its size, its
-// freshness and its version, as varints.
+// rowOverhead is what a row costs in an answer beside its value, at most: its value's tag
+// and size, its freshness and its version, as varints.
 const rowOverhead = 5 + 2*10
 
 // fits takes size bytes of the answer's room for row i, and reports whether they fit: past
@@ -134,16 +134,7 @@ func (w *batchWriter) fail(i int, f *peerpb.Failure) { w.other(i, &peerpb.KeyRes
 
 // done returns the answer.
 func (w *batchWriter) done() *peerpb.GetResponse {
-	total := 0
-	for _, v := range w.values {
-		total += len(v)
-	}
-	buf := make([]byte, 0, total)
-	for i, v := range w.values {
-		buf = append(buf, v...)
-		w.b.ValueSizes[i] = uint32(len(v))
-	}
-	w.b.Values = buf
+	w.b.Values = w.values
 	return &peerpb.GetResponse{Batch: w.b}
 }
 
@@ -152,19 +143,9 @@ func checkBatch(b *peerpb.BatchResult, n int) error {
 	if b == nil {
 		return errors.New("no batch answer")
 	}
-	if len(b.GetValueSizes()) != n || len(b.GetFreshForNanos()) != n || len(b.GetVersions()) != n {
+	if len(b.GetValues()) != n || len(b.GetFreshForNanos()) != n || len(b.GetVersions()) != n {
 		return fmt.Errorf("columns of %d, %d and %d rows for %d keys",
-			len(b.GetValueSizes()), len(b.GetFreshForNanos()), len(b.GetVersions()), n)
-	}
-	total := 0
-	for _, s := range b.GetValueSizes() {
-		total += int(s)
-		if total > len(b.GetValues()) {
-			break
-		}
-	}
-	if total != len(b.GetValues()) {
-		return fmt.Errorf("values of %d bytes, sized %d", len(b.GetValues()), total)
+			len(b.GetValues()), len(b.GetFreshForNanos()), len(b.GetVersions()), n)
 	}
 	for _, r := range b.GetOthers() {
 		if int(r.GetIndex()) >= n {
@@ -191,14 +172,8 @@ func (g *Group[V]) readBatch(st *view.MemberState, p route.Part, b *peerpb.Batch
 		}
 	}
 	copies := make([]fill.Copy, len(keys)-len(b.GetOthers())) // what a near cache keeps of each row
-	shared := !g.decodeCopies()
-	values, sizes := b.GetValues(), b.GetValueSizes()
 	var again route.Part
-	off := 0
 	for i, key := range keys {
-		end := off + int(sizes[i])
-		raw := values[off:end:end]
-		off = end
 		if others != nil && others[i] > 0 {
 			r := b.GetOthers()[others[i]-1]
 			switch {
@@ -213,12 +188,9 @@ func (g *Group[V]) readBatch(st *view.MemberState, p route.Part, b *peerpb.Batch
 			}
 			continue
 		}
-		if shared {
-			raw = bytes.Clone(raw)
-		}
 		cp := &copies[0]
 		copies = copies[1:]
-		v, err := g.ownerValue(st, key, raw, b.GetVersions()[i], b.GetFreshForNanos()[i], nil, 0, cp)
+		v, err := g.ownerValue(st, key, b.GetValues()[i], b.GetVersions()[i], b.GetFreshForNanos()[i], nil, 0, cp)
 		if err != nil {
 			var zero V
 			set(p.At[i], zero, nil, nil, err)

@@ -65,7 +65,8 @@ func (g *Group[V]) fromOwner(st *view.MemberState, key string, e *peerpb.Entry) 
 }
 
 // ownerValue is fromOwner for the parts of an entry, a batch's row (batchwire.go) or an
-// Entry: it decodes raw, the value, and sets cp.
+// Entry: it decodes raw, the value, and sets cp. raw is the caller's own, as the wire gave it
+// (see ownedDecoder).
 func (g *Group[V]) ownerValue(st *view.MemberState, key string, raw []byte, ver uint64, freshFor int64,
 	tags []string, born uint64, cp *fill.Copy) (V, error) {
 	var val V
@@ -76,7 +77,7 @@ func (g *Group[V]) ownerValue(st *view.MemberState, key string, raw []byte, ver 
 		return val, fmt.Errorf("corral: value of %s/%q from %s: %w", g.name, key, st.Name, err)
 	}
 	g.env.Versions.Observe(ver)
-	val, err := g.codec.Decode(raw)
+	val, err := g.decodeOwned(raw)
 	if err != nil {
 		return val, fmt.Errorf("corral: value of %s/%q from %s: %w", g.name, key, st.Name, err)
 	}

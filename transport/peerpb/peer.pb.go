@@ -638,10 +638,9 @@ func (x *GetResponse) GetBatch() *BatchResult {
 // the columns is zero.
 type BatchResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// values holds the rows' values one after another, value_sizes[i] bytes for
-	// row i.
-	Values     []byte   `protobuf:"bytes,1,opt,name=values,proto3" json:"values,omitempty"`
-	ValueSizes []uint32 `protobuf:"varint,2,rep,packed,name=value_sizes,json=valueSizes,proto3" json:"value_sizes,omitempty"`
+	// values are the rows' values (each a buffer of its own on the receiver,
+	// which a value it keeps may keep).
+	Values [][]byte `protobuf:"bytes,1,rep,name=values,proto3" json:"values,omitempty"`
 	// fresh_for_nanos and versions are each row's, as Entry's fields of the
 	// same names. (What a batch's asker keeps of a value, a near copy, lives no
 	// longer than its freshness: it needs no more.)
@@ -684,16 +683,9 @@ func (*BatchResult) Descriptor() ([]byte, []int) {
 	return file_peer_proto_rawDescGZIP(), []int{4}
 }
 
-func (x *BatchResult) GetValues() []byte {
+func (x *BatchResult) GetValues() [][]byte {
 	if x != nil {
 		return x.Values
-	}
-	return nil
-}
-
-func (x *BatchResult) GetValueSizes() []uint32 {
-	if x != nil {
-		return x.ValueSizes
 	}
 	return nil
 }
@@ -2319,14 +2311,12 @@ const file_peer_proto_rawDesc = "" +
 	"\x06source\x18\x02 \x01(\x0e2\x16.corral.peer.v1.SourceR\x06source\x12\x14\n" +
 	"\x05found\x18\x03 \x01(\bR\x05found\x12\x18\n" +
 	"\afilling\x18\x04 \x01(\bR\afilling\x121\n" +
-	"\x05batch\x18\x06 \x01(\v2\x1b.corral.peer.v1.BatchResultR\x05batchJ\x04\b\x05\x10\x06\"\xbd\x01\n" +
+	"\x05batch\x18\x06 \x01(\v2\x1b.corral.peer.v1.BatchResultR\x05batchJ\x04\b\x05\x10\x06\"\xa2\x01\n" +
 	"\vBatchResult\x12\x16\n" +
-	"\x06values\x18\x01 \x01(\fR\x06values\x12\x1f\n" +
-	"\vvalue_sizes\x18\x02 \x03(\rR\n" +
-	"valueSizes\x12&\n" +
+	"\x06values\x18\x01 \x03(\fR\x06values\x12&\n" +
 	"\x0ffresh_for_nanos\x18\x03 \x03(\x03R\rfreshForNanos\x12\x1a\n" +
 	"\bversions\x18\x04 \x03(\x04R\bversions\x121\n" +
-	"\x06others\x18\x05 \x03(\v2\x19.corral.peer.v1.KeyResultR\x06others\"\xc7\x01\n" +
+	"\x06others\x18\x05 \x03(\v2\x19.corral.peer.v1.KeyResultR\x06othersJ\x04\b\x02\x10\x03\"\xc7\x01\n" +
 	"\tKeyResult\x12+\n" +
 	"\x05entry\x18\x01 \x01(\v2\x15.corral.peer.v1.EntryR\x05entry\x12.\n" +
 	"\x06source\x18\x02 \x01(\x0e2\x16.corral.peer.v1.SourceR\x06source\x121\n" +

@@ -130,16 +130,37 @@ func (e *ManyError) Unwrap() []error {
 // ctx.Err() alone when ctx ends first (the fills go on for the other callers and the store);
 // ErrClosed after Close.
 func (g *Group[V]) GetMany(ctx context.Context, keys []string) (map[string]V, error) {
+	if err := group.CheckManyKeys(len(keys)); err != nil {
+		return nil, err // before duplicates are dropped: the bound is on what was asked
+	}
+	// out holds a place for each key, which drops duplicates, until its answer comes: a value,
+	// or a key that has none, dropped.
 	out := make(map[string]V, len(keys))
+	uniq := keys
+	for i, key := range keys {
+		if _, dup := out[key]; dup {
+			if len(uniq) == len(keys) { // the first duplicate: uniq becomes a list of its own
+				uniq = slices.Clone(keys[:i])
+			}
+			continue
+		}
+		var zero V
+		out[key] = zero
+		if len(uniq) < len(keys) { // past a duplicate
+			uniq = append(uniq, key)
+		}
+	}
 	var errs map[string]error
 	answered := 0
-	err := g.g.GetMany(ctx, keys, func(key string, r group.Result[V]) {
+	err := g.g.GetMany(ctx, uniq, func(key string, r group.Result[V]) {
 		answered++
 		switch {
 		case r.Err == nil:
 			out[key] = r.Value
 		case errors.Is(r.Err, ErrNotFound):
+			delete(out, key)
 		default:
+			delete(out, key)
 			if errs == nil {
 				errs = make(map[string]error)
 			}

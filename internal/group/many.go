@@ -36,6 +36,15 @@ const MaxManyKeys = 10_000
 // (corral.ErrTooManyKeys).
 var ErrTooManyKeys = errors.New("corral: too many keys")
 
+// CheckManyKeys returns the error of a GetMany of n keys when they are too many (wrapping
+// ErrTooManyKeys), else nil.
+func CheckManyKeys(n int) error {
+	if n > MaxManyKeys {
+		return fmt.Errorf("%w: %d keys in one GetMany, at most %d", ErrTooManyKeys, n, MaxManyKeys)
+	}
+	return nil
+}
+
 // Result is one key's answer of GetMany: as Get's, with Info.
 type Result[V any] struct {
 	Value V
@@ -43,22 +52,17 @@ type Result[V any] struct {
 	Err   error // as Get would return it; fill.ErrNotFound (wrapped) for a key that is not found
 }
 
-// GetMany answers each of keys as Get would (see the top of this file), with answer: once per
-// key, however often it is asked for, and never from two goroutines at once. Errors:
+// GetMany answers each of keys, which holds each key once, as Get would (see the top of this
+// file), with answer: once per key, and never from two goroutines at once. Errors:
 // ErrTooManyKeys (nothing is answered), and ctx.Err() when ctx ends first (the fills go on for
 // the other callers and the store; what was answered by then is to be dropped).
 func (g *Group[V]) GetMany(ctx context.Context, keys []string, answer func(key string, r Result[V])) error {
-	if len(keys) > MaxManyKeys {
-		return fmt.Errorf("%w: %d keys in one GetMany, at most %d", ErrTooManyKeys, len(keys), MaxManyKeys)
+	if err := CheckManyKeys(len(keys)); err != nil {
+		return err
 	}
 	v := g.env.View.Load()
-	seen := make(map[string]struct{}, len(keys))
 	var owned, remote []string
 	for _, key := range keys {
-		if _, dup := seen[key]; dup {
-			continue
-		}
-		seen[key] = struct{}{}
 		if err := g.env.Limits.Key(key); err != nil {
 			answer(key, Result[V]{Err: err})
 			continue

@@ -43,6 +43,12 @@ type call[V any] struct {
 	// ran it left (Config.InlineFill): its waiters start over, and one of them fills.
 	abandoned bool
 
+	// purged is set before done is closed when the value carries a tag purged after the fill
+	// started (see Tags): it is not stored, and its waiters start over — a Get that joined
+	// the fill after the purge returned must not get it. (Beside the other flags: a GetMany's
+	// calls are one allocation, 100 of them a size class smaller.)
+	purged bool
+
 	// loading is set by the loader through Loading: it loads the value itself now, and waits
 	// on no other fill of the key (see AwaitFill).
 	loading atomic.Bool
@@ -50,11 +56,6 @@ type call[V any] struct {
 	// born is the version clock's reading when the fill started: its value's born version,
 	// unless the loader copied it from elsewhere (SetBorn).
 	born uint64
-
-	// purged is set before done is closed when the value carries a tag purged after the fill
-	// started (see Tags): it is not stored, and its waiters start over — a Get that joined
-	// the fill after the purge returned must not get it.
-	purged bool
 }
 
 // miss starts or joins the fill of key.

@@ -225,37 +225,51 @@ func (c *Cache[V]) runBatch(parent context.Context, b *batch[V], inline bool) {
 	x := &fc.choice // the loader has returned: nothing writes it any more
 	// Settle every key first, then hand the stored entries to ReplicaConfig.Stored at once,
 	// then wake every key's callers: as complete does for one key. Without Stored, each key
-	// is finished as it is settled (a GetMany's calls share one done channel, closed by the
-	// last).
+	// is finished once it is settled (a GetMany's calls share one done channel, closed by the
+	// last). Keys are settled settleChunk at a time under one hold of c.mu.
 	var done []settled[V] // a zero one (nil cl): the key was completed already
 	if c.rc.Stored != nil {
 		done = make([]settled[V], len(b.calls))
 	}
 	var stored []string
 	var xk choice
-	for i, cl := range b.calls {
-		key := b.keys[i]
-		r := result[V]{err: err}
-		if err == nil {
-			r = result[V]{v: out[i].Value, copy: out[i].Copy, err: out[i].Err}
+	var chunk [settleChunk]settled[V]
+	var settledOK [settleChunk]bool
+	for from := 0; from < len(b.calls); from += settleChunk {
+		n := min(settleChunk, len(b.calls)-from)
+		for j := range n {
+			i := from + j
+			key := b.keys[i]
+			r := result[V]{err: err}
+			if err == nil {
+				r = result[V]{v: out[i].Value, copy: out[i].Copy, err: out[i].Err}
+			}
+			x.forKey(key, &xk) // prepare keeps none of xk but its tags: one for every key
+			xi := &xk
+			if r.copy != nil {
+				xi.take(r.copy)
+			}
+			if inline && r.err != nil && parent.Err() != nil {
+				r.err, xi = errAbandoned, nil // settle stores nothing, and finish marks cl abandoned
+			}
+			chunk[j] = c.prepare(b.calls[i], xi, r, startNano)
 		}
-		x.forKey(key, &xk) // settle keeps none of xk but its tags: one for every key
-		xi := &xk
-		if r.copy != nil {
-			xi.take(r.copy)
+		c.mu.Lock()
+		for j := range n {
+			settledOK[j] = c.settleLocked(b.keys[from+j], &chunk[j])
 		}
-		if inline && r.err != nil && parent.Err() != nil {
-			r.err, xi = errAbandoned, nil // settle stores nothing, and finish marks cl abandoned
-		}
-		s, ok := c.settle(key, cl, xi, r, startNano)
-		switch {
-		case !ok:
-		case done == nil:
-			c.finishKey(base, key, &s)
-		default:
-			done[i] = s
-			if s.stored {
-				stored = append(stored, key)
+		c.mu.Unlock()
+		for j := range n {
+			i := from + j
+			switch {
+			case !settledOK[j]:
+			case done == nil:
+				c.finishKey(base, b.keys[i], &chunk[j])
+			default:
+				done[i] = chunk[j]
+				if chunk[j].stored {
+					stored = append(stored, b.keys[i])
+				}
 			}
 		}
 	}
@@ -268,6 +282,10 @@ func (c *Cache[V]) runBatch(parent context.Context, b *batch[V], inline bool) {
 		}
 	}
 }
+
+// settleChunk is how many keys of a batch are settled under one hold of the cache's lock: a
+// page of keys takes it a few times, not once a key, and nobody waits for it long.
+const settleChunk = 16
 
 // finishKey finishes the settled fill s of key, one of a batch's (see finish), and refreshes a
 // stale copy it stored, as run does.

@@ -325,6 +325,7 @@ type settled[V any] struct {
 	r              result[V]
 	e              *entry[V] // what was to be stored, nil when nothing was kept
 	stored, purged bool
+	copied         bool // the loader took a copy from elsewhere (see choice), at version
 	now, fresh     int64
 	stale          int64
 	version        uint64
@@ -337,6 +338,16 @@ type settled[V any] struct {
 // the fill's call in c.calls; false when cl was completed already. (The result is a value:
 // a pointer would cost every fill an allocation.)
 func (c *Cache[V]) settle(key string, cl *call[V], x *choice, r result[V], startNano int64) (settled[V], bool) {
+	s := c.prepare(cl, x, r, startNano)
+	c.mu.Lock()
+	ok := c.settleLocked(key, &s)
+	c.mu.Unlock()
+	return s, ok
+}
+
+// prepare is the part of settle that needs no lock: what the fill's result is, and the entry
+// to store, if it is to be kept.
+func (c *Cache[V]) prepare(cl *call[V], x *choice, r result[V], startNano int64) settled[V] {
 	now := c.clock.NowNano()
 	var (
 		e              *entry[V] // what may be stored: allocated only if it would be kept
@@ -344,13 +355,14 @@ func (c *Cache[V]) settle(key string, cl *call[V], x *choice, r result[V], start
 		version        uint64
 		fillMicros     uint32
 		notFound, kept bool
+		copied         bool
 	)
 	born := cl.born
 	var tags []string
 	if x != nil { // the loader returned, so x is no longer written
 		version = cl.version
 		if x.copied {
-			version = x.version
+			version, copied = x.version, true
 		}
 		if x.bornSet {
 			born = x.born
@@ -382,11 +394,17 @@ func (c *Cache[V]) settle(key string, cl *call[V], x *choice, r result[V], start
 			e.flags.Or(flagNotFound)
 		}
 	}
+	return settled[V]{cl: cl, r: r, e: e, copied: copied, now: now, fresh: fresh, stale: stale,
+		version: version, fillMicros: fillMicros, tags: tags, born: born}
+}
 
-	c.mu.Lock()
+// settleLocked is the part of settle under c.mu: it stores s's entry when it may, sets
+// s.stored and s.purged, and ends the call in c.calls; false when the call was completed
+// already. c.mu must be held.
+func (c *Cache[V]) settleLocked(key string, s *settled[V]) bool {
+	cl, e := s.cl, s.e
 	if cl.completed {
-		c.mu.Unlock()
-		return settled[V]{}, false
+		return false
 	}
 	cl.completed = true
 	// A value the loader gave no lifetime (SetExpiry(ctx, 0, 0)) is returned but not stored;
@@ -396,19 +414,19 @@ func (c *Cache[V]) settle(key string, cl *call[V], x *choice, r result[V], start
 	// from elsewhere is returned, as a copy older than a write is: the member it came from
 	// has not heard of the purge yet — it will before the purge returns, or the purge names
 	// it unreached — and asking it again would only bring the same copy back.
-	tagPurged := r.err == nil && e != nil && e.purged()
-	purged := tagPurged && !x.copied
-	stored := e != nil && !cl.revoked && !c.closed && !tagPurged &&
-		(!x.copied || x.version >= c.tombs.Floor(key))
-	if stored {
+	tagPurged := s.r.err == nil && e != nil && e.purged()
+	s.purged = tagPurged && !s.copied
+	s.stored = e != nil && !cl.revoked && !c.closed && !tagPurged &&
+		(!s.copied || s.version >= c.tombs.Floor(key))
+	if s.stored {
 		c.store.Set(key, e)
 	}
-	if c.calls[key] == cl { // a Set or Remove may have detached cl and a newer fill taken its place
+	// A revoked call was detached by the write that revoked it (revokeLocked), and a newer
+	// fill may have taken its place; any other is still the key's.
+	if !cl.revoked {
 		delete(c.calls, key)
 	}
-	c.mu.Unlock()
-	return settled[V]{cl: cl, r: r, e: e, stored: stored, purged: purged, now: now, fresh: fresh, stale: stale,
-		version: version, fillMicros: fillMicros, tags: tags, born: born}, true
+	return true
 }
 
 // finish is the second half of complete: it hands the settled result to the fill's callers,

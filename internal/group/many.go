@@ -16,18 +16,24 @@ import (
 
 // Batches (GetMany) take the paths of a Get, a key set at a time:
 //
-//  1. The keys this node owns go to its store (fill.Replica.GetEntries): hits at once, and
-//     the misses filled together — with the group's batch loader in one call (fillMany), the
+//  1. The keys this node owns go to its store (fill.Replica.GetEach): hits at once, and the
+//     misses filled together — with the group's batch loader in one call (fillMany), the
 //     misses of other callers within its window included, else each with the loader.
 //  2. The others go to the near cache: its copies answer at once, a fill of a key already in
 //     flight is joined, and the rest are asked of their owners by fetchMany: the keys grouped
 //     by owner, one request to each (route.Router.OnOwners), all at once, on the owners'
 //     streams, each owner failing over as a Get's does.
 //  3. An owner serves a batch (serveMany) as it serves a Get of each key, and answers every
-//     key on its own: its entry, or the error a Get of it alone would have had.
+//     key on its own: its entry, or the error a Get of it alone would have had. A batch whose
+//     keys are all held there is answered on the stream's receive loop, as a Get's hit is
+//     (ServeHeld); any other runs on a goroutine of its own (ServeGet).
 //
 // Every key is still filled once in the cluster: each is a fill of its own in the engine,
-// which any Get or GetMany of the key joins, on the asking node as on the owner.
+// which any Get or GetMany of the key joins, on the asking node as on the owner. What a page
+// costs beside that is per page, not per key, wherever it can be: the answers travel by index
+// (a key's place in the page), not through a map at each layer; the engine's fills of one
+// GetMany are one allocation and share one channel; and on the wire (batchwire.go) a page's
+// keys are one buffer and its answer a few columns.
 
 // MaxManyKeys bounds the keys of one GetMany, and of a peer's batch request.
 const MaxManyKeys = 10_000

@@ -7,6 +7,8 @@ import (
 	"runtime/debug"
 	"sync/atomic"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // call is one fill in flight: the single flight that every concurrent Get of its key waits on.
@@ -51,6 +53,12 @@ type call[V any] struct {
 	// started (see Tags): it is not stored, and its waiters start over — a Get that joined
 	// the fill after the purge returned must not get it.
 	purged bool
+
+	// span is the fill's span (ReplicaConfig.Tracing), or nil; written before the loader
+	// runs, by the goroutine that runs it. links are the spans of the Gets that joined the
+	// fill, appended under Cache.mu until settle takes them.
+	span  trace.Span
+	links []trace.Link
 }
 
 // miss starts or joins the fill of key.
@@ -64,6 +72,7 @@ func (c *Cache[V]) miss(ctx context.Context, key string) (Entry[V], Source, erro
 		return Entry[V]{}, 0, ErrClosed
 	}
 	if cl, ok := c.calls[key]; ok {
+		c.joinedLocked(ctx, cl)
 		c.mu.Unlock()
 		c.stats.coalesced.Add(1)
 		e, src, err := c.waitFor(ctx, key, cl, true)
@@ -234,6 +243,7 @@ func (c *Cache[V]) run(parent context.Context, key string, cl *call[V], slot *Li
 	if !inline {
 		base = context.WithoutCancel(parent)
 	}
+	base = c.startSpan(base, key, cl)
 	start, startNano := time.Now(), c.clock.NowNano()
 	fc := &fillCtx{Context: base, deadline: start.Add(c.cfg.FillTimeout)}
 	fc.one[0] = &cl.loading
@@ -377,6 +387,8 @@ func (c *Cache[V]) settle(key string, cl *call[V], x *choice, r result[V], start
 		return settled[V]{}, false
 	}
 	cl.completed = true
+	span, links := cl.span, cl.links
+	cl.links = nil
 	// A value the loader gave no lifetime (SetExpiry(ctx, 0, 0)) is returned but not stored;
 	// nor is a copy older than a write known here (it was on its way when the write landed).
 	// A value with a tag purged since it was born is not stored either. One the loader made
@@ -395,6 +407,7 @@ func (c *Cache[V]) settle(key string, cl *call[V], x *choice, r result[V], start
 		delete(c.calls, key)
 	}
 	c.mu.Unlock()
+	endSpan(span, links, r.err)
 	return settled[V]{cl: cl, r: r, e: e, stored: stored, purged: purged, now: now, fresh: fresh, stale: stale,
 		version: version, fillMicros: fillMicros, tags: tags, born: born}, true
 }

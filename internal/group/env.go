@@ -11,6 +11,7 @@ import (
 	"github.com/corralcache/corral/internal/limit"
 	"github.com/corralcache/corral/internal/owner"
 	"github.com/corralcache/corral/internal/route"
+	"github.com/corralcache/corral/internal/tracing"
 	"github.com/corralcache/corral/internal/version"
 	"github.com/corralcache/corral/internal/view"
 	"github.com/corralcache/corral/internal/write"
@@ -40,6 +41,9 @@ type Env struct {
 	Clock     fill.Clock
 	Rand      func() float64 // for jitter and refresh-ahead; nil = fill's default
 	Log       *slog.Logger
+	// Tracer makes the group's fills and owner requests spans (package tracing); nil = no
+	// spans.
+	Tracer *tracing.Tracer
 
 	// PeerTimeout bounds one peer call; a Get through the owner is bounded by the group's
 	// fill timeout plus it.
@@ -81,3 +85,12 @@ func (e *Env) ownerAddr(key string) string {
 
 // ownerName returns the name of the member this node's view routes key to.
 func (e *Env) ownerName(key string) string { return e.View.Load().Owner(key) }
+
+// fillTracing returns how the fills of a store of the group called name are traced: spans
+// called spanName; nil when the node does not trace.
+func (e *Env) fillTracing(name, spanName string) *fill.Tracing {
+	if e.Tracer == nil {
+		return nil
+	}
+	return &fill.Tracing{Tracer: e.Tracer.Tracer(), Name: spanName, Attributes: e.Tracer.FillAttrs(name)}
+}

@@ -114,6 +114,7 @@ func New[V any](env Env, name string, load func(ctx context.Context, key string)
 	}, fill.ReplicaConfig{
 		NextVersion: env.Versions.Next, Tombstones: g.tombs, Waits: env.Waits.Hook(nil),
 		Tags: env.Tags, VersionNow: env.Versions.Now, Stored: stored,
+		Tracing: env.fillTracing(name, "corral.fill"),
 	})
 	if err != nil {
 		g.stopBackups(context.Background())
@@ -133,6 +134,7 @@ func New[V any](env Env, name string, load func(ctx context.Context, key string)
 		InlineFill:  true,
 		NextVersion: env.Versions.Next, Tombstones: g.tombs, Waits: env.Waits.Hook(env.ownerAddr),
 		Tags: env.Tags, VersionNow: env.Versions.Now,
+		Tracing: env.fillTracing(name, "corral.fetch"),
 	})
 	if err == nil {
 		g.hot, err = otter.New(&otter.Options[string, *atomic.Int32]{
@@ -159,6 +161,9 @@ var (
 
 // Name returns the group's name.
 func (g *Group[V]) Name() string { return g.name }
+
+// Owner returns the name of the member this node's view routes key to.
+func (g *Group[V]) Owner(key string) string { return g.env.ownerName(key) }
 
 // HotKeys returns up to n keys this node holds as owner, hottest first by the store's
 // policy (for a debug page; it walks the store).

@@ -7,8 +7,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/internal/route"
+	"github.com/corralcache/corral/internal/tracing"
 	"github.com/corralcache/corral/internal/version"
 	"github.com/corralcache/corral/ring"
 	"github.com/corralcache/corral/transport"
@@ -49,6 +52,7 @@ func (g *Group[V]) ServeGet(ctx context.Context, req *peerpb.GetRequest) (*peerp
 		return &peerpb.GetResponse{Entry: pe, Found: true, Source: peerpb.Source_HIT}, nil
 	}
 	g.peerGets.Add(1)
+	g.servedAs(ctx, key)
 	var chain []string
 	for _, link := range req.GetHeader().GetChain() {
 		chain = append(chain, string(link))
@@ -83,7 +87,25 @@ func (g *Group[V]) ServeHeld(ctx context.Context, req *peerpb.GetRequest) (*peer
 		return nil, false // ServeGet reports it
 	}
 	g.peerGets.Add(1)
+	g.servedAs(ctx, key)
 	return &peerpb.GetResponse{Entry: pe, Found: true, Source: wireSource(src)}, true
+}
+
+// servedAs records on the span of a peer's Get of key (if it records) the key, the member
+// this node's view says owns it, and that this node serves it as the key's acting owner —
+// whatever its view says: a corral.owner that is not this node means the views disagree for
+// a moment, and the request is not forwarded.
+func (g *Group[V]) servedAs(ctx context.Context, key string) {
+	if g.env.Tracer == nil {
+		return
+	}
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return
+	}
+	owner := g.env.ownerName(key)
+	span.SetAttributes(g.env.Tracer.KeyAttrs(key)...)
+	span.SetAttributes(tracing.AttrOwner.String(owner), tracing.AttrActingOwner.Bool(true))
 }
 
 func wireSource(s fill.Source) peerpb.Source {

@@ -2,6 +2,7 @@ package corral
 
 import (
 	"context"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 
@@ -38,4 +39,21 @@ func (g *Group[V]) getTraced(ctx context.Context, name, key string) (V, group.In
 	}
 	tracing.End(span, err, ErrNotFound)
 	return v, info, err
+}
+
+// TracedFill is a loader run whose trace was kept (Group.SlowestFill).
+type TracedFill struct {
+	Key      string        // the key it filled
+	Duration time.Duration // how long the loader ran
+	TraceID  string        // its trace, 32 hex digits
+	At       time.Time     // when it ended
+}
+
+// SlowestFill returns the slowest loader run of the group on this node within the last
+// minute whose trace was sampled, for a link to the trace (the debug page of corral serve
+// has one). false when the node does not trace, or no such run ended within the minute. A
+// run that failed counts: a fill that timed out is what one looks for.
+func (g *Group[V]) SlowestFill() (TracedFill, bool) {
+	f, ok := g.g.SlowestFill()
+	return TracedFill(f), ok
 }

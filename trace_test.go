@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -360,5 +361,65 @@ func TestTraceSetCarriesTraceContextInMetadata(t *testing.T) {
 	}
 	if server.SpanKind() != trace.SpanKindServer {
 		t.Errorf("owner's span kind %v, want server", server.SpanKind())
+	}
+}
+
+func TestTraceSlowFillHasExemplarAndLink(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	defer tp.Shutdown(context.Background())
+	reg := prometheus.NewRegistry()
+	cfg := testConfig("exemplar")
+	cfg.TracerProvider, cfg.Registerer = tp, reg
+	n := newNode(t, cfg)
+	g, err := corral.NewGroup(n, "g", clustertest.NewSource(20*time.Millisecond).Load)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := g.SlowestFill(); ok {
+		t.Fatal("SlowestFill before any fill")
+	}
+	for _, k := range []string{"a", "b"} {
+		if _, err := g.Get(context.Background(), k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fills := map[string]string{} // trace ID → key
+	for _, s := range spansNamed(rec, "corral.fill") {
+		fills[s.SpanContext().TraceID().String()] = ""
+	}
+	slow, ok := g.SlowestFill()
+	if _, known := fills[slow.TraceID]; !ok || !known || (slow.Key != "a" && slow.Key != "b") || slow.Duration < 20*time.Millisecond {
+		t.Errorf("SlowestFill = %+v, %v; want one of the fills %v", slow, ok, fills)
+	}
+
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var exemplars []string
+	for _, mf := range mfs {
+		if mf.GetName() != "corral_fill_duration_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, b := range m.GetHistogram().GetBucket() {
+				if e := b.GetExemplar(); e != nil {
+					for _, l := range e.GetLabel() {
+						if l.GetName() == "trace_id" {
+							exemplars = append(exemplars, l.GetValue())
+						}
+					}
+				}
+			}
+		}
+	}
+	if len(exemplars) == 0 {
+		t.Fatal("corral_fill_duration_seconds has no exemplar")
+	}
+	for _, id := range exemplars {
+		if _, ok := fills[id]; !ok {
+			t.Errorf("exemplar trace_id %s is no fill's trace (%v)", id, fills)
+		}
 	}
 }

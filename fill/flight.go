@@ -280,9 +280,7 @@ func (c *Cache[V]) run(parent context.Context, key string, cl *call[V], slot *Li
 	// The slot is free before the fill's callers are woken: one that fills again at once
 	// finds it (a Limiter of one, or a caller counting InUse, sees the fill ended).
 	releaseFill()
-	if c.cfg.OnFill != nil {
-		c.cfg.OnFill(time.Since(start), r.err)
-	}
+	c.onFill(key, cl, time.Since(start), r.err)
 	// What the fill's end costs is paid before its waiters are woken, not after: a waiter
 	// woken on this P runs only once this goroutine parks.
 	if timer != nil {

@@ -2,6 +2,7 @@ package fill
 
 import (
 	"context"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -22,6 +23,10 @@ type Tracing struct {
 	Name string
 	// Attributes, if set, returns the attributes of the span of key's fill.
 	Attributes func(key string) []attribute.KeyValue
+	// OnFill, if set, is called instead of Config.OnFill after every loader run of a key
+	// (not a batch's): the same call, with the key and the span context of the fill's span
+	// (invalid when it has none: sampled out), for an exemplar or a link to the trace.
+	OnFill func(key string, d time.Duration, err error, span trace.SpanContext)
 }
 
 // startSpan starts the span of cl's fill of key under parent, when c traces: it returns the
@@ -47,6 +52,22 @@ func (c *Cache[V]) startSpan(parent context.Context, key string, cl *call[V]) co
 	}
 	cl.span = span
 	return ctx
+}
+
+// onFill reports a loader run of key for cl, which took d and returned err, to
+// Tracing.OnFill or Config.OnFill.
+func (c *Cache[V]) onFill(key string, cl *call[V], d time.Duration, err error) {
+	if t := c.rc.Tracing; t != nil && t.OnFill != nil {
+		var sc trace.SpanContext
+		if cl.span != nil {
+			sc = cl.span.SpanContext()
+		}
+		t.OnFill(key, d, err, sc)
+		return
+	}
+	if c.cfg.OnFill != nil {
+		c.cfg.OnFill(d, err)
+	}
 }
 
 // joined records, under c.mu, that the Get under ctx joined cl: a link from cl's span to

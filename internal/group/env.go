@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/internal/handoff"
 	"github.com/corralcache/corral/internal/lease"
@@ -60,9 +62,10 @@ type Env struct {
 	NearTTL     time.Duration
 	NearPromote int
 
-	// OnFill records a loader run (corral_fill_duration_seconds); Received and Sent count
+	// OnFill records a loader run (corral_fill_duration_seconds), with the span context of
+	// its span (invalid when none: an exemplar needs a trace that was kept); Received and Sent count
 	// entries taken by a warm pull and given to one (corral_handoff_keys_total).
-	OnFill   func(group string, d time.Duration)
+	OnFill   func(group string, d time.Duration, span trace.SpanContext)
 	Received func()
 	Sent     func(n int)
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/maypok86/otter/v2"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/internal/handoff"
@@ -31,6 +32,8 @@ type Group[V any] struct {
 	hot   *otter.Cache[string, *atomic.Int32]
 
 	leases *lease.Table[V] // the leases of the keys this node owns (see Lease)
+
+	slow slowFill // the slowest recent loader run that was traced (SlowestFill)
 
 	remoteGets atomic.Uint64 // Gets routed to another member (near hits included)
 	nearHits   atomic.Uint64 // Gets answered by a near copy
@@ -110,11 +113,11 @@ func New[V any](env Env, name string, load func(ctx context.Context, key string)
 		NegativeTTL: o.NegativeTTL, FillTimeout: o.FillTimeout, MaxBytes: o.MaxBytes,
 		BatchWindow: o.BatchWindow, MaxBatch: o.MaxBatch,
 		Refreshes: env.Refreshes, Fills: env.Fills, Clock: env.Clock, Logger: env.Log, Rand: env.Rand,
-		OnFill: func(d time.Duration, err error) { env.OnFill(name, d) },
+		OnFill: func(d time.Duration, err error) { env.OnFill(name, d, trace.SpanContext{}) },
 	}, fill.ReplicaConfig{
 		NextVersion: env.Versions.Next, Tombstones: g.tombs, Waits: env.Waits.Hook(nil),
 		Tags: env.Tags, VersionNow: env.Versions.Now, Stored: stored,
-		Tracing: env.fillTracing(name, "corral.fill"),
+		Tracing: g.loadTracing(),
 	})
 	if err != nil {
 		g.stopBackups(context.Background())

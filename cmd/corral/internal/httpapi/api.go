@@ -127,7 +127,9 @@ func (a *API) routes() http.Handler {
 	mux.HandleFunc("/v1/groups/{group}/keys", emptyName("key", "/v1/groups/{group}/keys/{key}"))
 	mux.HandleFunc("/v1/tags/{$}", emptyName("tag", "/v1/tags/{tag}"))
 	mux.HandleFunc("GET /v1/cluster", a.cluster)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(a.cfg.Gatherer, promhttp.HandlerOpts{}))
+	// OpenMetrics when the scraper asks for it: the format that carries exemplars (the trace
+	// of a slow fill beside its bucket of corral_fill_duration_seconds).
+	mux.Handle("GET /metrics", promhttp.HandlerFor(a.cfg.Gatherer, promhttp.HandlerOpts{EnableOpenMetrics: true}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		// Liveness: the process answers. It never depends on other members.
 		fmt.Fprintln(w, "ok")

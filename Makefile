@@ -53,9 +53,11 @@ bench:
 demo:
 	$(GO) run ./cmd/corral demo
 
-# End-to-end tests: real corral serve processes on loopback, signals, a real browser; then the
+# End-to-end tests: real corral serve processes on loopback, signals, a real browser, a real
+# Jaeger (e2e/jaeger/build.sh builds it once per version into $HOME/.cache/corral-e2e); then the
 # Kubernetes tests.
 e2e:
+	e2e/jaeger/build.sh >/dev/null
 	cd e2e && $(GO) test -race -count=1 ./...
 	$(MAKE) e2e-faults
 	$(MAKE) e2e-k8s

@@ -423,3 +423,53 @@ func TestTraceSlowFillHasExemplarAndLink(t *testing.T) {
 		}
 	}
 }
+
+// TestTraceSampledOutStartsNoSpanButCarriesTheDecision: under a Get whose trace the sampler
+// dropped, no node records a span, and the owner's loader still runs in the caller's trace,
+// marked not sampled, so that an origin that traces keeps the decision.
+func TestTraceSampledOutStartsNoSpanButCarriesTheDecision(t *testing.T) {
+	var nodes []*corral.Node
+	var recs []*tracetest.SpanRecorder
+	for i := range 2 {
+		rec := tracetest.NewSpanRecorder()
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec),
+			sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.NeverSample())))
+		t.Cleanup(func() { tp.Shutdown(context.Background()) })
+		var seeds []string
+		if i > 0 {
+			seeds = []string{nodes[0].GossipAddr()}
+		}
+		cfg := testConfig(fmt.Sprintf("n%d", i), seeds...)
+		cfg.TracerProvider = tp
+		nodes = append(nodes, newNode(t, cfg))
+		recs = append(recs, rec)
+	}
+	waitMembers(t, nodes, 2)
+	var loaded sync.Map // key → the span context the loader ran under
+	load := func(ctx context.Context, key string) (string, error) {
+		loaded.Store(key, trace.SpanContextFromContext(ctx))
+		return "v", nil
+	}
+	gs := groups(t, nodes, "g", load, corral.WithTTL(time.Hour))
+	key := keyOwnedBy(t, nodes[0], "dropped")
+
+	// The caller's own trace, sampled out: a remote parent without the sampled flag.
+	tid := trace.TraceID{0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x36}
+	parent := trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: trace.SpanID{1, 2, 3, 4, 5, 6, 7, 8}, Remote: true})
+	ctx := trace.ContextWithRemoteSpanContext(context.Background(), parent)
+	if _, err := gs[1].Get(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	for i, rec := range recs {
+		if n := len(rec.Ended()) + len(rec.Started()); n != 0 {
+			t.Errorf("node %d recorded %d spans of a trace sampled out: %v", i, n, spanNames(rec))
+		}
+	}
+	v, ok := loaded.Load(key)
+	if !ok {
+		t.Fatal("the loader did not run")
+	}
+	if sc := v.(trace.SpanContext); sc.TraceID() != tid || sc.IsSampled() {
+		t.Errorf("the owner's loader ran in trace %v (sampled %v), want the caller's %v, not sampled", sc.TraceID(), sc.IsSampled(), tid)
+	}
+}

@@ -14,8 +14,13 @@
 //	      └ corral.fill          internal  the loader's run; links to every Get and request coalesced onto it
 //
 // Events on the span of the request's path: corral.failover (the owner was unreachable, or
-// does not serve the key; the next owner is asked), corral.breaker_open (the owner was found
-// unreachable a moment ago and is skipped), corral.warm_pull (the fill took the copy a
-// previous owner still held), corral.backup_taken (the fill took this node's backup of a
-// crashed owner's entry), corral.local_fallback (no owner answered; this node filled).
+// does not serve the key; the next owner is asked), corral.breaker_trip (that made its
+// breaker open), corral.breaker_open (the owner was found unreachable a moment ago and is
+// skipped), corral.warm_pull (the fill took the copy a previous owner still held),
+// corral.backup_taken (the fill took this node's backup of a crashed owner's entry),
+// corral.local_fallback (no owner answered; this node filled).
+//
+// A node starts a trace only at a public call whose ctx has no span, and no span at all
+// inside one that does not record (sampled out): the trace context still goes on to the
+// owner and the loader, so that they keep the sampler's decision.
 package tracing

@@ -64,9 +64,17 @@ func (a *API) traced(next http.Handler) http.Handler {
 
 // dataRoute returns the route of a data request's path, and false for one that is not traced.
 func dataRoute(path string) (string, bool) {
-	switch {
-	case strings.HasPrefix(path, "/v1/groups/"):
+	if rest, ok := strings.CutPrefix(path, "/v1/groups/"); ok {
+		// {group}/keys, {group}/keys:batch or {group}/keys/{key}: a key's "/" is escaped.
+		switch _, tail, _ := strings.Cut(rest, "/"); tail {
+		case "keys":
+			return "/v1/groups/{group}/keys", true
+		case "keys:batch":
+			return "/v1/groups/{group}/keys:batch", true
+		}
 		return "/v1/groups/{group}/keys/{key}", true
+	}
+	switch {
 	case strings.HasPrefix(path, "/v1/tags/"):
 		return "/v1/tags/{tag}", true
 	case path == "/v1/cluster":

@@ -34,7 +34,8 @@ import (
 //     instead of loading it; and it answers warm pulls from its backups too.
 //   - Staying at n. After each membership change, the owner gives a copy of each entry it
 //     owns to the members that became its backups (rebackup): a backup that left or died is
-//     replaced, and the new owner of a key whose owner crashed gives its copy on.
+//     replaced, and the new owner of a key — its owner crashed, or left and handed it off —
+//     gives its copy to every backup it has now.
 //
 // A member that missed a write (paused, cut off) is declared dead and kept out of the rings
 // until it has exchanged writes with the others (see package viewkeeper): it cannot own a key
@@ -229,16 +230,20 @@ func (g *Group[V]) viewChanged() {
 	}
 }
 
-// rebackupView gives the backups of v that prev did not have the entries this node owns
-// under v (prev nil: every backup), and takes the backups it now owns into its store.
+// rebackupView gives the entries this node owns under v to the backups they need under v,
+// and takes the backups it now owns into its store. A key this node owned under prev too
+// goes to the backups of v that prev did not have; a key it did not own under prev (prev
+// nil, a backup it took, an entry handed off to it by a member that left or a warm pull's
+// copy) goes to every backup of v: which members its former owner gave copies to is not
+// known here — a leaver's backup may be this node itself, which now owns the key.
 func (g *Group[V]) rebackupView(ctx context.Context, prev, v *view.View) {
-	var taken []string
+	taken := map[string]bool{}
 	for key, e := range g.backup.All() {
 		if v.Owner(key) != v.Self || e.Version < g.tombs.Floor(key) {
 			continue
 		}
 		if stored, _ := g.local.Put(key, e); stored {
-			taken = append(taken, key)
+			taken[key] = true
 		}
 	}
 	var keys []string
@@ -255,7 +260,7 @@ func (g *Group[V]) rebackupView(ctx context.Context, prev, v *view.View) {
 		pctx, cancel := context.WithTimeout(ctx, g.env.PeerTimeout)
 		g.pushTo(pctx, v, chunk, func(key string) []*view.MemberState {
 			now := g.backupsOf(v, key, true)
-			if prev == nil || slices.Contains(taken, key) {
+			if prev == nil || taken[key] || prev.Owner(key) != v.Self {
 				return now
 			}
 			was := g.backupsOf(prev, key, true)

@@ -100,8 +100,9 @@ say who filled what. Other members' keys used to be refilled by a crash that fol
 key that moved at a join stayed on its former owner alone until its new owner's first read);
 former owners now give moved entries to their new owners at once (docs/design.md, "Keys that
 moved are given to their new owner at once"). Without backups a restart in place can fill a key
-twice, on the successor and on the new life, when both act as its owner at once
-(docs/design.md, "A restart in place").
+twice, on the successor and on the new life, when both act as its owner at once — an open flaw,
+explained in docs/design.md ("A restart in place"): its row allows 2 fills of a key without
+backups.
 
 %s`, host, runtime.NumCPU(), cpu, runtime.GOOS+"/"+runtime.GOARCH, strings.TrimSpace(string(dv)),
 		time.Now().UTC().Format("2006-01-02 15:04 MST"), took.Round(time.Second), b.String())

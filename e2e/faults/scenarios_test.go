@@ -88,12 +88,12 @@ func ownerCrashMidFill(t *testing.T, backups int) {
 	}
 	s := finish(t, d, row{scenario: scenario, calls: calls, ideal: ideal, converge: conv,
 		note: fmt.Sprintf("burst max %v; views agree %v after the kill; the %d hot keys it owned (of 50): %s",
-			slices.Max(lat).Round(time.Millisecond), time.Since(killed).Round(100*time.Millisecond), len(owned), rf.note(backups))})
+			slices.Max(lat).Round(time.Millisecond), time.Since(killed).Round(100*time.Millisecond), len(owned), rf.note(backups, 1))})
 	_ = s
 	if calls > 2 {
 		t.Errorf("origin calls = %d, want ≤ 2", calls)
 	}
-	rf.check(t, backups)
+	rf.check(t, backups, 1)
 }
 
 // TestHungOwner: the owner of 10 warm keys is paused (docker pause). GETs of them on the other

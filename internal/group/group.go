@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -47,9 +48,15 @@ type Group[V any] struct {
 	backups               int
 	backup                *fill.Replica[V] // nil without backups
 	backupsSent, promoted atomic.Uint64
-	rebackupKick          chan struct{}      // wakes rebackup; nil without backups
-	rebackupStop          context.CancelFunc // ends it
-	rebackupDone          chan struct{}      // closed when it has ended
+
+	// Membership changes (follow.go): the goroutine that follows them, and the keys other
+	// members handed to this node, for its backups.
+	followKick chan struct{}      // wakes follow
+	followStop context.CancelFunc // ends it
+	followDone chan struct{}      // closed when it has ended
+	handedMu   sync.Mutex
+	// guards handedKeys
+	handedKeys map[string]bool
 }
 
 // Codec turns a group's values into bytes for the wire and back (corral.Codec).
@@ -120,7 +127,7 @@ func New[V any](env Env, name string, load func(ctx context.Context, key string)
 		Tracing: g.loadTracing(),
 	})
 	if err != nil {
-		g.stopBackups(context.Background())
+		g.closeBackups(context.Background())
 		return nil, err
 	}
 	g.near, err = fill.NewReplica(g.fetch, g.fetchMany, fill.Config[V]{
@@ -151,9 +158,10 @@ func New[V any](env Env, name string, load func(ctx context.Context, key string)
 		if g.near != nil {
 			g.near.Close(context.Background())
 		}
-		g.stopBackups(context.Background())
+		g.closeBackups(context.Background())
 		return nil, err
 	}
+	g.startFollowing()
 	return g, nil
 }
 

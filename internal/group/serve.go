@@ -191,8 +191,10 @@ func (g *Group[V]) Latest(key string) uint64 {
 	return l
 }
 
-// Accept stores an entry a leaving member handed off, unless this node holds a newer version
-// or knows of a write newer than the entry.
+// Accept stores an entry another member handed to this node — a leaver's hand-off, or a
+// former owner's after a membership change (moveOn) — unless this node holds a newer version
+// or knows of a write newer than the entry. A stored entry goes to its backups, as a fill's
+// does (backUpHanded).
 func (g *Group[V]) Accept(pe *peerpb.Entry) (bool, error) {
 	key := string(pe.GetKey())
 	if err := g.env.Limits.Key(key); err != nil {
@@ -202,7 +204,11 @@ func (g *Group[V]) Accept(pe *peerpb.Entry) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("%w: %v", transport.ErrInvalidArgument, err)
 	}
-	return g.local.Put(key, e)
+	stored, err := g.local.Put(key, e)
+	if stored {
+		g.handed(key)
+	}
+	return stored, err
 }
 
 // HandoffEntries yields every entry this node holds that may still be served — fresh, stale
@@ -285,7 +291,8 @@ func (g *Group[V]) nearLifetime(key string, e *peerpb.Entry) time.Duration {
 
 func (g *Group[V]) closeStores(ctx context.Context) error {
 	g.leases.Close()
-	return errors.Join(g.local.Close(ctx), g.near.Close(ctx), g.stopBackups(ctx), g.stopHot())
+	g.stopFollowing(ctx)
+	return errors.Join(g.local.Close(ctx), g.near.Close(ctx), g.closeBackups(ctx), g.stopHot())
 }
 
 func (g *Group[V]) stopHot() error {

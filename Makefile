@@ -53,9 +53,11 @@ bench:
 demo:
 	$(GO) run ./cmd/corral demo
 
-# End-to-end tests: real corral serve processes on loopback, signals, a real browser; then the
+# End-to-end tests: real corral serve processes on loopback, signals, a real browser, a real
+# Jaeger (e2e/jaeger/build.sh builds it once per version into $HOME/.cache/corral-e2e); then the
 # Kubernetes tests.
 e2e:
+	e2e/jaeger/build.sh >/dev/null
 	cd e2e && $(GO) test -race -count=1 ./...
 	$(MAKE) e2e-faults
 	$(MAKE) e2e-k8s
@@ -65,7 +67,7 @@ e2e:
 # partitions, restarts and scales them under load, prints the results table and writes it to
 # e2e/faults/RESULTS.md; about 6 minutes on 2 cores. Skips without Docker, fails when CI is set.
 e2e-faults:
-	cd e2e/faults && $(GO) test -count=1 -timeout 10m -v .
+	cd e2e/faults && $(GO) test -count=1 -timeout 20m -v .
 
 # The chart and k8s:// discovery on Kubernetes (e2e/k8s, its own module). build.sh builds the
 # control plane, the node's parts (kubelet, kube-proxy, CoreDNS), kubectl and helm from Go

@@ -235,3 +235,81 @@ func TestWithBackupsBounds(t *testing.T) {
 		}
 	}
 }
+
+// backedUpAgain waits until every key of keys is kept by its backups (in gs's views) on the
+// members of nodes: the group is at n copies again after a change.
+func backedUpAgain(t *testing.T, nodes []*corral.Node, gs []*corral.Group[string], keys []string) {
+	t.Helper()
+	clustertest.Eventually(t, "a backup of every key again", func() bool {
+		for _, k := range keys {
+			bs := gs[0].Backups(k)
+			if len(bs) == 0 {
+				return false
+			}
+			for _, b := range bs {
+				for i, n := range nodes {
+					if n.Name() == b.Name && !gs[i].KeepsBackup(k) {
+						return false
+					}
+				}
+			}
+		}
+		return true
+	})
+}
+
+// A graceful leave hands the leaver's entries to their new owners, and those owners give them
+// to their own backups: the crash of a new owner after the leave costs no fill either.
+func TestBackupsLeaveThenCrash(t *testing.T) {
+	keys := manyKeys("l", 60)
+	nodes, gs, src := backedUp(t, 4, 1, keys)
+	ctx := context.Background()
+	leaver := nodes[3]
+	var left []string // the keys the leaver owned
+	for _, k := range keys {
+		if nodes[0].Owner(k).Name == leaver.Name() {
+			left = append(left, k)
+		}
+	}
+	if len(left) == 0 {
+		t.Fatal("the leaver owns no key")
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := leaver.Close(cctx); err != nil {
+		t.Fatal(err)
+	}
+	alive, ags := nodes[:3], gs[:3]
+	waitMembers(t, alive, 3)
+	backedUpAgain(t, alive, ags, keys)
+	before := src.Total.Load()
+	// Crash the member that took the most of the leaver's keys.
+	took := map[string]int{}
+	for _, k := range left {
+		took[alive[0].Owner(k).Name]++
+	}
+	heir := ""
+	for name, n := range took {
+		if heir == "" || n > took[heir] {
+			heir = name
+		}
+	}
+	var rest []*corral.Node
+	var rgs []*corral.Group[string]
+	for i, n := range alive {
+		if n.Name() == heir {
+			crash.Node(n)
+			continue
+		}
+		rest, rgs = append(rest, n), append(rgs, ags[i])
+	}
+	waitMembers(t, rest, 2)
+	for _, g := range rgs {
+		if _, err := g.GetMany(ctx, keys); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := src.Total.Load() - before; n != 0 {
+		t.Fatalf("%d loads after a leave and then the crash of the member that took %d of the leaver's %d keys", n, took[heir], len(left))
+	}
+}

@@ -16,10 +16,12 @@ import (
 	sockaddr "github.com/hashicorp/go-sockaddr"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/internal/network"
 	"github.com/corralcache/corral/internal/peertls"
+	"github.com/corralcache/corral/internal/tracing"
 	"github.com/corralcache/corral/peer"
 	"github.com/corralcache/corral/transport"
 )
@@ -138,6 +140,19 @@ type Config struct {
 	// return quickly and must not call Close.
 	OnChange func(members []Member)
 
+	// TracerProvider, if set, traces this node's calls with OpenTelemetry: a span per Get,
+	// GetWithInfo, GetMany, Set, Remove, RemoveByTag, Lease and FillSet, one per loader run
+	// linked to every Get coalesced onto it, and the peer calls as client and server spans
+	// in the caller's trace, its W3C trace context carried to the owner (docs/operations.md,
+	// "Traces"). The node starts a trace only where the caller's ctx has none, and records
+	// what the provider's sampler keeps. nil = no spans, and a Get costs what it did
+	// without tracing.
+	TracerProvider trace.TracerProvider
+	// TraceKeys says what a span records of a key: TraceKeysOff (the zero value) nothing,
+	// since a key may be personal data; TraceKeysHash a hash of it (corral.key.hash);
+	// TraceKeysRaw the key itself (corral.key).
+	TraceKeys TraceKeys
+
 	// Rand is the source of everything this node draws at random — the suffix of a default
 	// Name, TTL jitter, refresh-ahead, join backoff — so that a seeded simulation replays.
 	// New takes it over: the caller must not use it afterwards. nil = unpredictable.
@@ -231,6 +246,9 @@ func (c *Config) validate() error {
 		if f.v < 0 {
 			return fmt.Errorf("corral: negative %s %v", f.name, f.v)
 		}
+	}
+	if err := tracing.Keys(c.TraceKeys).Check(); err != nil {
+		return err
 	}
 	if c.MaxValueBytes < 0 || c.MaxRefreshes < 0 || c.MaxFills < 0 || c.NearPromote < 0 || c.SuspicionMult < 0 {
 		return fmt.Errorf("corral: negative limit in Config")

@@ -154,6 +154,20 @@
 // bounded by Config.MaxValueBytes (8 MiB); group names are [a-zA-Z0-9_.-]{1,64}. A request
 // that breaks a limit gets a *LimitError naming it and changes nothing else.
 //
+// # Traces
+//
+// With Config.TracerProvider (an OpenTelemetry SDK's, or any trace.TracerProvider) every Get,
+// GetWithInfo, GetMany, Set, Remove, RemoveByTag, Lease and FillSet is a span, a child of the
+// span in its ctx if there is one. Its attributes say how the value was found (corral.source:
+// hit, near, peer, fill, coalesced, stale), which member owns the key (corral.owner) and
+// whether this node served it from its own store (corral.acting_owner). A Get that asks the
+// owner is one trace on both members: a client span here, the owner's server span under it,
+// and the loader's run (corral.fill) under that, linked to every Get coalesced onto it, from
+// any node. Failovers, open breakers, warm pulls and backups taken are events on the span of
+// the request they happen on. Keys are not recorded unless Config.TraceKeys says so (a hash
+// or the key). A span sampled out starts no span inside it; without a TracerProvider nothing
+// is traced, and a Get costs what it costs untraced (docs/operations.md, "Traces").
+//
 // # Peer security
 //
 // Config.SecretKey encrypts gossip (SetSecretKeys rotates it while running); Config.Label

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/internal/group"
+	"github.com/corralcache/corral/internal/tracing"
 )
 
 // LoadFunc loads the value of a key from the source of truth. It runs on the key's owner
@@ -19,7 +22,8 @@ type LoadFunc[V any] func(ctx context.Context, key string) (V, error)
 // group under the same name with the same loader; each key is filled only on its owner.
 // Its methods are safe for concurrent use.
 type Group[V any] struct {
-	g *group.Group[V]
+	g  *group.Group[V]
+	tr *tracing.Tracer // the node's; nil: it does not trace
 }
 
 // NewGroup registers a group on n. name must be [a-zA-Z0-9_.-]{1,64} and not registered on n
@@ -70,7 +74,7 @@ func NewGroup[V any](n *Node, name string, load LoadFunc[V], opts ...GroupOption
 		g.Close(context.Background())
 		return nil, err
 	}
-	return &Group[V]{g: g}, nil
+	return &Group[V]{g: g, tr: n.tracer}, nil
 }
 
 // Name returns the group's name.
@@ -88,6 +92,10 @@ func (g *Group[V]) HotKeys(n int) []string { return g.g.HotKeys(n) }
 // ctx.Err() alone when ctx ends first; *FillError when the fill failed (here or on the
 // owner); ErrClosed after Close.
 func (g *Group[V]) Get(ctx context.Context, key string) (V, error) {
+	if g.tr != nil {
+		v, _, err := g.getTraced(ctx, "corral.Get", key)
+		return v, publicErr(err)
+	}
 	if v, ok := g.g.Hit(ctx, key); ok {
 		return v, nil
 	}
@@ -112,7 +120,7 @@ const (
 
 // GetWithSource is Get that also says how the value was found (the daemon's X-Corral-Source).
 func (g *Group[V]) GetWithSource(ctx context.Context, key string) (V, Source, error) {
-	v, info, err := g.g.GetWithInfo(ctx, key)
+	v, info, err := g.getWithInfo(ctx, key)
 	if err != nil {
 		return v, "", publicErr(err)
 	}
@@ -123,7 +131,12 @@ func (g *Group[V]) GetWithSource(ctx context.Context, key string) (V, Source, er
 // key in the cluster. A fill of key in flight on the owner does not store its older result.
 // If some member could not be told to drop its copy, Set returns an *UnreachedError naming
 // them (the write itself stands).
-func (g *Group[V]) Set(ctx context.Context, key string, v V) error {
+func (g *Group[V]) Set(ctx context.Context, key string, v V) (err error) {
+	if g.tr != nil {
+		var span trace.Span
+		ctx, span = g.tr.Start(ctx, "corral.Set", g.g.Name(), key)
+		defer func() { tracing.End(span, err) }()
+	}
 	return publicErr(g.g.Set(ctx, key, v))
 }
 
@@ -131,7 +144,12 @@ func (g *Group[V]) Set(ctx context.Context, key string, v V) error {
 // returns nil. A fill of key in flight on the owner does not store its result. If some member
 // could not be told, Remove returns an *UnreachedError naming them (the owner's delete
 // stands).
-func (g *Group[V]) Remove(ctx context.Context, key string) error {
+func (g *Group[V]) Remove(ctx context.Context, key string) (err error) {
+	if g.tr != nil {
+		var span trace.Span
+		ctx, span = g.tr.Start(ctx, "corral.Remove", g.g.Name(), key)
+		defer func() { tracing.End(span, err) }()
+	}
 	return publicErr(g.g.Remove(ctx, key))
 }
 

@@ -4,7 +4,11 @@ import (
 	"context"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/corralcache/corral/internal/lease"
+	"github.com/corralcache/corral/internal/tracing"
 )
 
 // LeaseState says what Group.Lease answered.
@@ -69,7 +73,17 @@ type Expiry struct {
 // Errors: *LimitError for a bad key; an error wrapping ErrLeaseArgument for options out of
 // range; one wrapping ErrTooManyLeases when the owner's table is full; ctx.Err() when ctx
 // ends first; ErrClosed after Close.
-func (g *Group[V]) Lease(ctx context.Context, key string, o LeaseOptions) (Lease[V], error) {
+func (g *Group[V]) Lease(ctx context.Context, key string, o LeaseOptions) (l Lease[V], err error) {
+	if g.tr != nil {
+		var span trace.Span
+		ctx, span = g.tr.Start(ctx, "corral.Lease", g.g.Name(), key)
+		defer func() {
+			if err == nil {
+				span.SetAttributes(attribute.String("corral.lease.state", string(l.State)))
+			}
+			tracing.End(span, err)
+		}()
+	}
 	ans, err := g.g.Lease(ctx, key, o.Fill, o.Wait)
 	if err != nil {
 		return Lease[V]{}, publicErr(err)
@@ -85,13 +99,26 @@ func (g *Group[V]) Lease(ctx context.Context, key string, o LeaseOptions) (Lease
 //
 // Errors: *LimitError for a bad key or value; an error wrapping ErrLeaseArgument for an
 // empty token or a negative lifetime; ErrClosed after Close.
-func (g *Group[V]) FillSet(ctx context.Context, key string, v V, token string, e Expiry) (bool, error) {
-	stored, err := g.g.FillSet(ctx, key, v, token, lease.Expiry(e))
+func (g *Group[V]) FillSet(ctx context.Context, key string, v V, token string, e Expiry) (stored bool, err error) {
+	if g.tr != nil {
+		var span trace.Span
+		ctx, span = g.tr.Start(ctx, "corral.FillSet", g.g.Name(), key)
+		defer func() {
+			span.SetAttributes(attribute.Bool("corral.stored", stored))
+			tracing.End(span, err)
+		}()
+	}
+	stored, err = g.g.FillSet(ctx, key, v, token, lease.Expiry(e))
 	return stored, publicErr(err)
 }
 
 // SetWithExpiry is Set with a lifetime of the caller's instead of the group's TTL, jitter
 // and grace (Redis's SET … EX). It revokes the key's lease, as Set does.
-func (g *Group[V]) SetWithExpiry(ctx context.Context, key string, v V, e Expiry) error {
+func (g *Group[V]) SetWithExpiry(ctx context.Context, key string, v V, e Expiry) (err error) {
+	if g.tr != nil {
+		var span trace.Span
+		ctx, span = g.tr.Start(ctx, "corral.Set", g.g.Name(), key)
+		defer func() { tracing.End(span, err) }()
+	}
 	return publicErr(g.g.SetWithExpiry(ctx, key, v, lease.Expiry(e)))
 }

@@ -9,8 +9,11 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/internal/group"
+	"github.com/corralcache/corral/internal/tracing"
 )
 
 // Batch reads. A page that shows 100 items asks for 100 keys; GetMany reads them as 100 Gets
@@ -129,7 +132,12 @@ func (e *ManyError) Unwrap() []error {
 // Errors of the whole call: one wrapping ErrTooManyKeys for more than MaxGetManyKeys keys;
 // ctx.Err() alone when ctx ends first (the fills go on for the other callers and the store);
 // ErrClosed after Close.
-func (g *Group[V]) GetMany(ctx context.Context, keys []string) (map[string]V, error) {
+func (g *Group[V]) GetMany(ctx context.Context, keys []string) (_ map[string]V, err error) {
+	if g.tr != nil {
+		var span trace.Span
+		ctx, span = g.tr.Start(ctx, "corral.GetMany", g.g.Name(), "", tracing.AttrKeys.Int(len(keys)))
+		defer func() { tracing.End(span, err) }()
+	}
 	if err := group.CheckManyKeys(len(keys)); err != nil {
 		return nil, err // before duplicates are dropped: the bound is on what was asked
 	}
@@ -152,7 +160,7 @@ func (g *Group[V]) GetMany(ctx context.Context, keys []string) (map[string]V, er
 	}
 	var errs map[string]error
 	answered := 0
-	err := g.g.GetMany(ctx, uniq, func(key string, r group.Result[V]) {
+	err = g.g.GetMany(ctx, uniq, func(key string, r group.Result[V]) {
 		answered++
 		switch {
 		case r.Err == nil:

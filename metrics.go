@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/internal/limit"
@@ -263,9 +264,18 @@ func (m *metrics) refuse(reason string) { m.refused.WithLabelValues(reason).Inc(
 func (m *metrics) sent(k int) { m.handoff.WithLabelValues("sent").Add(float64(k)) }
 func (m *metrics) received()  { m.handoff.WithLabelValues("received").Inc() }
 
-// fillObserved records a run of a group's loader (corral_fill_duration_seconds).
-func (m *metrics) fillObserved(group string, d time.Duration) {
-	m.fillDuration.WithLabelValues(group).Observe(d.Seconds())
+// fillObserved records a run of a group's loader (corral_fill_duration_seconds), with the
+// ID of its trace as the observation's exemplar when the run's span was kept: the bucket of a
+// slow fill leads to its trace (exemplars are served in the OpenMetrics format).
+func (m *metrics) fillObserved(group string, d time.Duration, span trace.SpanContext) {
+	o := m.fillDuration.WithLabelValues(group)
+	if span.IsSampled() {
+		if eo, ok := o.(prometheus.ExemplarObserver); ok {
+			eo.ObserveWithExemplar(d.Seconds(), prometheus.Labels{"trace_id": span.TraceID().String()})
+			return
+		}
+	}
+	o.Observe(d.Seconds())
 }
 
 func (m *metrics) unregister() {

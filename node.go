@@ -22,6 +22,7 @@ import (
 	"github.com/corralcache/corral/internal/owner"
 	"github.com/corralcache/corral/internal/peertls"
 	"github.com/corralcache/corral/internal/route"
+	"github.com/corralcache/corral/internal/tracing"
 	"github.com/corralcache/corral/internal/version"
 	"github.com/corralcache/corral/internal/view"
 	"github.com/corralcache/corral/internal/viewkeeper"
@@ -48,7 +49,8 @@ type Node struct {
 
 	// The parts, each built once by New.
 	metrics   *metrics
-	clock     fill.Clock // the stores' time source
+	tracer    *tracing.Tracer // Config.TracerProvider's; nil: no spans
+	clock     fill.Clock      // the stores' time source
 	stopClock func()
 	versions  *version.Clock  // orders writes (package version)
 	tags      *fill.Tags      // the tags of every group's values, and their purges
@@ -151,6 +153,7 @@ func (n *Node) listenPeers() (net.Listener, error) {
 // each other, and the environment every group is built with.
 func (n *Node) buildParts() error {
 	cfg := &n.cfg
+	n.tracer = tracing.New(cfg.TracerProvider, tracing.Keys(cfg.TraceKeys), "")
 	n.clock, n.stopClock = n.net.Clock()
 	n.versions = version.New(cfg.Name, time.Now)
 	n.tags = fill.NewTags(fill.TagsConfig{})
@@ -166,6 +169,7 @@ func (n *Node) buildParts() error {
 	n.client, err = transport.NewClient(transport.ClientConfig{
 		TLS: clientTLS, MaxMessageSize: msgSize, CallTimeout: cfg.PeerTimeout,
 		SilentPeerTimeout: cfg.SilentPeerTimeout, OnCall: n.metrics.peerCall, Dialer: n.net.Dial(),
+		TracerProvider: cfg.TracerProvider,
 	})
 	if err != nil {
 		n.stopClock()
@@ -194,7 +198,7 @@ func (n *Node) buildParts() error {
 		Log: n.log, PeekWindow: cfg.PeekWindow, PeekTimeout: cfg.PeekTimeout, AskedAt: n.owner.AskedAt,
 		Sent: n.metrics.sent, Tags: n.tags})
 	n.server, err = transport.NewServer(n.owner, transport.ServerConfig{TLS: serverTLS, MaxMessageSize: msgSize,
-		Logger: n.log, OnLimit: n.metrics.limits.hit})
+		Logger: n.log, OnLimit: n.metrics.limits.hit, TracerProvider: cfg.TracerProvider})
 	if err != nil {
 		n.client.Close()
 		n.stopClock()
@@ -204,7 +208,7 @@ func (n *Node) buildParts() error {
 		Self: cfg.Name, View: &n.view, State: &n.state,
 		Router: n.router, Client: n.client, Writer: n.writer, Mover: n.mover, Versions: n.versions,
 		Waits: n.waits, Tags: n.tags, Limits: &n.limits,
-		Refreshes: n.refreshes, Fills: n.fills, Clock: n.clock, Rand: n.rand.float(), Log: n.log,
+		Refreshes: n.refreshes, Fills: n.fills, Clock: n.clock, Rand: n.rand.float(), Log: n.log, Tracer: n.tracer,
 		PeerTimeout: cfg.PeerTimeout, PeekWindow: cfg.PeekWindow, PeekTimeout: cfg.PeekTimeout, AskedAt: n.owner.AskedAt,
 		NearBytes: cfg.NearBytes, NearTTL: cfg.NearTTL, NearPromote: cfg.NearPromote,
 		OnFill: n.metrics.fillObserved, Received: n.metrics.received, Sent: n.metrics.sent,

@@ -338,6 +338,80 @@ func TestCrashCostsOneRefill(t *testing.T) {
 	})
 }
 
+// After a join, the members that lost keys to the joiner give them to it at once, not only
+// when it is first asked: so a key that moved is held by its new owner though no one has read
+// it since, and the crash of its former owner then costs one refill per key that member owns,
+// none of the keys that moved away from it. (Before, a moved key stayed on its former owner
+// alone until the joiner's first miss: e2e TestScaleUp measured 49 such refills of other
+// members' keys.)
+func TestCrashAfterJoinRefillsOnlyTheCrashedMembersKeys(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		vc := newVCluster(t, 3, 0)
+		keys := keyList(300, "m")
+		ownerBefore := map[string]string{}
+		for _, k := range keys { // once each, through one node: the owner holds it, no near copies
+			if _, err := vc.g("n0").Get(context.Background(), k); err != nil {
+				t.Fatal(err)
+			}
+			ownerBefore[k] = vc.Node("n0").Owner(k).Name
+		}
+		joiner, err := vc.Add()
+		if err != nil {
+			t.Fatal(err)
+		}
+		vc.converge(t)
+		lost := map[string]int{} // keys each member lost to the joiner
+		var mine []string
+		for _, k := range keys {
+			if joiner.Owner(k).Name == joiner.Name() {
+				mine = append(mine, k)
+				lost[ownerBefore[k]]++
+			}
+		}
+		deadline := time.Now().Add(time.Minute)
+		for vc.g(joiner.Name()).Stats().Entries < len(mine) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the joiner holds %d of the %d keys it owns a minute after it joined, unread", vc.g(joiner.Name()).Stats().Entries, len(mine))
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		victim := ""
+		for name, n := range lost {
+			if victim == "" || n > lost[victim] {
+				victim = name
+			}
+		}
+		owned := map[string]bool{}
+		for _, k := range ownedBy(vc.Node(victim), keys, len(keys)) {
+			owned[k] = true
+		}
+		if err := vc.Crash(victim); err != nil {
+			t.Fatal(err)
+		}
+		vc.converge(t)
+		live := vc.live()
+		for i, k := range keys {
+			if _, err := live[i%len(live)].Get(context.Background(), k); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var refilled, others []string
+		for _, k := range keys {
+			if vc.count(k) > 1 {
+				refilled = append(refilled, k)
+				if !owned[k] {
+					others = append(others, k)
+				}
+			}
+		}
+		if len(others) > 0 || len(refilled) > len(owned) {
+			t.Errorf("the crash of %s, which owned %d keys after the join and had lost %d to the joiner, refilled %d keys, %d of them other members' (%v)",
+				victim, len(owned), lost[victim], len(refilled), len(others), others)
+		}
+		t.Logf("the crash of %s, which owned %d keys after the join and had lost %d to the joiner, refilled %d keys", victim, len(owned), lost[victim], len(refilled))
+	})
+}
+
 // Two members crashing at once cost at most one refill per key.
 func TestOverlappingCrashesCostOneRefillPerKey(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {

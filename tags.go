@@ -4,8 +4,11 @@ import (
 	"context"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/internal/group"
+	"github.com/corralcache/corral/internal/tracing"
 )
 
 // Tags label values so that one call removes every value of a customer, a tenant or a page,
@@ -42,7 +45,12 @@ func TagKey(ctx context.Context, key string, tags ...string) { fill.TagKey(ctx, 
 // members that could not be told (the purge stands everywhere else). Errors: one wrapping
 // ErrInvalidTag for a malformed tag; ErrClosed after Close began; ctx.Err() when ctx ends
 // first.
-func (n *Node) RemoveByTag(ctx context.Context, tag string) error {
+func (n *Node) RemoveByTag(ctx context.Context, tag string) (err error) {
+	if n.tracer != nil {
+		var span trace.Span
+		ctx, span = n.tracer.Start(ctx, "corral.RemoveByTag", "", "", tracing.AttrTag.String(tag))
+		defer func() { tracing.End(span, err) }()
+	}
 	if err := fill.CheckTag(tag); err != nil {
 		return publicErr(err)
 	}
@@ -54,7 +62,12 @@ func (n *Node) RemoveByTag(ctx context.Context, tag string) error {
 
 // SetWithTags is Set of a value tagged with tags (see Tag): RemoveByTag of one of them removes
 // it. Errors: Set's, and one wrapping ErrInvalidTag for tags that break a limit.
-func (g *Group[V]) SetWithTags(ctx context.Context, key string, v V, tags ...string) error {
+func (g *Group[V]) SetWithTags(ctx context.Context, key string, v V, tags ...string) (err error) {
+	if g.tr != nil {
+		var span trace.Span
+		ctx, span = g.tr.Start(ctx, "corral.Set", g.g.Name(), key)
+		defer func() { tracing.End(span, err) }()
+	}
 	return publicErr(g.g.Set(ctx, key, v, tags...))
 }
 
@@ -69,7 +82,7 @@ type EntryInfo struct {
 
 // GetWithInfo is Get that also says how the value was found and what tags it carries.
 func (g *Group[V]) GetWithInfo(ctx context.Context, key string) (V, EntryInfo, error) {
-	v, info, err := g.g.GetWithInfo(ctx, key)
+	v, info, err := g.getWithInfo(ctx, key)
 	if err != nil {
 		return v, EntryInfo{}, publicErr(err)
 	}
@@ -89,4 +102,12 @@ func (g *Group[V]) Peek(ctx context.Context, key string) (V, EntryInfo, error) {
 
 func entryInfo(i group.Info) EntryInfo {
 	return EntryInfo{Source: sourceOf(i), Tags: i.Tags, FreshFor: i.FreshFor, StaleFor: i.StaleFor}
+}
+
+// getWithInfo is the group's GetWithInfo, traced when the node traces.
+func (g *Group[V]) getWithInfo(ctx context.Context, key string) (V, group.Info, error) {
+	if g.tr != nil {
+		return g.getTraced(ctx, "corral.GetWithInfo", key)
+	}
+	return g.g.GetWithInfo(ctx, key)
 }

@@ -261,6 +261,9 @@ func (c *Cache[V]) runBatch(parent context.Context, b *batch[V], inline bool) {
 		c.mu.Unlock()
 		for j := range n {
 			i := from + j
+			if settledOK[j] {
+				endSpan(chunk[j].span, chunk[j].links, chunk[j].r.err)
+			}
 			switch {
 			case !settledOK[j]:
 			case done == nil:

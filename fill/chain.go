@@ -112,8 +112,16 @@ func (c *fillCtx) Value(key any) any {
 	if key == (chainKey{}) {
 		return &c.link
 	}
-	// Any other key may be the context package's own, looking for the cancelCtx to hang a
-	// child on or to read the cause from: only the real context answers that right.
+	// The context package's own key (the address of an int) looks for the cancelCtx to hang
+	// a child on or to read the cause from: only the real context answers that right. Any
+	// other key is the parent's to answer — c adds no value but its link — and asking the
+	// parent costs no timer: a span looked up in a loader's ctx (tracing, an instrumented
+	// HTTP client) must not make c's real context. (Were the context package to change its
+	// key, a child of c would still be right: it would not find c's Done in the parent's
+	// cancelCtx, and watch c's Done itself.)
+	if _, ctxKey := key.(*int); !ctxKey {
+		return c.Context.Value(key)
+	}
 	return c.made().Value(key)
 }
 

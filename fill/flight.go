@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // call is one fill in flight: the single flight that every concurrent Get of its key waits on.
@@ -56,6 +58,12 @@ type call[V any] struct {
 	// born is the version clock's reading when the fill started: its value's born version,
 	// unless the loader copied it from elsewhere (SetBorn).
 	born uint64
+
+	// span is the fill's span (ReplicaConfig.Tracing), or nil; written before the loader
+	// runs, by the goroutine that runs it. links are the spans of the Gets that joined the
+	// fill, appended under Cache.mu until settle takes them.
+	span  trace.Span
+	links []trace.Link
 }
 
 // miss starts or joins the fill of key.
@@ -69,6 +77,7 @@ func (c *Cache[V]) miss(ctx context.Context, key string) (Entry[V], Source, erro
 		return Entry[V]{}, 0, ErrClosed
 	}
 	if cl, ok := c.calls[key]; ok {
+		c.joinedLocked(ctx, cl)
 		c.mu.Unlock()
 		c.stats.coalesced.Add(1)
 		e, src, err := c.waitFor(ctx, key, cl, true)
@@ -246,6 +255,7 @@ func (c *Cache[V]) run(parent context.Context, key string, cl *call[V], slot *Li
 	if !inline {
 		base = context.WithoutCancel(parent)
 	}
+	base = c.startSpan(base, key, cl)
 	start, startNano := time.Now(), c.clock.NowNano()
 	fc := &fillCtx{Context: base, deadline: start.Add(c.cfg.FillTimeout)}
 	fc.one[0] = &cl.loading
@@ -282,9 +292,7 @@ func (c *Cache[V]) run(parent context.Context, key string, cl *call[V], slot *Li
 	// The slot is free before the fill's callers are woken: one that fills again at once
 	// finds it (a Limiter of one, or a caller counting InUse, sees the fill ended).
 	releaseFill()
-	if c.cfg.OnFill != nil {
-		c.cfg.OnFill(time.Since(start), r.err)
-	}
+	c.onFill(key, cl, time.Since(start), r.err)
 	// What the fill's end costs is paid before its waiters are woken, not after: a waiter
 	// woken on this P runs only once this goroutine parks.
 	if timer != nil {
@@ -326,6 +334,8 @@ type settled[V any] struct {
 	e              *entry[V] // what was to be stored, nil when nothing was kept
 	stored, purged bool
 	copied         bool // the loader took a copy from elsewhere (see choice), at version
+	span           trace.Span
+	links          []trace.Link
 	now, fresh     int64
 	stale          int64
 	version        uint64
@@ -342,6 +352,9 @@ func (c *Cache[V]) settle(key string, cl *call[V], x *choice, r result[V], start
 	c.mu.Lock()
 	ok := c.settleLocked(key, &s)
 	c.mu.Unlock()
+	if ok {
+		endSpan(s.span, s.links, s.r.err)
+	}
 	return s, ok
 }
 
@@ -407,6 +420,8 @@ func (c *Cache[V]) settleLocked(key string, s *settled[V]) bool {
 		return false
 	}
 	cl.completed = true
+	s.span, s.links = cl.span, cl.links // ended once c.mu is released (endSpan)
+	cl.links = nil
 	// A value the loader gave no lifetime (SetExpiry(ctx, 0, 0)) is returned but not stored;
 	// nor is a copy older than a write known here (it was on its way when the write landed).
 	// A value with a tag purged since it was born is not stored either. One the loader made

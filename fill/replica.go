@@ -68,6 +68,9 @@ type ReplicaConfig struct {
 	// must be safe for concurrent use and never go back. nil = NextVersion (a new version is
 	// above every one seen, too), or when that is nil as well, this cache's own counter.
 	VersionNow func() uint64
+	// Tracing, if set, makes every fill a span with links to the Gets coalesced onto it
+	// (see Tracing). nil = no spans, and nothing is recorded of the Gets that join a fill.
+	Tracing *Tracing
 }
 
 // ReplicaLoadFunc loads a key for a Replica: as a LoadFunc does, or by taking a copy another

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
@@ -121,6 +122,11 @@ type ClientConfig struct {
 	// be quick and safe for concurrent use. It is not called when no RPC was
 	// sent (ErrClosed).
 	OnCall func(method, code string, d time.Duration)
+
+	// TracerProvider, if set, makes every call under a ctx that carries a span a client
+	// span, and sends the span's W3C trace context with the call (trace.go). nil = no
+	// spans, and no trace context sent.
+	TracerProvider trace.TracerProvider
 }
 
 // DefaultClientConfig returns the production defaults: what the zero
@@ -199,6 +205,7 @@ type Client struct {
 	maxMessage     int
 	maxStreamCalls int
 	onCall         func(method, code string, d time.Duration)
+	tracer         trace.Tracer      // nil: no spans (ClientConfig.TracerProvider)
 	dialOpts       []grpc.DialOption // fixed in NewClient; shared by every connection
 
 	// framing is set when Gets may travel on framed streams (frame.go): always, but in
@@ -246,6 +253,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		maxMessage:     cfg.MaxMessageSize,
 		maxStreamCalls: cfg.MaxStreamCalls,
 		onCall:         cfg.OnCall,
+		tracer:         newTracer(cfg.TracerProvider),
 		dialOpts: []grpc.DialOption{
 			grpc.WithTransportCredentials(creds),
 			grpc.WithDefaultCallOptions(
@@ -307,11 +315,23 @@ func (c *Client) GetFrom(ctx context.Context, addr string, left <-chan struct{},
 		default:
 		}
 	}
+	var span trace.Span
+	if c.tracer != nil {
+		// The span's ctx is not the call's: a fill's ctx must reach the stream as it is
+		// (cancelOf), so only the trace context goes, in the request.
+		var spanCtx context.Context
+		spanCtx, span = c.startClient(ctx, "Get", addr)
+		setRequestTrace(spanCtx, req)
+	}
 	callCtx, cancel := c.callContext(ctx)
 	start := time.Now()
 	resp, err := p.getOnStream(callCtx, req)
 	cancel()
 	c.observe("Get", start, err)
+	if span != nil {
+		answered(span, resp)
+		endSpan(span, err)
+	}
 	if err != nil {
 		return nil, c.callError(ctx, addr, err)
 	}
@@ -373,9 +393,14 @@ func (c *Client) Handoff(ctx context.Context, addr string, entries []*peerpb.Ent
 		callCtx, cancel = context.WithTimeout(ctx, c.callTimeout)
 	}
 	defer cancel()
+	spanCtx, span := c.startClient(ctx, "Handoff", addr)
+	if c.tracer != nil {
+		callCtx = withMetadata(callCtx, spanCtx)
+	}
 
 	start := time.Now()
 	resp, err := sendHandoff(callCtx, p.rpc, entries)
+	endSpan(span, err)
 	c.observe("Handoff", start, err)
 	if err != nil {
 		return nil, c.callError(ctx, addr, err)
@@ -411,10 +436,15 @@ func unary[Req, Resp any](c *Client, ctx context.Context, addr, method string, r
 		return zero, err
 	}
 	callCtx, cancel := c.callContext(ctx)
+	spanCtx, span := c.startClient(ctx, method, addr)
+	if c.tracer != nil {
+		callCtx = withMetadata(callCtx, spanCtx)
+	}
 	start := time.Now()
 	resp, err := call(p.rpc, callCtx, req)
 	cancel()
 	c.observe(method, start, err)
+	endSpan(span, err)
 	if err != nil {
 		var zero Resp
 		return zero, c.callError(ctx, addr, err)

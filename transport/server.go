@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
@@ -86,6 +87,11 @@ type ServerConfig struct {
 	// Logger receives recovered Handler panics (Error, with stack). nil =
 	// discard.
 	Logger *slog.Logger
+
+	// TracerProvider, if set, serves every request that carries a W3C trace context under
+	// a server span in the caller's trace (trace.go). nil = no spans: a request's trace
+	// context is not even read.
+	TracerProvider trace.TracerProvider
 }
 
 // DefaultServerConfig returns the production defaults: what the zero
@@ -211,6 +217,11 @@ func NewServer(h Handler, cfg ServerConfig) (*Server, error) {
 	if cfg.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
 	}
+	svc := &peerService{h: h, log: cfg.Logger, maxMessage: cfg.MaxMessageSize, tracer: newTracer(cfg.TracerProvider),
+		maxStreamCalls: cfg.MaxStreamCalls, onLimit: cfg.OnLimit, quit: make(chan struct{})}
+	if svc.tracer != nil {
+		opts = append(opts, grpc.UnaryInterceptor(svc.unaryInterceptor), grpc.StreamInterceptor(svc.streamInterceptor))
+	}
 	maxAnswer := cfg.MaxStreamAnswer
 	if maxAnswer < 0 {
 		maxAnswer = math.MaxInt
@@ -220,8 +231,8 @@ func NewServer(h Handler, cfg ServerConfig) (*Server, error) {
 		framedTLS = cfg.TLS.Clone()
 		framedTLS.NextProtos = nil // a framed connection's TLS negotiates no protocol: the preface chose it
 	}
-	return &Server{opts: opts, onLimit: cfg.OnLimit, framing: true, tls: framedTLS, handshakeTimeout: cfg.HandshakeTimeout, svc: &peerService{h: h, log: cfg.Logger, maxMessage: cfg.MaxMessageSize,
-		maxStreamCalls: cfg.MaxStreamCalls, maxStreamAnswer: maxAnswer, onLimit: cfg.OnLimit, quit: make(chan struct{})}}, nil
+	svc.maxStreamAnswer = maxAnswer
+	return &Server{opts: opts, onLimit: cfg.OnLimit, framing: true, tls: framedTLS, handshakeTimeout: cfg.HandshakeTimeout, svc: svc}, nil
 }
 
 // listen returns the gRPC server, making it on first use, and the listener it is to serve
@@ -306,6 +317,7 @@ type peerService struct {
 	// maxStreamAnswer is ServerConfig.MaxStreamAnswer, with "no limit" as MaxInt.
 	maxStreamAnswer int
 	onLimit         func(limit string) // ServerConfig.OnLimit
+	tracer          trace.Tracer       // nil: no spans (ServerConfig.TracerProvider)
 
 	// quit is closed by Stop: GetStreams finish their calls and end, which GracefulStop
 	// waits for (a stream has no end of its own).

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/corralcache/corral/transport/peerpb"
@@ -141,15 +142,30 @@ func (ss *serverStream) receive() {
 			ss.fail(id, fmt.Errorf("%w: get call without a request", ErrInvalidArgument))
 			continue
 		}
+		base := ss.ctx
+		// The Get's server span, when p traces and the Get carries a trace that was sampled.
+		// One sampled out is read only if the Get is no hit: a hit has nothing to pass it on
+		// to.
+		var span trace.Span
+		if p.tracer != nil && trace.TraceFlags(req.GetTraceFlags()).IsSampled() {
+			base, span = p.startGet(base, req)
+		}
 		if hits != nil {
-			if resp, ok := p.hit(hits, ss.ctx, req); ok {
+			if resp, ok := p.hit(hits, base, req); ok {
+				if span != nil { // ended before the answer goes: the caller's span ends after it
+					answered(span, resp)
+					endSpan(span, nil)
+				}
 				ss.answerHit(id, resp, call.GetMaxReplySize())
 				continue
 			}
 		}
-		ctx, cancel := context.WithCancel(ss.ctx)
+		if p.tracer != nil && span == nil {
+			base, _ = p.startGet(base, req) // its trace context, for the loader's calls
+		}
+		ctx, cancel := context.WithCancel(base)
 		if t := call.GetTimeoutNanos(); t > 0 {
-			ctx, cancel = context.WithTimeout(ss.ctx, time.Duration(t))
+			ctx, cancel = context.WithTimeout(base, time.Duration(t))
 		}
 		ss.mu.Lock()
 		var refuse error
@@ -170,11 +186,16 @@ func (ss *serverStream) receive() {
 				p.onLimit("peer_stream_calls")
 			}
 			ss.fail(id, refuse)
+			endSpan(span, refuse)
 			continue
 		}
 		go func() {
 			defer ss.running.Done()
 			resp, err := p.Get(ctx, req)
+			if span != nil {
+				answered(span, resp)
+				endSpan(span, err)
+			}
 			ss.mu.Lock()
 			_, live := ss.calls[id]
 			delete(ss.calls, id)

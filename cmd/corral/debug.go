@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"sort"
+	"strings"
 
 	"github.com/corralcache/corral/cmd/corral/internal/debugui"
 )
@@ -49,6 +50,12 @@ func (d *daemon) debugState() debugui.State {
 						g.HotBackups[k] = append(g.HotBackups[k], b.Name)
 					}
 				}
+			}
+		}
+		if h, ok := groups[name]; ok && d.cfg.tracing.traceUIURL != "" {
+			if f, ok := h.SlowestFill(); ok {
+				g.SlowFill = &debugui.SlowFill{Key: f.Key, Millis: float64(f.Duration.Microseconds()) / 1000, TraceID: f.TraceID,
+					TraceURL: strings.ReplaceAll(d.cfg.tracing.traceUIURL, "{trace_id}", f.TraceID)}
 			}
 		}
 		st.Groups = append(st.Groups, g)

@@ -20,6 +20,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/corralcache/corral"
 	"github.com/corralcache/corral/cmd/corral/internal/apitoken"
@@ -60,6 +62,7 @@ type serveConfig struct {
 	resp   resp.Limits
 	limits httpapi.Limits
 	secretsConfig
+	tracing tracingConfig
 	runtime runtimeConfig
 }
 
@@ -100,6 +103,7 @@ func serveFlags(out io.Writer) (*flag.FlagSet, *serveConfig) {
 	addLimitFlags(fs, &c.limits)
 	addSecretsFlags(fs, &c.secretsConfig)
 	addRuntimeFlags(fs, &c.runtime)
+	addTracingFlags(fs, &c.tracing)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: corral serve [flags]
 
@@ -194,6 +198,9 @@ func (c *serveConfig) validate() error {
 	if err := c.runtime.validate(); err != nil {
 		return err
 	}
+	if err := c.tracing.validate(); err != nil {
+		return err
+	}
 	if err := c.resp.Validate(); err != nil {
 		return err
 	}
@@ -226,8 +233,9 @@ type daemon struct {
 
 	stopping atomic.Bool // SIGTERM arrived: not ready
 
-	keys      *keyFile // nil = no --secret-key-file
-	stopWatch func()   // stops and waits for the key file's watch; set once the node runs
+	tracer    *sdktrace.TracerProvider // nil = no --otlp-endpoint
+	keys      *keyFile                 // nil = no --secret-key-file
+	stopWatch func()                   // stops and waits for the key file's watch; set once the node runs
 }
 
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -310,11 +318,36 @@ func startDaemon(c *serveConfig, log *slog.Logger) (*daemon, error) {
 	if d.respMetrics, err = resp.NewMetrics(d.reg); err != nil {
 		return nil, err
 	}
+	if c.tracing.otlpEndpoint != "" && c.name == "" {
+		c.name = memberName() // the spans name the member before the node exists
+	}
+	if d.tracer, err = startTracing(context.Background(), &c.tracing, c.name, os.Getenv); err != nil {
+		return nil, err
+	}
+	if err := d.startNode(); err != nil {
+		stopTracing(d.tracer)
+		return nil, err
+	}
+	return d, nil
+}
+
+// startNode is the rest of startDaemon, once the tracer (if any) runs: the origin, the groups,
+// the node and the API.
+func (d *daemon) startNode() error {
+	c, log := d.cfg, d.log
+	var tp trace.TracerProvider // nil, not a nil *TracerProvider, when the daemon does not trace
+	if d.tracer != nil {
+		tp = d.tracer
+	}
+	keys, err := c.tracing.keys()
+	if err != nil {
+		return err
+	}
 	if c.origin != "" {
 		o, err := origin.New(origin.Config{Template: c.origin, FillTimeout: c.fillTimeout, Grace: c.swr,
-			MaxBytes: c.maxValueBytes, Redirects: c.originRedirects})
+			MaxBytes: c.maxValueBytes, Redirects: c.originRedirects, TracerProvider: tp})
 		if err != nil {
-			return nil, err
+			return err
 		}
 		d.origin = o
 	}
@@ -328,11 +361,11 @@ func startDaemon(c *serveConfig, log *slog.Logger) (*daemon, error) {
 		gcfg.Load = d.origin.Load
 	}
 	if d.groups, err = objects.NewGroups(gcfg); err != nil {
-		return nil, err
+		return err
 	}
 	tok, err := loadToken(c.apiTokenFile)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	d.token = tok
 	cfg := corral.Config{
@@ -341,21 +374,21 @@ func startDaemon(c *serveConfig, log *slog.Logger) (*daemon, error) {
 		Registerer: d.reg, Logger: log, Label: c.label,
 		// The node bounds encoded objects; --max-value-bytes bounds bodies, the user's bytes.
 		DrainTimeout: drainOrNone(c.drain), MaxValueBytes: c.maxValueBytes + objects.Overhead,
-		SilentPeerTimeout: c.silentPeerTimeout,
-		AutoGroup:         func(n *corral.Node, name string) error { _, err := d.groups.Group(n, name); return err },
+		SilentPeerTimeout: c.silentPeerTimeout, TracerProvider: tp, TraceKeys: keys,
+		AutoGroup: func(n *corral.Node, name string) error { _, err := d.groups.Group(n, name); return err },
 	}
 	if d.keys, err = c.secretsConfig.apply(&cfg, log); err != nil {
-		return nil, err
+		return err
 	}
 	node, err := corral.New(cfg)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	d.node = node
 	for _, name := range c.configuredGroups() {
 		if _, err := d.groups.Group(node, name); err != nil {
 			node.Close(context.Background())
-			return nil, fmt.Errorf("--group %q: %w", name, err)
+			return fmt.Errorf("--group %q: %w", name, err)
 		}
 	}
 	if d.api, err = httpapi.New(httpapi.Config{
@@ -363,9 +396,10 @@ func startDaemon(c *serveConfig, log *slog.Logger) (*daemon, error) {
 		Debug: debugui.Handler("/debug/corral", d.debugState), Hits: d.hits,
 		Token: d.token, TokenReads: c.apiTokenReads, Origin: d.origin,
 		MaxValueBytes: c.maxValueBytes, TTL: c.ttl, SWR: c.swr, Log: log, Limits: c.limits,
+		TracerProvider: tp,
 	}); err != nil {
 		node.Close(context.Background())
-		return nil, err
+		return err
 	}
 	d.stopWatch = func() {}
 	if d.keys != nil {
@@ -377,7 +411,7 @@ func startDaemon(c *serveConfig, log *slog.Logger) (*daemon, error) {
 		var once sync.Once
 		d.stopWatch = func() { once.Do(func() { cancel(); <-done }) }
 	}
-	return d, nil
+	return nil
 }
 
 // configuredGroups are the groups served from the start: --group's, and --resp-group with
@@ -482,7 +516,9 @@ func (d *daemon) ready() (bool, string) {
 // closeNode stops the watch of the key file and closes the node.
 func (d *daemon) closeNode(ctx context.Context) error {
 	d.stopWatch()
-	return d.node.Close(ctx)
+	err := d.node.Close(ctx)
+	// After the node: the spans of its last requests and of its hand-off go out too.
+	return errors.Join(err, stopTracing(d.tracer))
 }
 
 // kill stops the daemon as SIGKILL would: no readiness change, no leave, no hand-off, open
@@ -497,4 +533,5 @@ func (d *daemon) kill() {
 		srv.Close()
 	}
 	d.stopRESP(context.Background())
+	stopTracing(d.tracer)
 }

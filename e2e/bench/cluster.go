@@ -169,8 +169,9 @@ func (b *bed) workers() []*worker {
 	return ws
 }
 
-// procIO is a process's read and write system calls so far (/proc/PID/io's syscr and syscw).
-type procIO struct{ reads, writes int64 }
+// procIO is a process's read and write system calls so far, and the bytes they moved
+// (/proc/PID/io's syscr, syscw, rchar and wchar).
+type procIO struct{ reads, writes, rbytes, wbytes int64 }
 
 // syscalls returns the read and write system calls of every process of the bed so far, by
 // name (c0, c1, ..., g0, ..., redis).
@@ -197,6 +198,10 @@ func (b *bed) syscalls() map[string]procIO {
 				io.reads = n
 			case "syscw":
 				io.writes = n
+			case "rchar":
+				io.rbytes = n
+			case "wchar":
+				io.wbytes = n
 			}
 		}
 		out[name] = io

@@ -32,6 +32,20 @@ type corralGroupArgs struct {
 	Delay     time.Duration // how long the loader takes
 	Tags      []string      // tags the loader gives every value (corral.Tag)
 	Batch     bool          // the group has a batch loader (WithBatchLoad) instead of a LoadFunc
+	Backups   int           // WithBackups
+}
+
+// fillCostArgs: Get N cold keys owned by node ID, one after the other, on ID itself (each a
+// fill there, and with backups a Backup call to the key's successor before it returns).
+type fillCostArgs struct {
+	ID, Group, Prefix string
+	N                 int
+}
+
+// fillCostResult is each fill's latency and what the group gave its backups meanwhile.
+type fillCostResult struct {
+	Lat         []time.Duration
+	BackupsSent uint64
 }
 
 type corralKeysArgs struct {
@@ -111,7 +125,7 @@ func init() {
 			corral.Tag(ctx, a.Tags...)
 			return value, nil
 		}
-		opts := []corral.GroupOption{corral.WithTTL(a.TTL), corral.WithMaxBytes(256 << 20)}
+		opts := []corral.GroupOption{corral.WithTTL(a.TTL), corral.WithMaxBytes(256 << 20), corral.WithBackups(a.Backups)}
 		if a.Batch {
 			load = nil
 			opts = append(opts, corral.WithBatchLoad(func(ctx context.Context, keys []string) (map[string][]byte, error) {
@@ -181,6 +195,37 @@ func init() {
 			return nil, err
 		}
 		return n.Owner(a.Key).Name, nil
+	}
+	ops["corral.fillcost"] = func(ctx context.Context, w *workerState, raw json.RawMessage) (any, error) {
+		var a fillCostArgs
+		if err := json.Unmarshal(raw, &a); err != nil {
+			return nil, err
+		}
+		n, err := state[*corral.Node](w, "corral/"+a.ID)
+		if err != nil {
+			return nil, err
+		}
+		g, err := state[*corral.Group[[]byte]](w, "corral/"+a.ID+"/"+a.Group)
+		if err != nil {
+			return nil, err
+		}
+		var keys []string
+		for i := 0; len(keys) < a.N && i < 100*a.N+1000; i++ {
+			if k := fmt.Sprintf("%s%07d", a.Prefix, i); n.Owner(k).Name == a.ID {
+				keys = append(keys, k)
+			}
+		}
+		sent := g.Stats().BackupsSent
+		res := fillCostResult{Lat: make([]time.Duration, 0, len(keys))}
+		for _, k := range keys {
+			start := time.Now()
+			if _, err := g.Get(ctx, k); err != nil {
+				return nil, err
+			}
+			res.Lat = append(res.Lat, time.Since(start))
+		}
+		res.BackupsSent = g.Stats().BackupsSent - sent
+		return res, nil
 	}
 	ops["corral.stats"] = func(_ context.Context, w *workerState, raw json.RawMessage) (any, error) {
 		var a nodeGroupKey

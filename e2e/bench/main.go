@@ -28,6 +28,7 @@ type plan struct {
 	TTL             time.Duration // the stampede key's TTL
 	Poll            time.Duration // the Redis lock waiters' poll interval
 	MemEntries      int           // entries of the memory measurement
+	FillKeys        int           // cold keys of each round of the fill-cost measurement (row 4b)
 	// Settle is how long after the corral clusters formed the stampede waits to start: for
 	// corral.Config.PeekWindow (1 min) after a membership change, a new owner's fill first
 	// asks the key's previous owner, one more round trip; the stampede row measures the
@@ -67,6 +68,7 @@ func fullPlan() plan {
 		TTL:             300 * time.Millisecond,
 		Poll:            10 * time.Millisecond,
 		MemEntries:      1_000_000,
+		FillKeys:        1000,
 		Settle:          61 * time.Second,
 		FrontDuration:   5 * time.Second,
 		FrontReps:       3,
@@ -88,7 +90,7 @@ func quickPlan() plan {
 	p := fullPlan()
 	p.LocalRounds, p.RemoteKeys, p.RemoteCallers, p.RemoteRounds = 1, 256, []int{1, 8}, 1
 	p.RemoteDuration, p.RemoteMaxOps = 100*time.Millisecond, 20_000
-	p.StampedeCallers, p.StampedeTrials, p.MemEntries, p.Settle = 20, 1, 20_000, 0
+	p.StampedeCallers, p.StampedeTrials, p.MemEntries, p.Settle, p.FillKeys = 20, 1, 20_000, 0, 100
 	p.FrontDuration, p.FrontReps, p.HopKeys, p.RESPRequests = time.Second, 1, 1000, [2]int{5000, 20_000}
 	p.BatchCallers, p.BatchRounds, p.BatchDuration, p.BatchMaxOps, p.ColdTrials, p.ColdCallers = []int{1, 4}, 1, 200*time.Millisecond, 2000, 1, 3
 	return p

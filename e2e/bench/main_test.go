@@ -293,12 +293,22 @@ func TestQuickRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Rows 1 and 1b, a row 2 per callers, 2b and 2c, then 3, 4, 5 and 6.
-	if rows := rep.rows(); len(rows) != 2+len(quickPlan().RemoteCallers)+2+4 {
+	// Rows 1 and 1b, one row 2 per number of callers, 2b and 2c, then 3, 4, 4b, 5 and 6.
+	if rows := rep.rows(); len(rows) != 2+len(quickPlan().RemoteCallers)+2+5 {
 		t.Fatalf("%d rows:\n%s", len(rows), rep.table())
 	}
 	if st := rep.stampede["corral"]; st == nil || st.calls[0] != 1 {
 		t.Errorf("corral stampede: %+v", st)
+	}
+	// The owner's crash: one loader call without backups, none with one backup.
+	if st := rep.crash["corral"]; st == nil || st.calls[0] != 1 {
+		t.Errorf("corral crash: %+v", st)
+	}
+	if st := rep.crash["corral-backups"]; st == nil || st.calls[0] != 0 {
+		t.Errorf("corral crash with a backup: %+v", st)
+	}
+	if f := rep.fillCost[1]; f == nil || f.sent != int64(len(f.lat)) {
+		t.Errorf("fills with a backup gave their backups %+v entries, want one each", f)
 	}
 	t.Log("\n" + rep.markdown())
 }

@@ -20,7 +20,9 @@ type report struct {
 	local    map[string]*localStat    // by system: "otter", "otter-get", "corral", "groupcache"
 	remote   map[string]*remoteStat   // by row and callers: "corral/16", …
 	stampede map[string]*stampedeStat // by strategy: "corral", "groupcache", "redis-naive", "redis-lock"
-	crash    map[string]*stampedeStat // by system: "corral", "groupcache"
+	crash    map[string]*stampedeStat // by system: "corral", "corral-backups", "groupcache"
+	fillCost map[int]*fillCostStat    // by backups: 0, 1
+	crashGap time.Duration            // from the kill to the start of corral-backups' burst
 	memory   map[string]memoryResult  // by system (see memoryArgs)
 	ring     ringResult
 	fronts   map[string]*frontStat  // steps 7 and 8, by system and load: "http/corral/1", "resp/redis/get/16", "hops/three"
@@ -68,7 +70,7 @@ func run(ctx context.Context, p plan, steps []string, log io.Writer) (*report, e
 	rep := &report{
 		plan: p, machine: describeMachine(),
 		local: map[string]*localStat{}, remote: map[string]*remoteStat{},
-		stampede: map[string]*stampedeStat{}, crash: map[string]*stampedeStat{},
+		stampede: map[string]*stampedeStat{}, crash: map[string]*stampedeStat{}, fillCost: map[int]*fillCostStat{},
 		memory: map[string]memoryResult{}, fronts: map[string]*frontStat{}, ran: map[string]bool{},
 		batch: map[string]*remoteStat{}, cold: map[string]*coldStat{},
 	}
@@ -525,12 +527,62 @@ func measureStampede(ctx context.Context, b *bed, p plan, rep *report) error {
 	return nil
 }
 
+// fillCostStat is what fills cost one owner with some backups: each fill's latency, and the
+// owner process's write system calls and bytes written over all of them.
+type fillCostStat struct {
+	lat                  []time.Duration
+	writes, wbytes, sent int64
+}
+
+// measureFillCost fills cold keys one after the other on their owner (defNode(0), in c0),
+// whose loader answers at once, in a group without backups and in one with one backup,
+// alternating, two rounds each: the latency of a fill, and the owner's peer traffic per fill
+// (its write system calls and bytes written, from /proc/PID/io: TCP, so the peer streams and
+// not the gossip's UDP).
+func measureFillCost(ctx context.Context, b *bed, p plan, rep *report) error {
+	for _, backups := range []int{0, 1} {
+		if err := callEach(ctx, b.c[:], "corral.group", func(i int) any {
+			return corralGroupArgs{ID: defNode(i), Group: fmt.Sprint("fill", backups), TTL: time.Hour, ValueSize: p.ValueSize, Backups: backups}
+		}); err != nil {
+			return err
+		}
+		rep.fillCost[backups] = &fillCostStat{}
+	}
+	for round := range 2 {
+		for _, backups := range []int{0, 1} {
+			st := rep.fillCost[backups]
+			before := b.syscalls()["c0"]
+			var res fillCostResult
+			if err := b.c[0].call(ctx, "corral.fillcost", fillCostArgs{ID: defNode(0), Group: fmt.Sprint("fill", backups),
+				Prefix: fmt.Sprintf("fill%d:%d:", backups, round), N: p.FillKeys}, &res); err != nil {
+				return err
+			}
+			after := b.syscalls()["c0"]
+			st.lat = append(st.lat, res.Lat...)
+			st.writes += after.writes - before.writes
+			st.wbytes += after.wbytes - before.wbytes
+			st.sent += int64(res.BackupsSent)
+		}
+	}
+	return nil
+}
+
 // 4. Owner crash: SIGKILL the process that owns a hot key, then stampede from the survivors
 // at once, before failure detection has noticed: every survivor's ring still names the dead
-// owner.
+// owner. corral runs it twice on one kill: a group without backups, then one with one backup
+// (its burst right after the first one's). Before the kill, what a fill with one backup costs
+// against one without (measureFillCost).
 func measureCrash(ctx context.Context, b *bed, p plan, rep *report) error {
+	if err := measureFillCost(ctx, b, p, rep); err != nil {
+		return err
+	}
 	if err := callEach(ctx, b.c[:], "corral.group", func(i int) any {
 		return corralGroupArgs{ID: defNode(i), Group: "crash", TTL: time.Hour, ValueSize: p.ValueSize, Delay: p.LoaderDelay}
+	}); err != nil {
+		return err
+	}
+	if err := callEach(ctx, b.c[:], "corral.group", func(i int) any {
+		return corralGroupArgs{ID: defNode(i), Group: "crash-backups", TTL: time.Hour, ValueSize: p.ValueSize, Delay: p.LoaderDelay, Backups: 1}
 	}); err != nil {
 		return err
 	}
@@ -544,7 +596,13 @@ func measureCrash(ctx context.Context, b *bed, p plan, rep *report) error {
 		return err
 	}
 	gk := gcKeys(b.gcURLs, b.gcURLs[nodes-1], "crash:", 1)
-	for _, sys := range []string{"corral", "groupcache"} {
+	// Filled on its owner, so no other node holds a near copy; with a backup, the owner's
+	// successor holds it once the Get returns.
+	if err := b.c[nodes-1].call(ctx, "corral.get", nodeGroupKey{ID: defNode(nodes - 1), Group: "crash-backups", Key: ck[0]}, nil); err != nil {
+		return err
+	}
+	var killed time.Time
+	for _, sys := range []string{"corral", "corral-backups", "groupcache"} {
 		var (
 			ws      []*worker
 			tg      func(i int) target
@@ -552,7 +610,8 @@ func measureCrash(ctx context.Context, b *bed, p plan, rep *report) error {
 			key     string
 			victim  *worker
 		)
-		if sys == "corral" {
+		switch sys {
+		case "corral":
 			ws, victim, key = b.c[:nodes-1], b.c[nodes-1], ck[0]
 			tg = func(i int) target { return target{System: "corral", Node: defNode(i), Group: "crash"} }
 			counter = func(i int) string { return defNode(i) + "/crash" }
@@ -560,7 +619,11 @@ func measureCrash(ctx context.Context, b *bed, p plan, rep *report) error {
 			if err := victim.call(ctx, "corral.get", nodeGroupKey{ID: defNode(nodes - 1), Group: "crash", Key: key}, nil); err != nil {
 				return err
 			}
-		} else {
+		case "corral-backups":
+			ws, victim, key = b.c[:nodes-1], nil, ck[0] // killed with "corral"
+			tg = func(i int) target { return target{System: "corral", Node: defNode(i), Group: "crash-backups"} }
+			counter = func(i int) string { return defNode(i) + "/crash-backups" }
+		default:
 			ws, victim, key = b.g[:nodes-1], b.g[nodes-1], gk[0]
 			tg = func(int) target { return target{System: "groupcache", Group: "crash"} }
 			counter = func(int) string { return "gc/crash" }
@@ -572,7 +635,13 @@ func measureCrash(ctx context.Context, b *bed, p plan, rep *report) error {
 		if err != nil {
 			return err
 		}
-		victim.kill()
+		if victim != nil {
+			victim.kill()
+			killed = time.Now()
+		}
+		if sys == "corral-backups" {
+			rep.crashGap = time.Since(killed)
+		}
 		st := &stampedeStat{}
 		rep.crash[sys] = st
 		if err := fire(ctx, ws, tg, key, p.StampedeCallers, 20*time.Millisecond, st); err != nil {

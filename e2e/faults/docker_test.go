@@ -151,9 +151,10 @@ type cluster struct {
 	nextIP     int
 
 	mu sync.Mutex
-	// guards nodes, each node's addr and up, and cut
+	// guards nodes, each node's addr and up, cut and at
 	nodes []*node
-	cut   map[*node]bool // cut off the cluster network (until the driver's strengthen)
+	cut   map[*node]bool    // cut off the cluster network (until the driver's strengthen)
+	at    map[string]string // origin-network IP to the name of the node that had it
 }
 
 const alias = "corral"
@@ -224,6 +225,12 @@ func (c *cluster) run(n *node) {
 	args = append(args, c.flags...)
 	docker(c.t, args...)
 	docker(c.t, "network", "connect", "--ip", strings.TrimSuffix(n.addr, ":8080"), c.onet, n.ctr)
+	c.mu.Lock()
+	if c.at == nil {
+		c.at = map[string]string{}
+	}
+	c.at[strings.TrimSuffix(n.addr, ":8080")] = n.name
+	c.mu.Unlock()
 	ctr := n.ctr
 	c.t.Cleanup(func() {
 		if c.t.Failed() {
@@ -407,6 +414,7 @@ func (c *cluster) bump(key string) (int, error) {
 type originCounts struct {
 	Calls    map[string]int         `json:"calls"`
 	Times    map[string][]time.Time `json:"times"`
+	From     map[string][]string    `json:"from"` // the caller's origin-network IP of each of Times
 	Inflight int                    `json:"inflight"`
 }
 
@@ -426,6 +434,16 @@ func (c *cluster) counts(times ...bool) originCounts {
 		c.t.Fatalf("origin counts: %v", err)
 	}
 	return oc
+}
+
+// nameAt names the node that had ip on the origin network (the caller of an origin call).
+func (c *cluster) nameAt(ip string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if name, ok := c.at[ip]; ok {
+		return name
+	}
+	return ip
 }
 
 // calls sums the origin calls of the keys that start with prefix.

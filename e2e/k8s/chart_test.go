@@ -490,6 +490,14 @@ func checkSecurity(t *testing.T, name string, cm corev1.ConfigMap, c corev1.Cont
 	if got := cm.Data["CORRAL_GOSSIP_VERIFY_OUTGOING"]; got != wantOut {
 		t.Errorf("CORRAL_GOSSIP_VERIFY_OUTGOING %q, want %q", got, wantOut)
 	}
+	// server.otlpEndpoint: traces go where it says, and only when it is set.
+	wantOTLP := ""
+	if name == "server-k8s-statefulset-all" {
+		wantOTLP = "otel-collector.observability.svc:4317"
+	}
+	if got, set := cm.Data["CORRAL_OTLP_ENDPOINT"]; got != wantOTLP || set != (wantOTLP != "") {
+		t.Errorf("CORRAL_OTLP_ENDPOINT %q (set %v), want %q", got, set, wantOTLP)
+	}
 }
 
 func fromUnstructured(t testing.TB, o *unstructured.Unstructured, into any) {

@@ -33,8 +33,9 @@ import (
 //     its value at its first miss (fillLocal), with the copy's version and remaining lifetime,
 //     instead of loading it; and it answers warm pulls from its backups too.
 //   - Staying at n. After each membership change, the owner gives a copy of each entry it
-//     owns to the members that became its backups (rebackup): a backup that left or died is
-//     replaced, and the new owner of a key whose owner crashed gives its copy on.
+//     owns to the members that became its backups (rebackupView): a backup that left or died is
+//     replaced, and the new owner of a key — its owner crashed, or left and handed it off —
+//     gives its copy to every backup it has now.
 //
 // A member that missed a write (paused, cut off) is declared dead and kept out of the rings
 // until it has exchanged writes with the others (see package viewkeeper): it cannot own a key
@@ -48,6 +49,12 @@ const MaxBackups = 2
 // leaving members skipped; with giving, this node is left out too (an acting owner gives its
 // entries to the others).
 func (g *Group[V]) backupsOf(v *view.View, key string, giving bool) []*view.MemberState {
+	return g.successors(v, key, giving, true)
+}
+
+// successors returns the next g.backups members after key's owner on v's ring, this node
+// left out with giving, and leaving members skipped with skipLeaving.
+func (g *Group[V]) successors(v *view.View, key string, giving, skipLeaving bool) []*view.MemberState {
 	if g.backups == 0 {
 		return nil
 	}
@@ -64,7 +71,7 @@ func (g *Group[V]) backupsOf(v *view.View, key string, giving bool) []*view.Memb
 			continue
 		}
 		st, ok := v.Members[name]
-		if !ok || st.Leaving.Load() {
+		if !ok || skipLeaving && st.Leaving.Load() {
 			continue // it is given nothing to keep: the next one is
 		}
 		out = append(out, st)
@@ -196,49 +203,20 @@ func (g *Group[V]) fromBackup(key string) (fill.Entry[V], bool) {
 	return e, true
 }
 
-// rebackup runs while the group lives, for a group with backups: after each membership
-// change (viewChanged), it gives a copy of each entry this node owns to the members that
-// became its backups, and takes the backups of keys this node now owns into its store, giving
-// them on in turn. A change while it works makes it start over with the newest view.
-func (g *Group[V]) rebackup(ctx context.Context) {
-	defer close(g.rebackupDone)
-	var prev *view.View
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-g.rebackupKick:
-		}
-		v := g.env.View.Load()
-		if v.Stopped {
-			continue // this node serves nothing any more: its keys are handed off
-		}
-		g.rebackupView(ctx, prev, v)
-		prev = v
-	}
-}
-
-// viewChanged asks rebackup to look at the newest view.
-func (g *Group[V]) viewChanged() {
-	if g.rebackupKick == nil {
-		return
-	}
-	select {
-	case g.rebackupKick <- struct{}{}:
-	default: // one is pending: it reads the newest view
-	}
-}
-
-// rebackupView gives the backups of v that prev did not have the entries this node owns
-// under v (prev nil: every backup), and takes the backups it now owns into its store.
+// rebackupView gives the entries this node owns under v to the backups they need under v,
+// and takes the backups it now owns into its store. A key this node owned under prev too
+// goes to the backups of v that prev did not have; a key it did not own under prev (prev
+// nil, a backup it took, an entry handed off to it by a member that left or a warm pull's
+// copy) goes to every backup of v: which members its former owner gave copies to is not
+// known here — a leaver's backup may be this node itself, which now owns the key.
 func (g *Group[V]) rebackupView(ctx context.Context, prev, v *view.View) {
-	var taken []string
+	taken := map[string]bool{}
 	for key, e := range g.backup.All() {
 		if v.Owner(key) != v.Self || e.Version < g.tombs.Floor(key) {
 			continue
 		}
 		if stored, _ := g.local.Put(key, e); stored {
-			taken = append(taken, key)
+			taken[key] = true
 		}
 	}
 	var keys []string
@@ -255,10 +233,13 @@ func (g *Group[V]) rebackupView(ctx context.Context, prev, v *view.View) {
 		pctx, cancel := context.WithTimeout(ctx, g.env.PeerTimeout)
 		g.pushTo(pctx, v, chunk, func(key string) []*view.MemberState {
 			now := g.backupsOf(v, key, true)
-			if prev == nil || slices.Contains(taken, key) {
+			if prev == nil || taken[key] || prev.Owner(key) != v.Self {
 				return now
 			}
-			was := g.backupsOf(prev, key, true)
+			// The backups prev gave the key, leaving members included: a member's Leaving
+			// flag is shared by every view that holds it (view.Next), so prev's may have
+			// been set since, and a backup that is leaving now holds nothing for long.
+			was := g.successors(prev, key, true, false)
 			return slices.DeleteFunc(now, func(st *view.MemberState) bool {
 				return slices.ContainsFunc(was, func(w *view.MemberState) bool { return w.Name == st.Name && w.PeerAddr == st.PeerAddr })
 			})
@@ -267,8 +248,7 @@ func (g *Group[V]) rebackupView(ctx context.Context, prev, v *view.View) {
 	}
 }
 
-// startBackups makes the group's backup store and starts rebackup, for a group with
-// backups.
+// startBackups makes the group's backup store, for a group with backups.
 func (g *Group[V]) startBackups(o Options) error {
 	if g.backups == 0 {
 		return nil
@@ -277,26 +257,13 @@ func (g *Group[V]) startBackups(o Options) error {
 	g.backup, err = fill.NewReplica[V](nil, nil, fill.Config[V]{
 		Name: g.name, MaxBytes: o.MaxBytes, Clock: g.env.Clock, Logger: g.env.Log, Rand: g.env.Rand,
 	}, fill.ReplicaConfig{NextVersion: g.env.Versions.Next, Tombstones: g.tombs, Tags: g.env.Tags, VersionNow: g.env.Versions.Now})
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	g.rebackupStop = cancel
-	g.rebackupKick = make(chan struct{}, 1) // one pending look is enough: it reads the newest view
-	g.rebackupDone = make(chan struct{})
-	go g.rebackup(ctx)
-	return nil
+	return err
 }
 
-// stopBackups stops rebackup and closes the backup store.
-func (g *Group[V]) stopBackups(ctx context.Context) error {
+// closeBackups closes the backup store (follow has ended).
+func (g *Group[V]) closeBackups(ctx context.Context) error {
 	if g.backup == nil {
 		return nil
-	}
-	g.rebackupStop()
-	select {
-	case <-g.rebackupDone:
-	case <-ctx.Done():
 	}
 	return g.backup.Close(ctx)
 }

@@ -5,12 +5,15 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/internal/handoff"
 	"github.com/corralcache/corral/internal/lease"
 	"github.com/corralcache/corral/internal/limit"
 	"github.com/corralcache/corral/internal/owner"
 	"github.com/corralcache/corral/internal/route"
+	"github.com/corralcache/corral/internal/tracing"
 	"github.com/corralcache/corral/internal/version"
 	"github.com/corralcache/corral/internal/view"
 	"github.com/corralcache/corral/internal/write"
@@ -40,6 +43,9 @@ type Env struct {
 	Clock     fill.Clock
 	Rand      func() float64 // for jitter and refresh-ahead; nil = fill's default
 	Log       *slog.Logger
+	// Tracer makes the group's fills and owner requests spans (package tracing); nil = no
+	// spans.
+	Tracer *tracing.Tracer
 
 	// PeerTimeout bounds one peer call; a Get through the owner is bounded by the group's
 	// fill timeout plus it.
@@ -56,9 +62,10 @@ type Env struct {
 	NearTTL     time.Duration
 	NearPromote int
 
-	// OnFill records a loader run (corral_fill_duration_seconds); Received and Sent count
+	// OnFill records a loader run (corral_fill_duration_seconds), with the span context of
+	// its span (invalid when none: an exemplar needs a trace that was kept); Received and Sent count
 	// entries taken by a warm pull and given to one (corral_handoff_keys_total).
-	OnFill   func(group string, d time.Duration)
+	OnFill   func(group string, d time.Duration, span trace.SpanContext)
 	Received func()
 	Sent     func(n int)
 }
@@ -81,3 +88,12 @@ func (e *Env) ownerAddr(key string) string {
 
 // ownerName returns the name of the member this node's view routes key to.
 func (e *Env) ownerName(key string) string { return e.View.Load().Owner(key) }
+
+// fillTracing returns how the fills of a store of the group called name are traced: spans
+// called spanName; nil when the node does not trace.
+func (e *Env) fillTracing(name, spanName string) *fill.Tracing {
+	if e.Tracer == nil {
+		return nil
+	}
+	return &fill.Tracing{Tracer: e.Tracer.Tracer(), Name: spanName, Attributes: e.Tracer.FillAttrs(name)}
+}

@@ -9,6 +9,7 @@ import (
 	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/internal/handoff"
 	"github.com/corralcache/corral/internal/route"
+	"github.com/corralcache/corral/internal/tracing"
 	"github.com/corralcache/corral/internal/version"
 	"github.com/corralcache/corral/internal/view"
 	"github.com/corralcache/corral/transport/peerpb"
@@ -237,6 +238,7 @@ func (g *Group[V]) fillLocal(ctx context.Context, key string) (V, *fill.Copy, er
 		// A backup this node keeps of the key, from when another member owned it: the
 		// owner crashed, and this node, its successor, takes over its value.
 		if e, ok := g.fromBackup(key); ok {
+			tracing.Event(ctx, "corral.backup_taken")
 			cp := copyOf(e)
 			if e.NotFound {
 				return e.Value, cp, fill.ErrNotFound
@@ -244,6 +246,7 @@ func (g *Group[V]) fillLocal(ctx context.Context, key string) (V, *fill.Copy, er
 			return e.Value, cp, nil
 		}
 		if e, ok := handoff.Pull(ctx, g.env.Mover, g.name, key, g.tombs.Floor, g.decodeEntry); ok {
+			tracing.Event(ctx, "corral.warm_pull")
 			g.env.Received()
 			cp := copyOf(e)
 			if e.NotFound {

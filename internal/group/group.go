@@ -4,10 +4,12 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/maypok86/otter/v2"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/internal/handoff"
@@ -32,6 +34,8 @@ type Group[V any] struct {
 
 	leases *lease.Table[V] // the leases of the keys this node owns (see Lease)
 
+	slow slowFill // the slowest recent loader run that was traced (SlowestFill)
+
 	remoteGets atomic.Uint64 // Gets routed to another member (near hits included)
 	nearHits   atomic.Uint64 // Gets answered by a near copy
 	loads      atomic.Uint64 // runs of the application's loader
@@ -44,9 +48,15 @@ type Group[V any] struct {
 	backups               int
 	backup                *fill.Replica[V] // nil without backups
 	backupsSent, promoted atomic.Uint64
-	rebackupKick          chan struct{}      // wakes rebackup; nil without backups
-	rebackupStop          context.CancelFunc // ends it
-	rebackupDone          chan struct{}      // closed when it has ended
+
+	// Membership changes (follow.go): the goroutine that follows them, and the keys other
+	// members handed to this node, for its backups.
+	followKick chan struct{}      // wakes follow
+	followStop context.CancelFunc // ends it
+	followDone chan struct{}      // closed when it has ended
+	handedMu   sync.Mutex
+	// guards handedKeys
+	handedKeys map[string]bool
 }
 
 // Codec turns a group's values into bytes for the wire and back (corral.Codec).
@@ -110,13 +120,14 @@ func New[V any](env Env, name string, load func(ctx context.Context, key string)
 		NegativeTTL: o.NegativeTTL, FillTimeout: o.FillTimeout, MaxBytes: o.MaxBytes,
 		BatchWindow: o.BatchWindow, MaxBatch: o.MaxBatch,
 		Refreshes: env.Refreshes, Fills: env.Fills, Clock: env.Clock, Logger: env.Log, Rand: env.Rand,
-		OnFill: func(d time.Duration, err error) { env.OnFill(name, d) },
+		OnFill: func(d time.Duration, err error) { env.OnFill(name, d, trace.SpanContext{}) },
 	}, fill.ReplicaConfig{
 		NextVersion: env.Versions.Next, Tombstones: g.tombs, Waits: env.Waits.Hook(nil),
 		Tags: env.Tags, VersionNow: env.Versions.Now, Stored: stored,
+		Tracing: g.loadTracing(),
 	})
 	if err != nil {
-		g.stopBackups(context.Background())
+		g.closeBackups(context.Background())
 		return nil, err
 	}
 	g.near, err = fill.NewReplica(g.fetch, g.fetchMany, fill.Config[V]{
@@ -133,6 +144,7 @@ func New[V any](env Env, name string, load func(ctx context.Context, key string)
 		InlineFill:  true,
 		NextVersion: env.Versions.Next, Tombstones: g.tombs, Waits: env.Waits.Hook(env.ownerAddr),
 		Tags: env.Tags, VersionNow: env.Versions.Now,
+		Tracing: env.fillTracing(name, "corral.fetch"),
 	})
 	if err == nil {
 		g.hot, err = otter.New(&otter.Options[string, *atomic.Int32]{
@@ -146,9 +158,10 @@ func New[V any](env Env, name string, load func(ctx context.Context, key string)
 		if g.near != nil {
 			g.near.Close(context.Background())
 		}
-		g.stopBackups(context.Background())
+		g.closeBackups(context.Background())
 		return nil, err
 	}
+	g.startFollowing()
 	return g, nil
 }
 
@@ -159,6 +172,9 @@ var (
 
 // Name returns the group's name.
 func (g *Group[V]) Name() string { return g.name }
+
+// Owner returns the name of the member this node's view routes key to.
+func (g *Group[V]) Owner(key string) string { return g.env.ownerName(key) }
 
 // HotKeys returns up to n keys this node holds as owner, hottest first by the store's
 // policy (for a debug page; it walks the store).

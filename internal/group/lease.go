@@ -140,7 +140,7 @@ func (g *Group[V]) store(ctx context.Context, key string, v V, token string, e l
 }
 
 // ViewChanged follows a membership change to v: it ends the leases of keys whose owner
-// changed, and has the backups follow the new view (see rebackup).
+// changed, and has the entries and their backups follow the new view (see follow).
 func (g *Group[V]) ViewChanged(v *view.View) {
 	g.leases.Moved(v)
 	g.viewChanged()
@@ -271,7 +271,11 @@ func (s leaseStore[V]) Take(ctx context.Context, key string) bool {
 		return false
 	}
 	if stored, _ := g.local.Put(key, e); !stored {
-		return false // a write overtook the copy
+		// A write overtook the copy, or a copy as new came meanwhile — its former owner gave
+		// it after the membership change (moveOn) —, which the caller finds when it looks
+		// again.
+		held, ok := g.local.PeekAny(key)
+		return ok && !held.NotFound && held.Version >= e.Version
 	}
 	g.env.Received()
 	return true

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/internal/handoff"
 	"github.com/corralcache/corral/internal/leakcheck"
@@ -89,7 +91,7 @@ func newTestNode(tb testing.TB, cfg testNodeConfig) *testNode {
 		Versions: clock, Waits: waits, Tags: tags, Limits: limits, Refreshes: fill.NewLimiter(fill.DefaultMaxRefreshes),
 		Clock: fill.NewSystemClock(), Log: log, PeerTimeout: time.Second, PeekWindow: time.Minute,
 		PeekTimeout: 250 * time.Millisecond, AskedAt: tn.server.AskedAt, NearBytes: 1 << 20, NearTTL: time.Second,
-		NearPromote: 2, OnFill: func(string, time.Duration) {}, Received: func() {}, Sent: func(int) {}}
+		NearPromote: 2, OnFill: func(string, time.Duration, trace.SpanContext) {}, Received: func() {}, Sent: func(int) {}}
 	if cfg.maxFills > 0 {
 		tn.env.Fills = fill.NewLimiter(cfg.maxFills)
 	}

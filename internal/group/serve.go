@@ -7,8 +7,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/internal/route"
+	"github.com/corralcache/corral/internal/tracing"
 	"github.com/corralcache/corral/internal/version"
 	"github.com/corralcache/corral/ring"
 	"github.com/corralcache/corral/transport"
@@ -50,6 +53,7 @@ func (g *Group[V]) ServeGet(ctx context.Context, req *peerpb.GetRequest) (*peerp
 		return &peerpb.GetResponse{Entry: pe, Found: true, Source: peerpb.Source_HIT}, nil
 	}
 	g.peerGets.Add(1)
+	g.servedAs(ctx, key)
 	var chain []string
 	for _, link := range req.GetHeader().GetChain() {
 		chain = append(chain, string(link))
@@ -85,7 +89,25 @@ func (g *Group[V]) ServeHeld(ctx context.Context, req *peerpb.GetRequest) (*peer
 		return nil, false // ServeGet reports it
 	}
 	g.peerGets.Add(1)
+	g.servedAs(ctx, key)
 	return &peerpb.GetResponse{Entry: pe, Found: true, Source: wireSource(src)}, true
+}
+
+// servedAs records on the span of a peer's Get of key (if it records) the key, the member
+// this node's view says owns it, and that this node serves it as the key's acting owner —
+// whatever its view says: a corral.owner that is not this node means the views disagree for
+// a moment, and the request is not forwarded.
+func (g *Group[V]) servedAs(ctx context.Context, key string) {
+	if g.env.Tracer == nil {
+		return
+	}
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return
+	}
+	owner := g.env.ownerName(key)
+	span.SetAttributes(g.env.Tracer.KeyAttrs(key)...)
+	span.SetAttributes(tracing.AttrOwner.String(owner), tracing.AttrActingOwner.Bool(true))
 }
 
 func wireSource(s fill.Source) peerpb.Source {
@@ -171,8 +193,10 @@ func (g *Group[V]) Latest(key string) uint64 {
 	return l
 }
 
-// Accept stores an entry a leaving member handed off, unless this node holds a newer version
-// or knows of a write newer than the entry.
+// Accept stores an entry another member handed to this node — a leaver's hand-off, or a
+// former owner's after a membership change (moveOn) — unless this node holds a newer version
+// or knows of a write newer than the entry. A stored entry goes to its backups, as a fill's
+// does (backUpHanded).
 func (g *Group[V]) Accept(pe *peerpb.Entry) (bool, error) {
 	key := string(pe.GetKey())
 	if err := g.env.Limits.Key(key); err != nil {
@@ -182,7 +206,11 @@ func (g *Group[V]) Accept(pe *peerpb.Entry) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("%w: %v", transport.ErrInvalidArgument, err)
 	}
-	return g.local.Put(key, e)
+	stored, err := g.local.Put(key, e)
+	if stored {
+		g.handed(key)
+	}
+	return stored, err
 }
 
 // HandoffEntries yields every entry this node holds that may still be served — fresh, stale
@@ -265,7 +293,8 @@ func (g *Group[V]) nearLifetime(key string, freshFor int64) time.Duration {
 
 func (g *Group[V]) closeStores(ctx context.Context) error {
 	g.leases.Close()
-	return errors.Join(g.local.Close(ctx), g.near.Close(ctx), g.stopBackups(ctx), g.stopHot())
+	g.stopFollowing(ctx)
+	return errors.Join(g.local.Close(ctx), g.near.Close(ctx), g.closeBackups(ctx), g.stopHot())
 }
 
 func (g *Group[V]) stopHot() error {

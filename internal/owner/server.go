@@ -31,7 +31,8 @@ type Group interface {
 	ServeRemove(ctx context.Context, req *peerpb.RemoveRequest) (*peerpb.RemoveResponse, error)
 	ServeLease(ctx context.Context, req *peerpb.LeaseRequest) (*peerpb.LeaseResponse, error)
 	ServeFillSet(ctx context.Context, req *peerpb.FillSetRequest) (*peerpb.FillSetResponse, error)
-	// Accept stores an entry a leaving member handed off, unless a newer one is known here.
+	// Accept stores an entry another member handed to this node — a leaver's hand-off, or a
+	// key's former owner's after a membership change — unless a newer one is known here.
 	Accept(e *peerpb.Entry) (bool, error)
 	// KeepBackup keeps a copy its owner gave this node as one of the key's backups, unless a
 	// newer write is known here.
@@ -255,9 +256,10 @@ func (s *Server) purge(ctx context.Context, req *peerpb.InvalidateRequest) (*pee
 	return &peerpb.InvalidateResponse{Unreached: unreached, NewerVersion: max(newer, further)}, nil
 }
 
-// Handoff stores an entry a leaving member pushed, unless this node holds a newer version
-// or knows of a write newer than the entry. A node that is leaving itself refuses it, so
-// that the sender gives it to a member that stays.
+// Handoff stores an entry a leaving member pushed, or a key's former owner after a
+// membership change, unless this node holds a newer version or knows of a write newer than
+// the entry. A node that is leaving itself refuses it, so that the sender gives it to a
+// member that stays.
 func (s *Server) Handoff(ctx context.Context, e *peerpb.Entry) (bool, error) {
 	if err := s.admit(ctx, nil); err != nil {
 		return false, err

@@ -122,8 +122,9 @@ func (b *Breakers) endSweep() {
 // peerDown records that st was found unreachable. The first time, it probes every other
 // member of the view whose breaker is closed, at once, and opens the breakers of those that
 // do not answer either; a request that finds a peer unreachable while such a probe runs waits
-// for it (or for ctx) before it asks another member.
-func (r *Router) peerDown(ctx context.Context, st *view.MemberState) {
+// for it (or for ctx) before it asks another member. It reports whether st's breaker opened
+// (it was closed).
+func (r *Router) peerDown(ctx context.Context, st *view.MemberState) bool {
 	b := &r.breakers
 	opened := b.Trip(st.PeerAddr, time.Now())
 	done, run := b.startSweep()
@@ -132,11 +133,11 @@ func (r *Router) peerDown(ctx context.Context, st *view.MemberState) {
 		case <-done:
 		case <-ctx.Done():
 		}
-		return
+		return opened
 	}
 	defer b.endSweep()
 	if !opened {
-		return
+		return false
 	}
 	v := r.cfg.View.Load()
 	now := time.Now()
@@ -154,6 +155,7 @@ func (r *Router) peerDown(ctx context.Context, st *view.MemberState) {
 		})
 	}
 	wg.Wait()
+	return true
 }
 
 // startProbes is Breakers.opened: it starts the probes of the open breakers, on a goroutine

@@ -8,6 +8,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/corralcache/corral/internal/tracing"
 	"github.com/corralcache/corral/internal/version"
 	"github.com/corralcache/corral/internal/view"
 	"github.com/corralcache/corral/transport"
@@ -105,7 +108,9 @@ func (r *Router) OnOwner(ctx context.Context, key string, streamed bool, local f
 		if r.breakers.Skip(st.PeerAddr, time.Now()) {
 			// Found unreachable, and silent since (breaker.go): do not wait on it again.
 			r.cfg.Log.Debug("corral: owner unreachable a moment ago, asking its successor", "owner", owner, "key", key)
+			tracing.Event(ctx, "corral.breaker_open", tracing.AttrMember.String(owner))
 			if fallback {
+				tracing.Event(ctx, "corral.local_fallback")
 				return v.Self, local()
 			}
 			ring = ring.Without(owner)
@@ -118,13 +123,17 @@ func (r *Router) OnOwner(ctx context.Context, key string, streamed bool, local f
 			}
 			return owner, err
 		}
+		tracing.Event(ctx, "corral.failover", tracing.AttrMember.String(owner), attribute.String("error", err.Error()))
 		if errors.Is(err, transport.ErrLeaving) || errors.Is(err, transport.ErrUnknownGroup) || errors.Is(err, transport.ErrNotMember) {
 			r.cfg.Log.Debug("corral: owner does not serve the key, asking its successor", "owner", owner, "key", key, "err", err)
 		} else {
 			r.cfg.Log.Warn("corral: owner unreachable, failing over", "owner", owner, "key", key, "err", err)
-			r.peerDown(ctx, st)
+			if r.peerDown(ctx, st) {
+				tracing.Event(ctx, "corral.breaker_trip", tracing.AttrMember.String(owner))
+			}
 		}
 		if fallback {
+			tracing.Event(ctx, "corral.local_fallback")
 			return v.Self, local()
 		}
 		ring = ring.Without(owner)

@@ -465,8 +465,21 @@ type GetRequest struct {
 	// keys, not one per key. The receiver serves each key as it would a Get of
 	// it alone (key is then unset) and answers with GetResponse.batch, one row
 	// per key, in the order of the keys. A batch never peeks.
-	Keys          []byte   `protobuf:"bytes,7,opt,name=keys,proto3" json:"keys,omitempty"`
-	KeySizes      []uint32 `protobuf:"varint,8,rep,packed,name=key_sizes,json=keySizes,proto3" json:"key_sizes,omitempty"`
+	Keys     []byte   `protobuf:"bytes,12,opt,name=keys,proto3" json:"keys,omitempty"`
+	KeySizes []uint32 `protobuf:"varint,13,rep,packed,name=key_sizes,json=keySizes,proto3" json:"key_sizes,omitempty"`
+	// The sender's W3C trace context, when it traces (a Get on a stream has no
+	// headers to carry the traceparent and tracestate headers; a unary call
+	// carries them in its gRPC metadata): the traceparent's trace-id (its high
+	// and low 8 bytes, big-endian), parent-id and trace-flags, in binary so
+	// that neither side formats, parses or allocates them, and the tracestate
+	// header as it is. trace_id_high = trace_id_low = 0 = none (an all-zero
+	// trace-id is invalid). The receiver's span for the request joins the
+	// sender's trace.
+	TraceIdHigh   uint64 `protobuf:"fixed64,7,opt,name=trace_id_high,json=traceIdHigh,proto3" json:"trace_id_high,omitempty"`
+	TraceIdLow    uint64 `protobuf:"fixed64,8,opt,name=trace_id_low,json=traceIdLow,proto3" json:"trace_id_low,omitempty"`
+	ParentSpanId  uint64 `protobuf:"fixed64,9,opt,name=parent_span_id,json=parentSpanId,proto3" json:"parent_span_id,omitempty"`
+	TraceFlags    uint32 `protobuf:"varint,10,opt,name=trace_flags,json=traceFlags,proto3" json:"trace_flags,omitempty"`
+	Tracestate    string `protobuf:"bytes,11,opt,name=tracestate,proto3" json:"tracestate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -548,6 +561,41 @@ func (x *GetRequest) GetKeySizes() []uint32 {
 		return x.KeySizes
 	}
 	return nil
+}
+
+func (x *GetRequest) GetTraceIdHigh() uint64 {
+	if x != nil {
+		return x.TraceIdHigh
+	}
+	return 0
+}
+
+func (x *GetRequest) GetTraceIdLow() uint64 {
+	if x != nil {
+		return x.TraceIdLow
+	}
+	return 0
+}
+
+func (x *GetRequest) GetParentSpanId() uint64 {
+	if x != nil {
+		return x.ParentSpanId
+	}
+	return 0
+}
+
+func (x *GetRequest) GetTraceFlags() uint32 {
+	if x != nil {
+		return x.TraceFlags
+	}
+	return 0
+}
+
+func (x *GetRequest) GetTracestate() string {
+	if x != nil {
+		return x.Tracestate
+	}
+	return ""
 }
 
 type GetResponse struct {
@@ -2296,7 +2344,7 @@ const file_peer_proto_rawDesc = "" +
 	"\tnot_found\x18\b \x01(\bR\bnotFound\x12\x12\n" +
 	"\x04tags\x18\t \x03(\tR\x04tags\x12\x12\n" +
 	"\x04born\x18\n" +
-	" \x01(\x04R\x04born\"\xcc\x01\n" +
+	" \x01(\x04R\x04born\"\xf9\x02\n" +
 	"\n" +
 	"GetRequest\x12.\n" +
 	"\x06header\x18\x01 \x01(\v2\x16.corral.peer.v1.HeaderR\x06header\x12\x14\n" +
@@ -2304,8 +2352,18 @@ const file_peer_proto_rawDesc = "" +
 	"\x03key\x18\x03 \x01(\fR\x03key\x12\x12\n" +
 	"\x04peek\x18\x04 \x01(\bR\x04peek\x12\x1b\n" +
 	"\twait_fill\x18\x05 \x01(\bR\bwaitFill\x12\x12\n" +
-	"\x04keys\x18\a \x01(\fR\x04keys\x12\x1b\n" +
-	"\tkey_sizes\x18\b \x03(\rR\bkeySizesJ\x04\b\x06\x10\a\"\xd3\x01\n" +
+	"\x04keys\x18\f \x01(\fR\x04keys\x12\x1b\n" +
+	"\tkey_sizes\x18\r \x03(\rR\bkeySizes\x12\"\n" +
+	"\rtrace_id_high\x18\a \x01(\x06R\vtraceIdHigh\x12 \n" +
+	"\ftrace_id_low\x18\b \x01(\x06R\n" +
+	"traceIdLow\x12$\n" +
+	"\x0eparent_span_id\x18\t \x01(\x06R\fparentSpanId\x12\x1f\n" +
+	"\vtrace_flags\x18\n" +
+	" \x01(\rR\n" +
+	"traceFlags\x12\x1e\n" +
+	"\n" +
+	"tracestate\x18\v \x01(\tR\n" +
+	"tracestateJ\x04\b\x06\x10\a\"\xd3\x01\n" +
 	"\vGetResponse\x12+\n" +
 	"\x05entry\x18\x01 \x01(\v2\x15.corral.peer.v1.EntryR\x05entry\x12.\n" +
 	"\x06source\x18\x02 \x01(\x0e2\x16.corral.peer.v1.SourceR\x06source\x12\x14\n" +

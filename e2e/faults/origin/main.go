@@ -4,7 +4,9 @@
 //	GET  /items/{group}/{key}  "key@gen", after the configured delay; counts the call
 //	POST /bump?key=K           advances K's generation and answers the new one
 //	POST /delay?d=300ms        sets the fill delay of every later call
-//	GET  /counts[?times]       JSON {"calls": {key: n}, "inflight": n[, "times": {key: [when…]}]}
+//	GET  /counts[?times]       JSON {"calls": {key: n}, "inflight": n[, "times": {key: [when…]},
+//	                           "from": {key: [caller IP…]}]}: with times, when each of a key's
+//	                           first 8 calls came and from which address
 //	POST /reset                forgets every count (not the generations)
 //
 // A value carries its generation, so the test can tell a stale answer from a fresh one: the
@@ -16,6 +18,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log"
+	"net"
 	"net/http"
 	"os"
 	"sync"
@@ -32,6 +35,7 @@ type origin struct {
 	calls map[string]int
 	gens  map[string]int
 	times map[string][]time.Time // when each call came, up to 8 per key
+	from  map[string][]string    // the caller's IP of each of those calls
 }
 
 func (o *origin) item(w http.ResponseWriter, r *http.Request) {
@@ -42,6 +46,8 @@ func (o *origin) item(w http.ResponseWriter, r *http.Request) {
 	o.calls[key]++
 	if len(o.times[key]) < 8 {
 		o.times[key] = append(o.times[key], time.Now())
+		ip, _, _ := net.SplitHostPort(r.RemoteAddr)
+		o.from[key] = append(o.from[key], ip)
 	}
 	o.mu.Unlock()
 	if d := time.Duration(o.delay.Load()); d > 0 {
@@ -82,13 +88,14 @@ func (o *origin) counts(w http.ResponseWriter, r *http.Request) {
 	out := struct {
 		Calls    map[string]int         `json:"calls"`
 		Times    map[string][]time.Time `json:"times,omitempty"`
+		From     map[string][]string    `json:"from,omitempty"`
 		Inflight int64                  `json:"inflight"`
 	}{Calls: make(map[string]int, len(o.calls)), Inflight: o.inflight.Load()}
 	for k, n := range o.calls {
 		out.Calls[k] = n
 	}
 	if r.URL.Query().Has("times") {
-		out.Times = o.times
+		out.Times, out.From = o.times, o.from
 	}
 	o.mu.Unlock()
 	json.NewEncoder(w).Encode(out)
@@ -98,6 +105,7 @@ func (o *origin) reset(w http.ResponseWriter, r *http.Request) {
 	o.mu.Lock()
 	o.calls = map[string]int{}
 	o.times = map[string][]time.Time{}
+	o.from = map[string][]string{}
 	o.mu.Unlock()
 }
 
@@ -106,7 +114,7 @@ func main() {
 	if len(os.Args) > 1 {
 		addr = os.Args[1]
 	}
-	o := &origin{calls: map[string]int{}, gens: map[string]int{}, times: map[string][]time.Time{}}
+	o := &origin{calls: map[string]int{}, gens: map[string]int{}, times: map[string][]time.Time{}, from: map[string][]string{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /items/{group}/{key}", o.item)
 	mux.HandleFunc("POST /bump", o.bump)

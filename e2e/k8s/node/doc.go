@@ -8,7 +8,9 @@
 //
 // Run it with `make e2e-k8s` from the repository root (part of `make e2e` and of CI). It needs
 // root, Docker (to build the images) and Debian's containerd, runc and containernetworking-plugins;
-// without them the tests skip, and with CI set they fail.
+// without them the tests skip, and with CI set they fail. One test alone starts and tears down the
+// node too: `cd e2e/k8s && go test -race -count=1 -v -run TestServerBackups ./node` (the chart
+// with server.backups=1, whose crashes must cost no origin call: about a minute warm).
 //
 // # The node
 //

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 // workload is what a platform engineer would put beside a cache to try it: the counting origin
@@ -20,6 +22,24 @@ type workload struct {
 	originIP string
 	loadIP   string
 	hot      []string
+
+	mu    sync.Mutex
+	named map[string]string // pod IP → the pod's name, for callTimes
+}
+
+// notePods remembers the names of ps by IP, so that callTimes names the pod that made a
+// call, also once it is gone.
+func (w *workload) notePods(ps []corev1.Pod) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.named == nil {
+		w.named = map[string]string{}
+	}
+	for _, p := range ps {
+		if p.Status.PodIP != "" {
+			w.named[p.Status.PodIP] = p.Name
+		}
+	}
 }
 
 const originManifest = `apiVersion: apps/v1
@@ -259,20 +279,30 @@ func checkGracefulRefills(t *testing.T, name string, r *result, extra map[string
 		name, r.Extra, extra, times)
 }
 
-// callTimes says when the origin was called for keys (its first 8 calls of each), to be read
-// beside the pods' logs.
+// callTimes says when the origin was called for keys (its first 8 calls of each), and by
+// which pod (its IP when notePods never saw it), to be read beside the pods' logs.
 func (w *workload) callTimes(keys []string) string {
 	var c struct {
 		Times map[string][]time.Time `json:"times"`
+		From  map[string][]string    `json:"from"`
 	}
 	if err := jsonGet("http://"+w.originIP+":9000/counts?times", &c); err != nil {
 		return err.Error()
 	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	var b strings.Builder
 	for _, k := range keys {
 		fmt.Fprintf(&b, "  %s:", k)
-		for _, at := range c.Times[k] {
+		for i, at := range c.Times[k] {
 			fmt.Fprintf(&b, " %s", at.UTC().Format("15:04:05.000"))
+			if i < len(c.From[k]) {
+				from := c.From[k][i]
+				if name, ok := w.named[from]; ok {
+					from = name
+				}
+				fmt.Fprintf(&b, " (%s)", from)
+			}
 		}
 		b.WriteString("\n")
 	}

@@ -51,4 +51,15 @@ type Group struct {
 	HotTags map[string][]string `json:"hot_tags,omitempty"`
 	// HotBackups holds the members that keep backups of the hot keys (--backups), by key.
 	HotBackups map[string][]string `json:"hot_backups,omitempty"`
+	// SlowFill is the slowest fill of the last minute whose trace was kept, with a link to
+	// the trace in a trace viewer (corral serve --trace-ui-url); nil without one.
+	SlowFill *SlowFill `json:"slow_fill,omitempty"`
+}
+
+// SlowFill is a slow fill and where its trace is.
+type SlowFill struct {
+	Key      string  `json:"key"`       // arbitrary bytes, shown as text
+	Millis   float64 `json:"millis"`    // how long the loader ran
+	TraceID  string  `json:"trace_id"`  // 32 hex digits
+	TraceURL string  `json:"trace_url"` // the trace in the viewer
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/corralcache/corral/cmd/corral/internal/origin"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Config is what the API serves and how.
@@ -55,11 +56,16 @@ type Config struct {
 	Log *slog.Logger
 	// Limits bound what a request may cost.
 	Limits Limits
+	// TracerProvider, if set, makes every data request (/v1/…) a server span that continues
+	// the caller's trace from its traceparent header (trace.go). nil = no spans: the hit path
+	// allocates nothing more.
+	TracerProvider trace.TracerProvider
 }
 
 // API is the HTTP API of a node.
 type API struct {
 	cfg    Config
+	tracer trace.Tracer // nil: no spans (Config.TracerProvider)
 	limits *httpLimits
 	types  typeValues // Content-Type header values of the objects served
 }
@@ -79,7 +85,11 @@ func New(cfg Config) (*API, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &API{cfg: cfg, limits: newHTTPLimits(cfg.Limits, cfg.Hits)}, nil
+	a := &API{cfg: cfg, limits: newHTTPLimits(cfg.Limits, cfg.Hits)}
+	if cfg.TracerProvider != nil {
+		a.tracer = cfg.TracerProvider.Tracer("github.com/corralcache/corral/cmd/corral")
+	}
+	return a, nil
 }
 
 // idleTimeout is how long a kept-alive connection may wait for its next request.
@@ -100,7 +110,7 @@ func (a *API) Server() *Server {
 
 // handler is the whole API as one handler: the limits, the token, the routes.
 func (a *API) handler() http.Handler {
-	return a.limits.middleware(a.authorize(a.routes()))
+	return a.traced(a.limits.middleware(a.authorize(a.routes())))
 }
 
 func (a *API) routes() http.Handler {
@@ -117,7 +127,9 @@ func (a *API) routes() http.Handler {
 	mux.HandleFunc("/v1/groups/{group}/keys", emptyName("key", "/v1/groups/{group}/keys/{key}"))
 	mux.HandleFunc("/v1/tags/{$}", emptyName("tag", "/v1/tags/{tag}"))
 	mux.HandleFunc("GET /v1/cluster", a.cluster)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(a.cfg.Gatherer, promhttp.HandlerOpts{}))
+	// OpenMetrics when the scraper asks for it: the format that carries exemplars (the trace
+	// of a slow fill beside its bucket of corral_fill_duration_seconds).
+	mux.Handle("GET /metrics", promhttp.HandlerFor(a.cfg.Gatherer, promhttp.HandlerOpts{EnableOpenMetrics: true}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		// Liveness: the process answers. It never depends on other members.
 		fmt.Fprintln(w, "ok")

@@ -55,6 +55,11 @@ type frontConn struct {
 	w        frontWriter
 	keys     []string  // the response's header names, sorted
 	deadline time.Time // the connection's read deadline, as last set
+	// traced is set when the API traces: the request's traceparent and tracestate headers,
+	// kept in tp and ts, go to the handler (in req's Header). Without tracing the front
+	// reads them as any other header, and a hit allocates nothing.
+	traced bool
+	tp, ts []byte
 }
 
 func newFrontConn(s *Server, c net.Conn) *frontConn {
@@ -92,6 +97,7 @@ func (fc *frontConn) serve() {
 	fc.req = (&http.Request{Method: http.MethodGet, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header: http.Header{}, Body: http.NoBody, RemoteAddr: fc.c.RemoteAddr().String(), URL: &fc.url}).WithContext(fc.ctx)
 	fc.w.fc, fc.w.h = fc, http.Header{}
+	fc.traced = s.api.tracer != nil
 	// A new connection has --read-header-timeout from its accept to send a whole request; a
 	// kept-alive one idleTimeout to begin the next, and then --read-header-timeout. A deadline
 	// is set only before a read that waits (wait): most requests arrive whole in one read.
@@ -119,6 +125,9 @@ func (fc *frontConn) serve() {
 			return
 		}
 		fc.br.Discard(n)
+		if fc.traced {
+			fc.traceHeaders()
+		}
 		s.serve.ServeHTTP(&fc.w, fc.req)
 		if !fc.respond() {
 			return
@@ -186,6 +195,7 @@ func (fc *frontConn) parse(h []byte) bool {
 		}
 	}
 	hosts := 0
+	fc.tp, fc.ts = fc.tp[:0], fc.ts[:0]
 	for len(rest) > 0 {
 		var hl []byte
 		hl, rest, _ = bytes.Cut(rest, []byte("\r\n"))
@@ -199,6 +209,10 @@ func (fc *frontConn) parse(h []byte) bool {
 			if !validHost(bytes.Trim(value, " \t")) {
 				return false
 			}
+		case fc.traced && asciiEqualFold(name, "traceparent"):
+			fc.tp = append(fc.tp[:0], bytes.Trim(value, " \t")...)
+		case fc.traced && asciiEqualFold(name, "tracestate"):
+			fc.ts = append(fc.ts[:0], bytes.Trim(value, " \t")...)
 		case asciiEqualFold(name, "Content-Length"), asciiEqualFold(name, "Transfer-Encoding"),
 			asciiEqualFold(name, "Connection"), asciiEqualFold(name, "Expect"), asciiEqualFold(name, "Upgrade"):
 			return false
@@ -457,4 +471,18 @@ func httpDate() []byte {
 	d := &dateValue{sec: now.Unix(), b: now.UTC().AppendFormat(make([]byte, 0, len(http.TimeFormat)), http.TimeFormat)}
 	date.Store(d)
 	return d.b
+}
+
+// traceHeaders gives the request the trace context its header carried, and nothing of the
+// request before it.
+func (fc *frontConn) traceHeaders() {
+	h := fc.req.Header
+	delete(h, "Traceparent")
+	delete(h, "Tracestate")
+	if len(fc.tp) > 0 {
+		h["Traceparent"] = []string{string(fc.tp)}
+	}
+	if len(fc.ts) > 0 {
+		h["Tracestate"] = []string{string(fc.ts)}
+	}
 }

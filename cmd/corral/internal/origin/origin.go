@@ -12,6 +12,9 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/corralcache/corral"
 	"github.com/corralcache/corral/cmd/corral/internal/clip"
 	"github.com/corralcache/corral/cmd/corral/internal/objects"
@@ -34,6 +37,10 @@ type Origin struct {
 	client    *http.Client
 	maxBytes  int
 	queryFrom int // index in template where its query begins; len(template) if none
+	// tracer makes each fetch a client span whose trace context the origin gets (traceparent,
+	// tracestate); nil = none, and none sent.
+	tracer   trace.Tracer
+	spanName string // "GET " and the template's path
 }
 
 // maxRedirects bounds the same-host redirects one fill follows.
@@ -58,6 +65,10 @@ type Config struct {
 	MaxBytes int
 	// Redirects is RedirectsNone (or "") or RedirectsSameHost (--origin-redirects).
 	Redirects string
+	// TracerProvider, if set, makes every fetch a client span, a child of the fill's, and sends
+	// its W3C trace context to the origin (traceparent, tracestate headers). nil = no spans,
+	// and no trace headers sent.
+	TracerProvider trace.TracerProvider
 }
 
 // New returns the origin of cfg, or an error that says what is wrong with cfg.
@@ -112,8 +123,17 @@ func New(cfg Config) (*Origin, error) {
 	if i := strings.IndexAny(template, "?#"); i >= 0 {
 		queryFrom = i
 	}
-	return &Origin{grace: cfg.Grace, template: template, maxBytes: cfg.MaxBytes, queryFrom: queryFrom,
-		client: &http.Client{Transport: tr, Timeout: cfg.FillTimeout, CheckRedirect: checkRedirect}}, nil
+	o := &Origin{grace: cfg.Grace, template: template, maxBytes: cfg.MaxBytes, queryFrom: queryFrom,
+		client: &http.Client{Transport: tr, Timeout: cfg.FillTimeout, CheckRedirect: checkRedirect}}
+	if cfg.TracerProvider != nil {
+		o.tracer = cfg.TracerProvider.Tracer("github.com/corralcache/corral/cmd/corral/internal/origin")
+		path := template[strings.Index(template, "://")+3:]
+		if i := strings.IndexAny(path, "/?#"); i >= 0 {
+			path = path[i:]
+		}
+		o.spanName = "GET " + path
+	}
+	return o, nil
 }
 
 // errName is wrapped by the error for a group or key the origin cannot be asked for.
@@ -156,15 +176,25 @@ func (o *Origin) Load(group string) corral.LoadFunc[objects.Object] {
 		if err := o.Check(group, key); err != nil {
 			return objects.Object{}, err
 		}
+		var span trace.Span
+		if o.tracer != nil {
+			ctx, span = o.startSpan(ctx)
+		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, o.url(group, key), nil)
 		if err != nil {
+			endSpan(span, 0, err)
 			return objects.Object{}, err
+		}
+		if o.tracer != nil {
+			propagator.Inject(ctx, propagation.HeaderCarrier(req.Header))
 		}
 		resp, err := o.do(ctx, req)
 		if err != nil {
+			endSpan(span, 0, err)
 			return objects.Object{}, fmt.Errorf("origin: %w", err)
 		}
 		defer resp.Body.Close()
+		defer endSpan(span, resp.StatusCode, nil)
 		switch {
 		case resp.StatusCode == http.StatusNotFound:
 			io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))

@@ -120,8 +120,8 @@
     return segs;
   }
 
-  function keyNode(key) {
-    const li = el('li');
+  function keyNode(key, tag) {
+    const li = el(tag || 'li');
     li.title = key;
     let n = 0, cut = false;
     for (const [esc, s] of keySegments(key)) {
@@ -326,8 +326,26 @@
     node.dataset.group = name;
     const list = el('ol');
     const empty = el('p', 'empty', 'no hot keys yet');
-    node.append(el('h3', '', name), list, empty);
-    return { node, list, empty, sig: null };
+    const slow = el('p', 'slow');
+    slow.hidden = true;
+    node.append(el('h3', '', name), list, empty, slow);
+    return { node, list, empty, slow, sig: null };
+  }
+
+  // The slowest traced fill of the last minute, linked to its trace (--trace-ui-url).
+  function drawSlowFill(c, s) {
+    if (!s) {
+      c.slow.hidden = true;
+      c.slow.replaceChildren();
+      return;
+    }
+    const a = el('a', 'trace', 'trace ' + s.trace_id.slice(0, 8) + '…');
+    a.href = s.trace_url;
+    a.target = '_blank';
+    a.rel = 'noopener';
+    c.slow.replaceChildren(document.createTextNode('slowest fill (1 min): '), keyNode(s.key, 'span'),
+      document.createTextNode(' ' + rf.format(s.millis) + ' ms · '), a);
+    c.slow.hidden = false;
   }
 
   function drawHotKeys(groups) {
@@ -337,7 +355,7 @@
       const keys = g.hot_keys || [];
       const tags = g.hot_tags || {};
       const backups = g.hot_backups || {};
-      const sig = JSON.stringify([keys, tags, backups]);
+      const sig = JSON.stringify([keys, tags, backups, g.slow_fill || null]);
       if (sig === c.sig) return; // unchanged: keep the nodes, and any selection in them
       c.sig = sig;
       c.list.replaceChildren(...keys.map((k) => {
@@ -347,6 +365,7 @@
         return li;
       }));
       c.empty.hidden = keys.length > 0;
+      drawSlowFill(c, g.slow_fill);
     });
   }
 

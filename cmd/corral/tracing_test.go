@@ -1,0 +1,215 @@
+package main
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+
+	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/grpc"
+
+	"github.com/corralcache/corral/internal/clustertest"
+)
+
+// collector is an OTLP/gRPC trace receiver in this process: what the daemons export lands
+// in spans, with the service.instance.id of the resource that sent it.
+type collector struct {
+	collectortrace.UnimplementedTraceServiceServer
+	addr string
+
+	mu    sync.Mutex // guards spans
+	spans []exported
+}
+
+type exported struct {
+	instance, service string
+	span              *tracepb.Span
+}
+
+func startCollector(tb testing.TB) *collector {
+	tb.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	c := &collector{addr: lis.Addr().String()}
+	srv := grpc.NewServer()
+	collectortrace.RegisterTraceServiceServer(srv, c)
+	go srv.Serve(lis)
+	tb.Cleanup(srv.Stop)
+	return c
+}
+
+func (c *collector) Export(_ context.Context, req *collectortrace.ExportTraceServiceRequest) (*collectortrace.ExportTraceServiceResponse, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, rs := range req.GetResourceSpans() {
+		var instance, service string
+		for _, kv := range rs.GetResource().GetAttributes() {
+			switch kv.GetKey() {
+			case "service.instance.id":
+				instance = kv.GetValue().GetStringValue()
+			case "service.name":
+				service = kv.GetValue().GetStringValue()
+			}
+		}
+		for _, ss := range rs.GetScopeSpans() {
+			for _, s := range ss.GetSpans() {
+				c.spans = append(c.spans, exported{instance: instance, service: service, span: s})
+			}
+		}
+	}
+	return &collectortrace.ExportTraceServiceResponse{}, nil
+}
+
+// of returns the spans of trace tid received so far.
+func (c *collector) of(tid []byte) []exported {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []exported
+	for _, e := range c.spans {
+		if string(e.span.GetTraceId()) == string(tid) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// find returns the one span called name that instance sent, failing tb otherwise.
+func find(tb testing.TB, spans []exported, instance, name string) *tracepb.Span {
+	tb.Helper()
+	var found []*tracepb.Span
+	for _, e := range spans {
+		if e.instance == instance && e.span.GetName() == name {
+			found = append(found, e.span)
+		}
+	}
+	if len(found) != 1 {
+		var all []string
+		for _, e := range spans {
+			all = append(all, e.instance+":"+e.span.GetName())
+		}
+		tb.Fatalf("%d spans %q from %s, want 1 (all: %v)", len(found), name, instance, all)
+	}
+	return found[0]
+}
+
+func TestServeTracesAGetThroughANonOwner(t *testing.T) {
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "50") // export within 50 ms, not 5 s
+	col := startCollector(t)
+	var originTrace sync.Map // the traceparent each fetch carried
+	originSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		originTrace.Store(r.URL.Path, r.Header.Get("traceparent"))
+		fmt.Fprint(w, "value")
+	}))
+	defer originSrv.Close()
+
+	var daemons []*testDaemon
+	for i := range 2 {
+		daemons = append(daemons, startTestDaemon(t, func(c *serveConfig) {
+			c.name = fmt.Sprintf("traced-%d", i)
+			c.origin = originSrv.URL + "/items/{key}"
+			c.tracing.otlpEndpoint = col.addr
+			if i > 0 {
+				c.join = []string{daemons[0].d.node.GossipAddr()}
+			}
+		}))
+	}
+	clustertest.Eventually(t, "2 members on both", func() bool {
+		return len(daemons[0].d.node.Members()) == 2 && len(daemons[1].d.node.Members()) == 2
+	})
+	var key string
+	for i := 0; ; i++ {
+		key = fmt.Sprintf("k%d", i)
+		if daemons[1].d.node.Owner(key).Name == "traced-0" {
+			break
+		}
+	}
+
+	tid, sid := "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+	resp, body := daemons[1].do(t, "GET", "/v1/groups/g/keys/"+key, "", "traceparent", "00-"+tid+"-"+sid+"-01")
+	if resp.StatusCode != http.StatusOK || body != "value" {
+		t.Fatalf("GET = %d %q", resp.StatusCode, body)
+	}
+	got, _ := originTrace.Load("/items/" + key)
+	if tp, _ := got.(string); len(tp) != 55 || tp[3:35] != tid {
+		t.Errorf("the origin got traceparent %q, want one in trace %s", tp, tid)
+	}
+
+	traceID, _ := hex.DecodeString(tid)
+	const (
+		front  = "GET /v1/groups/{group}/keys/{key}"
+		peer   = "corral.peer.v1.Peer/Get"
+		origin = "GET /items/{key}"
+	)
+	var spans []exported
+	clustertest.Eventually(t, "the owner's origin call exported", func() bool {
+		spans = col.of(traceID)
+		for _, e := range spans {
+			if e.span.GetName() == origin {
+				return true
+			}
+		}
+		return false
+	})
+	// Give the caller's spans, which end after the owner's, their turn to be exported.
+	clustertest.Eventually(t, "the front's span exported", func() bool {
+		spans = col.of(traceID)
+		for _, e := range spans {
+			if e.span.GetName() == front {
+				return true
+			}
+		}
+		return false
+	})
+	parentOf := func(child, parent *tracepb.Span) {
+		t.Helper()
+		if string(child.GetParentSpanId()) != string(parent.GetSpanId()) {
+			t.Errorf("%s's parent is %x, want %s's %x", child.GetName(), child.GetParentSpanId(), parent.GetName(), parent.GetSpanId())
+		}
+	}
+	httpSpan := find(t, spans, "traced-1", front)
+	if hex.EncodeToString(httpSpan.GetParentSpanId()) != sid || httpSpan.GetKind() != tracepb.Span_SPAN_KIND_SERVER {
+		t.Errorf("front's span: parent %x kind %v, want the caller's %s, server", httpSpan.GetParentSpanId(), httpSpan.GetKind(), sid)
+	}
+	get := find(t, spans, "traced-1", "corral.GetWithInfo")
+	parentOf(get, httpSpan)
+	client := find(t, spans, "traced-1", peer)
+	server := find(t, spans, "traced-0", peer)
+	parentOf(server, client)
+	if server.GetKind() != tracepb.Span_SPAN_KIND_SERVER || client.GetKind() != tracepb.Span_SPAN_KIND_CLIENT {
+		t.Errorf("peer spans' kinds: client %v, server %v", client.GetKind(), server.GetKind())
+	}
+	fillSpan := find(t, spans, "traced-0", "corral.fill")
+	parentOf(fillSpan, server)
+	parentOf(find(t, spans, "traced-0", origin), fillSpan)
+	for _, e := range spans {
+		if e.service != "corral" {
+			t.Errorf("span %s from service %q, want corral", e.span.GetName(), e.service)
+		}
+	}
+}
+
+func TestTracingFlagsRefused(t *testing.T) {
+	tests := []struct {
+		name string
+		c    tracingConfig
+	}{
+		{"bad trace-keys", tracingConfig{traceKeys: "sometimes"}},
+		{"ui without endpoint", tracingConfig{traceKeys: "off", traceUIURL: "http://jaeger/trace/{trace_id}"}},
+		{"ui without trace_id", tracingConfig{traceKeys: "off", otlpEndpoint: "127.0.0.1:4317", traceUIURL: "http://jaeger/trace/"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := tt.c.validate(); err == nil {
+				t.Errorf("%+v accepted", tt.c)
+			}
+		})
+	}
+}

@@ -154,7 +154,7 @@ func (g *Group[V]) manyStopped(ctx context.Context, keys []string, answer func(k
 	g.env.Router.OnOwners(ctx, keys, func(p route.Part) { failed(p, view.ErrClosed) },
 		func(ctx context.Context, st *view.MemberState, p route.Part) error {
 			return g.askOwnerMany(ctx, st, p, set)
-		}, failed)
+		}, failed, nil)
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -190,7 +190,8 @@ func (g *Group[V]) fetchMany(ctx context.Context, keys []string, out []fill.Load
 			for _, at := range p.At {
 				out[at] = fill.Loaded[V]{Err: err}
 			}
-		})
+		},
+		g.near.Go) // on the near cache's workers, whose stacks have grown already
 	return nil
 }
 

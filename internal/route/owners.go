@@ -27,11 +27,13 @@ type Part struct {
 // owners (or to local, with Config.LocalFallback). local and remote record each key's
 // answer themselves; fail is given the keys whose owner's call failed for good (or that have
 // no owner), with the error. Each may be called from several goroutines at once, for
-// different keys. OnOwners returns once every call has ended.
+// different keys: the last owner's on the caller's, the others' each run by spawn (nil: on
+// a goroutine of its own). OnOwners returns once every call has ended.
 func (r *Router) OnOwners(ctx context.Context, keys []string, local func(p Part),
-	remote func(ctx context.Context, st *view.MemberState, p Part) error, fail func(p Part, err error)) {
+	remote func(ctx context.Context, st *view.MemberState, p Part) error, fail func(p Part, err error),
+	spawn func(func())) {
 	v := r.cfg.View.Load()
-	b := &batchRoute{r: r, v: v, local: local, remote: remote, fail: fail, fallback: r.cfg.LocalFallback}
+	b := &batchRoute{r: r, v: v, local: local, remote: remote, fail: fail, spawn: spawn, fallback: r.cfg.LocalFallback}
 	rg := v.Ring
 	if v.Stopped {
 		// This node serves nothing itself any more: the keys' owners among the others.
@@ -52,6 +54,7 @@ type batchRoute struct {
 	local    func(p Part)
 	remote   func(ctx context.Context, st *view.MemberState, p Part) error
 	fail     func(p Part, err error)
+	spawn    func(func()) // nil: go
 	fallback bool
 	wg       sync.WaitGroup
 }
@@ -90,7 +93,16 @@ func (b *batchRoute) route(ctx context.Context, rg *ring.Ring, p Part) {
 			b.toOwner(ctx, rg, owner, part)
 			break
 		}
-		b.wg.Go(func() { b.toOwner(ctx, rg, owner, part) })
+		b.wg.Add(1)
+		call := func() {
+			defer b.wg.Done()
+			b.toOwner(ctx, rg, owner, part)
+		}
+		if b.spawn != nil {
+			b.spawn(call)
+		} else {
+			go call()
+		}
 	}
 }
 

@@ -32,8 +32,8 @@ type ReplicaConfig struct {
 	// so that a value any caller saw is held by them too. It runs on the fill's goroutine and
 	// may block it. nil = nothing is told.
 	Stored func(keys []string)
-	// BatchOnlyMany, for a replica with both loaders, keeps the batch loader for GetMany and
-	// GetEntries: a Get's miss and a refresh use the per-key loader (corral's near cache: a
+	// BatchOnlyMany, for a replica with both loaders, keeps the batch loader for GetMany,
+	// GetEntries and GetEach: a Get's miss and a refresh use the per-key loader (corral's near cache: a
 	// Get asks its owner on the owner's stream, a GetMany each owner for all its keys).
 	BatchOnlyMany bool
 	// InlineFill runs a fill on the goroutine of the Get that starts it, instead of a worker

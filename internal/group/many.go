@@ -254,24 +254,25 @@ func (g *Group[V]) serveMany(ctx context.Context, req *peerpb.GetRequest, keys [
 		g.peerGets.Add(uint64(valid))
 		return w.done(), true
 	}
-	valid := make([]string, 0, len(keys))
-	for _, key := range keys {
+	valid := route.Part{Keys: make([]string, 0, len(keys)), At: make([]int, 0, len(keys))}
+	for i, key := range keys {
 		if fill.CheckKey(key) == nil {
-			valid = append(valid, key)
+			valid.Keys, valid.At = append(valid.Keys, key), append(valid.At, i)
 		}
 	}
 	var chain []string
 	for _, link := range req.GetHeader().GetChain() {
 		chain = append(chain, string(link))
 	}
-	res := g.local.LookupEntries(fill.WithChain(ctx, chain), valid)
-	g.peerGets.Add(uint64(len(valid)))
+	res := make([]fill.Result[V], len(keys))
+	g.local.LookupEach(fill.WithChain(ctx, chain), valid.Keys, func(i int, r fill.Result[V]) { res[valid.At[i]] = r })
+	g.peerGets.Add(uint64(len(valid.Keys)))
 	for i, key := range keys {
 		if err := g.env.Limits.Key(key); err != nil {
 			w.fail(i, transport.KeyFailure(ctx, route.ToWire(err)))
 			continue
 		}
-		r := res[key]
+		r := res[i]
 		if r.Err != nil {
 			w.fail(i, transport.KeyFailure(ctx, route.ToWire(r.Err)))
 			continue

@@ -171,3 +171,110 @@ type echoServer struct {
 func (s echoServer) Get(context.Context, *peerpb.GetRequest) (*peerpb.GetResponse, error) {
 	return &peerpb.GetResponse{Entry: &peerpb.Entry{Value: s.value, FreshForNanos: int64(time.Hour)}, Found: true}, nil
 }
+
+// BenchmarkGetMany reads a page of 100 remote hits (3 nodes, near cache off, the caller owns
+// none of the page's keys: they are the other two nodes'), as row 9 of docs/performance.md
+// does: through one GetMany, and as 100 concurrent Gets, at 1 and 16 callers, each caller
+// with a page of its own. An op is a page: allocs/op and B/op are a page's, on every node of
+// the process, the owners' included. Goal (row 9): GetMany's throughput ≥ 5× the 100
+// concurrent Gets'.
+func BenchmarkGetMany(b *testing.B) {
+	const pageKeys, maxCallers = 100, 16
+	value := []byte(strings.Repeat("v", 100))
+	var nodes []*corral.Node
+	for i := range 3 {
+		cfg := testConfig(fmt.Sprint("m", i))
+		cfg.NearBytes = -1
+		if i > 0 {
+			cfg.Join = []string{nodes[0].GossipAddr()}
+		}
+		nodes = append(nodes, newNode(b, cfg))
+	}
+	waitMembers(b, nodes, 3)
+	var gs []*corral.Group[[]byte]
+	for _, n := range nodes {
+		g, err := corral.NewGroup(n, "g", func(context.Context, string) ([]byte, error) { return value, nil }, corral.WithTTL(time.Hour))
+		if err != nil {
+			b.Fatal(err)
+		}
+		gs = append(gs, g)
+	}
+	ctx := context.Background()
+	pages := make([][]string, maxCallers)
+	for p := range pages {
+		for i := 0; len(pages[p]) < pageKeys; i++ {
+			k := fmt.Sprintf("page%d-%d", p, i)
+			if nodes[0].Owner(k).Name != nodes[0].Name() {
+				pages[p] = append(pages[p], k)
+			}
+		}
+		if m, err := gs[0].GetMany(ctx, pages[p]); err != nil || len(m) != pageKeys {
+			b.Fatalf("warm-up: %d values, %v", len(m), err)
+		}
+	}
+	reads := map[string]func(keys []string) error{
+		"getmany": func(keys []string) error {
+			m, err := gs[0].GetMany(ctx, keys)
+			if err == nil && len(m) != len(keys) {
+				err = fmt.Errorf("GetMany found %d of %d keys", len(m), len(keys))
+			}
+			return err
+		},
+		"gets": func(keys []string) error {
+			var wg sync.WaitGroup
+			errs := make([]error, len(keys))
+			for i, k := range keys {
+				wg.Go(func() { _, errs[i] = gs[0].Get(ctx, k) })
+			}
+			wg.Wait()
+			for _, err := range errs {
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+	for _, callers := range []int{1, maxCallers} {
+		for _, name := range []string{"getmany", "gets"} {
+			read := reads[name]
+			b.Run(fmt.Sprintf("%s/callers=%d", name, callers), func(b *testing.B) {
+				b.ReportAllocs()
+				lat := make([][]time.Duration, callers)
+				var wg sync.WaitGroup
+				start, startCPU := time.Now(), processCPU(b)
+				for c := range callers {
+					n := b.N / callers
+					if c < b.N%callers {
+						n++
+					}
+					wg.Go(func() {
+						for range n {
+							t0 := time.Now()
+							if err := read(pages[c]); err != nil {
+								b.Error(err)
+								return
+							}
+							lat[c] = append(lat[c], time.Since(t0))
+						}
+					})
+				}
+				wg.Wait()
+				elapsed, cpu := time.Since(start), time.Duration(processCPU(b)-startCPU)
+				var all []time.Duration
+				for _, l := range lat {
+					all = append(all, l...)
+				}
+				slices.Sort(all)
+				if len(all) > 0 {
+					b.ReportMetric(float64(all[len(all)/2].Microseconds()), "p50-µs")
+					b.ReportMetric(float64(all[len(all)*99/100].Microseconds()), "p99-µs")
+				}
+				b.ReportMetric(float64(b.N)/elapsed.Seconds(), "pages/s")
+				// The CPU time of the whole process (the three nodes, both sides of every
+				// request) per page: what the machine's other load does not change much.
+				b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/page")
+			})
+		}
+	}
+}

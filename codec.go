@@ -3,6 +3,7 @@ package corral
 import (
 	"encoding/json"
 	"fmt"
+	"unsafe"
 )
 
 // Codec turns a group's values into bytes for the wire and back. Owners and near caches keep
@@ -49,4 +50,13 @@ func (JSONCodec[V]) Decode(b []byte) (V, error) {
 		return v, fmt.Errorf("decode: %w", err)
 	}
 	return v, nil
+}
+
+// DecodeOwned is Decode of bytes given for good — a value off the wire, in a buffer of its
+// own that nothing writes or keeps but the string made over it — without a copy.
+func (stringCodec) DecodeOwned(b []byte) (string, error) {
+	if len(b) == 0 {
+		return "", nil
+	}
+	return unsafe.String(&b[0], len(b)), nil
 }

@@ -138,26 +138,48 @@ func (g *Group[V]) GetMany(ctx context.Context, keys []string) (_ map[string]V, 
 		ctx, span = g.tr.Start(ctx, "corral.GetMany", g.g.Name(), "", tracing.AttrKeys.Int(len(keys)))
 		defer func() { tracing.End(span, err) }()
 	}
-	res, err := g.g.GetMany(ctx, keys)
-	if err != nil {
-		return nil, publicErr(err)
+	if err := group.CheckManyKeys(len(keys)); err != nil {
+		return nil, err // before duplicates are dropped: the bound is on what was asked
 	}
-	out := make(map[string]V, len(res))
+	// out holds a place for each key, which drops duplicates, until its answer comes: a value,
+	// or a key that has none, dropped.
+	out := make(map[string]V, len(keys))
+	uniq := keys
+	for i, key := range keys {
+		if _, dup := out[key]; dup {
+			if len(uniq) == len(keys) { // the first duplicate: uniq becomes a list of its own
+				uniq = slices.Clone(keys[:i])
+			}
+			continue
+		}
+		var zero V
+		out[key] = zero
+		if len(uniq) < len(keys) { // past a duplicate
+			uniq = append(uniq, key)
+		}
+	}
 	var errs map[string]error
-	for key, r := range res {
+	answered := 0
+	err = g.g.GetMany(ctx, uniq, func(key string, r group.Result[V]) {
+		answered++
 		switch {
 		case r.Err == nil:
 			out[key] = r.Value
 		case errors.Is(r.Err, ErrNotFound):
+			delete(out, key)
 		default:
+			delete(out, key)
 			if errs == nil {
 				errs = make(map[string]error)
 			}
 			errs[key] = publicErr(r.Err)
 		}
+	})
+	if err != nil {
+		return nil, publicErr(err)
 	}
 	if errs != nil {
-		if len(errs) == len(res) && allClosed(errs) {
+		if len(errs) == answered && allClosed(errs) {
 			return nil, ErrClosed
 		}
 		return out, &ManyError{Group: g.g.Name(), Errors: errs}

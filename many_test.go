@@ -356,3 +356,73 @@ func TestGetManyLargerThanAMessage(t *testing.T) {
 		t.Fatalf("%d batched requests: the owner answered more than a message holds", s.BatchRequests)
 	}
 }
+
+// A page of keys owned by another node, some of whose values carry tags: an owner answers
+// untagged values in its answer's columns and tagged ones, not-founds and failures each on
+// their own, and the asker puts every key's answer back in its place. After RemoveByTag, a
+// GetMany loads the tagged keys again, and only them.
+func TestGetManyTaggedValues(t *testing.T) {
+	nodes := newCluster(t, 2)
+	var mu sync.Mutex
+	loads := map[string]int{}
+	gs := groups(t, nodes, "g", func(ctx context.Context, key string) (string, error) {
+		mu.Lock()
+		loads[key]++
+		n := loads[key]
+		mu.Unlock()
+		switch {
+		case strings.HasPrefix(key, "missing"):
+			return "", corral.ErrNotFound
+		case strings.HasPrefix(key, "bad"):
+			return "", fmt.Errorf("no row for %s", key)
+		case strings.HasPrefix(key, "tagged"):
+			corral.Tag(ctx, "t")
+		}
+		return fmt.Sprintf("v%d:%s", n, key), nil
+	}, corral.WithTTL(time.Hour))
+	var keys []string
+	for i := range 40 {
+		prefix := [...]string{"plain", "tagged", "missing", "bad"}[i%4]
+		keys = append(keys, keyOwnedBy(t, nodes[1], fmt.Sprintf("%s%d-", prefix, i)))
+	}
+	ctx := context.Background()
+	check := func(round int, want func(key string) string) {
+		t.Helper()
+		values, err := gs[0].GetMany(ctx, keys)
+		var me *corral.ManyError
+		if !errors.As(err, &me) || len(me.Errors) != 10 {
+			t.Fatalf("round %d: err = %v; want a *ManyError of the 10 bad keys", round, err)
+		}
+		for _, k := range keys {
+			switch {
+			case strings.HasPrefix(k, "bad"):
+				if !strings.Contains(fmt.Sprint(me.Errors[k]), "no row for "+k) {
+					t.Fatalf("round %d: %s failed with %v", round, k, me.Errors[k])
+				}
+			case strings.HasPrefix(k, "missing"):
+				if _, ok := values[k]; ok {
+					t.Fatalf("round %d: not-found %s = %q", round, k, values[k])
+				}
+			default:
+				if values[k] != want(k) {
+					t.Fatalf("round %d: %s = %q, want %q", round, k, values[k], want(k))
+				}
+			}
+		}
+		if len(values) != 20 {
+			t.Fatalf("round %d: %d values, want 20", round, len(values))
+		}
+	}
+	first := func(k string) string { return "v1:" + k }
+	check(1, first)
+	check(2, first) // held by the owner now: the same values, in the same places
+	if err := nodes[0].RemoveByTag(ctx, "t"); err != nil {
+		t.Fatal(err)
+	}
+	check(3, func(k string) string {
+		if strings.HasPrefix(k, "tagged") {
+			return "v2:" + k
+		}
+		return first(k)
+	})
+}

@@ -27,10 +27,11 @@ import (
 type BatchLoadFunc[V any] func(ctx context.Context, keys []string) (map[string]V, error)
 
 // ReplicaBatchLoadFunc loads keys for a Replica as a BatchLoadFunc does, but answers each
-// key on its own: with its value, the copy of another replica's it took instead (as a
-// ReplicaLoadFunc does), or its error. A key absent from the map is ErrNotFound; an error
-// fails every key.
-type ReplicaBatchLoadFunc[V any] func(ctx context.Context, keys []string) (map[string]Loaded[V], error)
+// key on its own, in out (as long as keys), without a map: out[i], keys[i]'s answer, is its
+// value, the copy of another replica's it took instead (as a ReplicaLoadFunc does), or its
+// error; it is ErrNotFound until the loader sets it. An error fails every key. The loader may
+// set different keys' answers from several goroutines at once, never after it returned.
+type ReplicaBatchLoadFunc[V any] func(ctx context.Context, keys []string, out []Loaded[V]) error
 
 // Loaded is one key's answer of a ReplicaBatchLoadFunc.
 type Loaded[V any] struct {
@@ -195,7 +196,10 @@ func (c *Cache[V]) runBatch(parent context.Context, b *batch[V], inline bool) {
 		defer timer.Stop()
 	}
 
-	var out map[string]Loaded[V]
+	out := make([]Loaded[V], len(b.keys))
+	for i := range out {
+		out[i].Err = ErrNotFound
+	}
 	var err error
 	releaseFill := func() {}
 	if c.cfg.Fills != nil {
@@ -206,7 +210,7 @@ func (c *Cache[V]) runBatch(parent context.Context, b *batch[V], inline bool) {
 		}
 	}
 	if err == nil {
-		out, err = c.batchLoadSafe(fc, b.keys)
+		err = c.batchLoadSafe(fc, b.keys, out)
 	}
 	releaseFill()
 	c.stats.batchLoads.Add(1)
@@ -220,30 +224,55 @@ func (c *Cache[V]) runBatch(parent context.Context, b *batch[V], inline bool) {
 	fc.end()
 	x := &fc.choice // the loader has returned: nothing writes it any more
 	// Settle every key first, then hand the stored entries to ReplicaConfig.Stored at once,
-	// then wake every key's callers: as complete does for one key.
-	done := make([]settled[V], len(b.calls)) // a zero one (nil cl): the key was completed already
+	// then wake every key's callers: as complete does for one key. Without Stored, each key
+	// is finished once it is settled (a GetMany's calls share one done channel, closed by the
+	// last). Keys are settled settleChunk at a time under one hold of c.mu.
+	var done []settled[V] // a zero one (nil cl): the key was completed already
+	if c.rc.Stored != nil {
+		done = make([]settled[V], len(b.calls))
+	}
 	var stored []string
-	for i, cl := range b.calls {
-		key := b.keys[i]
-		r := result[V]{err: err}
-		if err == nil {
-			l, ok := out[key]
-			if !ok {
-				l.Err = ErrNotFound
+	var xk choice
+	var chunk [settleChunk]settled[V]
+	var settledOK [settleChunk]bool
+	for from := 0; from < len(b.calls); from += settleChunk {
+		n := min(settleChunk, len(b.calls)-from)
+		for j := range n {
+			i := from + j
+			key := b.keys[i]
+			r := result[V]{err: err}
+			if err == nil {
+				r = result[V]{v: out[i].Value, copy: out[i].Copy, err: out[i].Err}
 			}
-			r = result[V]{v: l.Value, copy: l.Copy, err: l.Err}
+			x.forKey(key, &xk) // prepare keeps none of xk but its tags: one for every key
+			xi := &xk
+			if r.copy != nil {
+				xi.take(r.copy)
+			}
+			if inline && r.err != nil && parent.Err() != nil {
+				r.err, xi = errAbandoned, nil // settle stores nothing, and finish marks cl abandoned
+			}
+			chunk[j] = c.prepare(b.calls[i], xi, r, startNano)
 		}
-		xi := x.forKey(key)
-		if r.copy != nil {
-			xi.take(r.copy)
+		c.mu.Lock()
+		for j := range n {
+			settledOK[j] = c.settleLocked(b.keys[from+j], &chunk[j])
 		}
-		if inline && r.err != nil && parent.Err() != nil {
-			r.err, xi = errAbandoned, nil // settle stores nothing, and finish marks cl abandoned
-		}
-		if s, ok := c.settle(key, cl, xi, r, startNano); ok {
-			done[i] = s
-			if s.stored && c.rc.Stored != nil {
-				stored = append(stored, key)
+		c.mu.Unlock()
+		for j := range n {
+			i := from + j
+			if settledOK[j] {
+				endSpan(chunk[j].span, chunk[j].links, chunk[j].r.err)
+			}
+			switch {
+			case !settledOK[j]:
+			case done == nil:
+				c.finishKey(base, b.keys[i], &chunk[j])
+			default:
+				done[i] = chunk[j]
+				if chunk[j].stored {
+					stored = append(stored, b.keys[i])
+				}
 			}
 		}
 	}
@@ -251,19 +280,27 @@ func (c *Cache[V]) runBatch(parent context.Context, b *batch[V], inline bool) {
 		c.rc.Stored(stored)
 	}
 	for i := range done {
-		s := &done[i]
-		if s.cl == nil {
-			continue
-		}
-		if e := c.finish(s); e != nil && s.r.copy != nil && c.clock.NowNano() >= e.fresh {
-			c.refresh(base, b.keys[i], e) // as run does for a stale copy
+		if s := &done[i]; s.cl != nil {
+			c.finishKey(base, b.keys[i], s)
 		}
 	}
 }
 
-// forKey returns the choices of a batch's fill for key: the batch's, with key's own tags.
-func (x *choice) forKey(key string) *choice {
-	xi := *x
+// settleChunk is how many keys of a batch are settled under one hold of the cache's lock: a
+// page of keys takes it a few times, not once a key, and nobody waits for it long.
+const settleChunk = 16
+
+// finishKey finishes the settled fill s of key, one of a batch's (see finish), and refreshes a
+// stale copy it stored, as run does.
+func (c *Cache[V]) finishKey(ctx context.Context, key string, s *settled[V]) {
+	if e := c.finish(s); e != nil && s.r.copy != nil && c.clock.NowNano() >= e.fresh {
+		c.refresh(ctx, key, e)
+	}
+}
+
+// forKey sets xi to the choices of a batch's fill for key: the batch's, with key's own tags.
+func (x *choice) forKey(key string, xi *choice) {
+	*xi = *x
 	if t := x.keyTags[key]; len(t) > 0 {
 		xi.tags = slices.Clone(x.tags)
 		for _, tag := range t {
@@ -275,21 +312,20 @@ func (x *choice) forKey(key string) *choice {
 		xi.tags = slices.Clip(x.tags) // take may append: not onto the batch's
 	}
 	xi.keyTags = nil
-	return &xi
 }
 
 // batchLoadSafe runs the batch loader, recovering a panic into a *PanicError logged with its
 // stack.
-func (c *Cache[V]) batchLoadSafe(ctx context.Context, keys []string) (out map[string]Loaded[V], err error) {
+func (c *Cache[V]) batchLoadSafe(ctx context.Context, keys []string, out []Loaded[V]) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			stack := debug.Stack()
 			c.cfg.Logger.Error("corral: batch loader panic", "cache", c.cfg.Name, "keys", len(keys),
 				"panic", fmt.Sprint(p), "stack", string(stack))
-			out, err = nil, &PanicError{Value: p, Stack: stack}
+			err = &PanicError{Value: p, Stack: stack}
 		}
 	}()
-	return c.batchLoad(ctx, keys)
+	return c.batchLoad(ctx, keys, out)
 }
 
 // TagKey tags the value a batch loader is about to return for key (see Tag, which tags every
@@ -358,56 +394,95 @@ func (r *Replica[V]) LookupEntries(ctx context.Context, keys []string) map[strin
 	return r.getMany(ctx, keys, false)
 }
 
-// getMany answers each of keys, counting a Get of each when count is set.
+// GetEach is GetEntries without the map: it answers each of keys with answer, given the
+// key's index in keys, on the calling goroutine, as the answers come. keys should hold each
+// key once: a key asked for twice is answered twice (its second read joins its first's fill).
+// When ctx ends first, each key not answered yet is answered with ctx.Err().
+func (r *Replica[V]) GetEach(ctx context.Context, keys []string, answer func(i int, r Result[V])) {
+	r.getEach(ctx, keys, true, answer)
+}
+
+// LookupEach is GetEach on behalf of another process: it counts no Get (see Lookup).
+func (r *Replica[V]) LookupEach(ctx context.Context, keys []string, answer func(i int, r Result[V])) {
+	r.getEach(ctx, keys, false, answer)
+}
+
+// getMany answers each of keys, counting a Get of each when count is set; a key asked for
+// twice is read once.
 func (c *Cache[V]) getMany(ctx context.Context, keys []string, count bool) map[string]Result[V] {
 	out := make(map[string]Result[V], len(keys))
-	var misses []string
-	for _, key := range keys {
+	uniq := keys
+	for i, key := range keys {
 		if _, dup := out[key]; dup {
+			if len(uniq) == len(keys) { // the first duplicate: uniq becomes a list of its own
+				uniq = slices.Clone(keys[:i])
+			}
 			continue
 		}
+		out[key] = Result[V]{}
+		if len(uniq) < len(keys) { // past a duplicate
+			uniq = append(uniq, key)
+		}
+	}
+	c.getEach(ctx, uniq, count, func(i int, r Result[V]) { out[uniq[i]] = r })
+	return out
+}
+
+// getEach answers each of keys with answer (see GetEach), counting a Get of each when count
+// is set.
+func (c *Cache[V]) getEach(ctx context.Context, keys []string, count bool, answer func(i int, r Result[V])) {
+	var misses []int32 // the indexes of the keys that miss
+	for i, key := range keys {
 		if err := CheckKey(key); err != nil {
-			out[key] = Result[V]{Err: err}
+			answer(i, Result[V]{Err: err})
 			continue
 		}
 		if count {
 			c.stats.gets.Add()
 		}
 		if e, src, err, ok := c.held(ctx, key, true); ok {
-			out[key] = Result[V]{Entry: e, Source: src, Err: err}
+			answer(i, Result[V]{Entry: e, Source: src, Err: err})
 			continue
 		}
-		out[key] = Result[V]{} // so that a duplicate is not read twice
-		misses = append(misses, key)
+		if misses == nil {
+			misses = make([]int32, 0, len(keys)-i)
+		}
+		misses = append(misses, int32(i))
 	}
 	if len(misses) == 0 {
-		return out
+		return
 	}
 	type waiting struct {
-		key    string
-		cl     *call[V]
+		i      int32
 		shared bool
+		cl     *call[V]
 	}
-	var waits []waiting
+	waits := make([]waiting, 0, len(misses))
 	var singles []fillTask[V]
 	var batches []*batch[V]
+	// The fills this GetMany starts, in one allocation; when they all go to one batch, which
+	// ends them all at once, they share one done channel (see call.end).
+	var calls []call[V]
+	var first *batch[V] // the batch of the first fill started, when they all go to it
+	oneBatch := c.batchLoad != nil
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		for _, key := range misses {
-			out[key] = Result[V]{Err: ErrClosed}
+		for _, i := range misses {
+			answer(int(i), Result[V]{Err: ErrClosed})
 		}
-		return out
+		return
 	}
 	now := c.clock.NowNano()
-	for _, key := range misses {
+	for m, i := range misses {
+		key := keys[i]
 		if InChain(ctx, c.cfg.Name, key) {
-			out[key] = Result[V]{Err: ErrFillCycle}
+			answer(int(i), Result[V]{Err: ErrFillCycle})
 			continue
 		}
 		if cl, ok := c.calls[key]; ok {
 			c.stats.coalesced.Add(1)
-			waits = append(waits, waiting{key, cl, true})
+			waits = append(waits, waiting{i, true, cl})
 			continue
 		}
 		// Look again under mu, as miss does: a fill may have ended since the first look.
@@ -419,31 +494,60 @@ func (c *Cache[V]) getMany(ctx context.Context, keys []string, count bool) map[s
 			} else if now < e.fresh {
 				if e.notFound() {
 					c.stats.negativeHits.Add()
-					out[key] = Result[V]{Source: SourceHit, Err: ErrNotFound}
+					answer(int(i), Result[V]{Source: SourceHit, Err: ErrNotFound})
 				} else {
-					out[key] = Result[V]{Entry: e.export(now), Source: SourceHit}
+					answer(int(i), Result[V]{Entry: e.export(now), Source: SourceHit})
 				}
 				continue
 			}
 			known = e.version
 		}
 		if c.load == nil && c.batchLoad == nil {
-			out[key] = Result[V]{Err: ErrNotFound}
+			answer(int(i), Result[V]{Err: ErrNotFound})
 			continue
 		}
-		cl := &call[V]{done: make(chan struct{}), version: max(known, c.tombs.Version(key)), born: c.versionNow()}
+		if calls == nil {
+			calls = make([]call[V], 0, len(misses)-m) // never grown: the calls stay where they are
+		}
+		calls = append(calls, call[V]{version: max(known, c.tombs.Version(key)), born: c.versionNow()})
+		cl := &calls[len(calls)-1]
 		c.calls[key] = cl
 		c.wg.Add(1)
-		waits = append(waits, waiting{key, cl, false})
+		waits = append(waits, waiting{i, false, cl})
 		if c.batchLoad == nil {
 			singles = append(singles, fillTask[V]{ctx: ctx, key: key, cl: cl})
-		} else if b := c.enqueueLocked(ctx, key, cl, false); b != nil {
-			batches = append(batches, b)
+			continue
 		}
+		b := c.enqueueLocked(ctx, key, cl, false)
+		if b != nil {
+			batches = append(batches, b)
+		} else {
+			b = c.pending[kind(false)]
+			if rest := len(misses) - m - 1; cap(b.keys)-len(b.keys) < rest {
+				// Room for this GetMany's other misses at once, not a growth at a time.
+				b.keys, b.calls = slices.Grow(b.keys, rest), slices.Grow(b.calls, rest)
+			}
+		}
+		if first == nil {
+			first = b
+		}
+		oneBatch = oneBatch && b == first
 	}
 	if c.batchLoad != nil && c.cfg.BatchWindow <= 0 {
 		if b := c.takeLocked(false); b != nil {
 			batches = append(batches, b)
+		}
+	}
+	// Before c.mu is released: nobody else has seen the calls yet.
+	if oneBatch && len(calls) > 1 {
+		done, left := make(chan struct{}), new(atomic.Int32)
+		left.Store(int32(len(calls)))
+		for i := range calls {
+			calls[i].done, calls[i].left = done, left
+		}
+	} else {
+		for i := range calls {
+			calls[i].done = make(chan struct{})
 		}
 	}
 	c.mu.Unlock()
@@ -458,11 +562,11 @@ func (c *Cache[V]) getMany(ctx context.Context, keys []string, count bool) map[s
 		c.goRun(fillTask[V]{ctx: b.ctx, b: b})
 	}
 	for _, w := range waits {
-		e, src, err := c.waitFor(ctx, w.key, w.cl, w.shared)
+		key := keys[w.i]
+		e, src, err := c.waitFor(ctx, key, w.cl, w.shared)
 		if err == errAbandoned {
-			e, src, err = c.getEntry(ctx, w.key) // its fill was abandoned or purged: alone, again
+			e, src, err = c.getEntry(ctx, key) // its fill was abandoned or purged: alone, again
 		}
-		out[w.key] = Result[V]{Entry: e, Source: src, Err: err}
+		answer(int(w.i), Result[V]{Entry: e, Source: src, Err: err})
 	}
-	return out
 }

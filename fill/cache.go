@@ -233,16 +233,17 @@ func newCache[V any](load ReplicaLoadFunc[V], batchLoad ReplicaBatchLoadFunc[V],
 		return nil, err
 	}
 	if batchLoad == nil && cfg.BatchLoad != nil {
-		batchLoad = func(ctx context.Context, keys []string) (map[string]Loaded[V], error) {
+		batchLoad = func(ctx context.Context, keys []string, out []Loaded[V]) error {
 			vs, err := cfg.BatchLoad(ctx, keys)
 			if err != nil {
-				return nil, err
+				return err
 			}
-			out := make(map[string]Loaded[V], len(vs))
-			for k, v := range vs {
-				out[k] = Loaded[V]{Value: v}
+			for i, k := range keys {
+				if v, ok := vs[k]; ok {
+					out[i] = Loaded[V]{Value: v}
+				}
 			}
-			return out, nil
+			return nil
 		}
 	}
 	c := &Cache[V]{cfg: cfg, rc: rc, load: load, batchLoad: batchLoad, calls: make(map[string]*call[V]),

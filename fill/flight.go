@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -13,7 +14,10 @@ import (
 
 // call is one fill in flight: the single flight that every concurrent Get of its key waits on.
 type call[V any] struct {
-	done chan struct{} // closed when the fill ended
+	done chan struct{} // closed when the fill ended (see end)
+	// left, when set, is shared by calls filled in one batch that share done too: done is
+	// closed when the last of them has ended (see GetMany).
+	left *atomic.Int32
 
 	// Written once by the fill goroutine before done is closed, and only read after.
 	entry Entry[V]
@@ -41,6 +45,12 @@ type call[V any] struct {
 	// ran it left (Config.InlineFill): its waiters start over, and one of them fills.
 	abandoned bool
 
+	// purged is set before done is closed when the value carries a tag purged after the fill
+	// started (see Tags): it is not stored, and its waiters start over — a Get that joined
+	// the fill after the purge returned must not get it. (Beside the other flags: a GetMany's
+	// calls are one allocation, 100 of them a size class smaller.)
+	purged bool
+
 	// loading is set by the loader through Loading: it loads the value itself now, and waits
 	// on no other fill of the key (see AwaitFill).
 	loading atomic.Bool
@@ -48,11 +58,6 @@ type call[V any] struct {
 	// born is the version clock's reading when the fill started: its value's born version,
 	// unless the loader copied it from elsewhere (SetBorn).
 	born uint64
-
-	// purged is set before done is closed when the value carries a tag purged after the fill
-	// started (see Tags): it is not stored, and its waiters start over — a Get that joined
-	// the fill after the purge returned must not get it.
-	purged bool
 
 	// span is the fill's span (ReplicaConfig.Tracing), or nil; written before the loader
 	// runs, by the goroutine that runs it. links are the spans of the Gets that joined the
@@ -162,9 +167,13 @@ func (c *Cache[V]) startWait(ctx context.Context, key string, joined bool) (func
 // not cancelled and still serves the others and the store.
 func (c *Cache[V]) wait(ctx context.Context, key string, cl *call[V], shared bool) (Entry[V], Source, error) {
 	select {
-	case <-cl.done:
-	case <-ctx.Done():
-		return Entry[V]{}, 0, ctx.Err()
+	case <-cl.done: // ended already (a GetMany's keys, once its batch has run): no select of two
+	default:
+		select {
+		case <-cl.done:
+		case <-ctx.Done():
+			return Entry[V]{}, 0, ctx.Err()
+		}
 	}
 	if cl.abandoned || cl.purged {
 		return Entry[V]{}, 0, errAbandoned
@@ -199,6 +208,9 @@ func (c *Cache[V]) refresh(ctx context.Context, key string, e *entry[V]) {
 		c.stats.refreshesSkipped.Add(1)
 		return
 	}
+	// The refresh keeps key, which may be part of a larger string (a peer's batch of keys,
+	// looked up one by one): it keeps a copy, not the whole.
+	key = strings.Clone(key)
 	cl := &call[V]{done: make(chan struct{}), stale: e, version: max(e.version, c.tombs.Version(key)), born: c.versionNow()}
 	c.calls[key] = cl
 	c.wg.Add(1)
@@ -321,6 +333,9 @@ type settled[V any] struct {
 	r              result[V]
 	e              *entry[V] // what was to be stored, nil when nothing was kept
 	stored, purged bool
+	copied         bool // the loader took a copy from elsewhere (see choice), at version
+	span           trace.Span
+	links          []trace.Link
 	now, fresh     int64
 	stale          int64
 	version        uint64
@@ -333,6 +348,19 @@ type settled[V any] struct {
 // the fill's call in c.calls; false when cl was completed already. (The result is a value:
 // a pointer would cost every fill an allocation.)
 func (c *Cache[V]) settle(key string, cl *call[V], x *choice, r result[V], startNano int64) (settled[V], bool) {
+	s := c.prepare(cl, x, r, startNano)
+	c.mu.Lock()
+	ok := c.settleLocked(key, &s)
+	c.mu.Unlock()
+	if ok {
+		endSpan(s.span, s.links, s.r.err)
+	}
+	return s, ok
+}
+
+// prepare is the part of settle that needs no lock: what the fill's result is, and the entry
+// to store, if it is to be kept.
+func (c *Cache[V]) prepare(cl *call[V], x *choice, r result[V], startNano int64) settled[V] {
 	now := c.clock.NowNano()
 	var (
 		e              *entry[V] // what may be stored: allocated only if it would be kept
@@ -340,13 +368,14 @@ func (c *Cache[V]) settle(key string, cl *call[V], x *choice, r result[V], start
 		version        uint64
 		fillMicros     uint32
 		notFound, kept bool
+		copied         bool
 	)
 	born := cl.born
 	var tags []string
 	if x != nil { // the loader returned, so x is no longer written
 		version = cl.version
 		if x.copied {
-			version = x.version
+			version, copied = x.version, true
 		}
 		if x.bornSet {
 			born = x.born
@@ -378,14 +407,20 @@ func (c *Cache[V]) settle(key string, cl *call[V], x *choice, r result[V], start
 			e.flags.Or(flagNotFound)
 		}
 	}
+	return settled[V]{cl: cl, r: r, e: e, copied: copied, now: now, fresh: fresh, stale: stale,
+		version: version, fillMicros: fillMicros, tags: tags, born: born}
+}
 
-	c.mu.Lock()
+// settleLocked is the part of settle under c.mu: it stores s's entry when it may, sets
+// s.stored and s.purged, and ends the call in c.calls; false when the call was completed
+// already. c.mu must be held.
+func (c *Cache[V]) settleLocked(key string, s *settled[V]) bool {
+	cl, e := s.cl, s.e
 	if cl.completed {
-		c.mu.Unlock()
-		return settled[V]{}, false
+		return false
 	}
 	cl.completed = true
-	span, links := cl.span, cl.links
+	s.span, s.links = cl.span, cl.links // ended once c.mu is released (endSpan)
 	cl.links = nil
 	// A value the loader gave no lifetime (SetExpiry(ctx, 0, 0)) is returned but not stored;
 	// nor is a copy older than a write known here (it was on its way when the write landed).
@@ -394,20 +429,19 @@ func (c *Cache[V]) settle(key string, cl *call[V], x *choice, r result[V], start
 	// from elsewhere is returned, as a copy older than a write is: the member it came from
 	// has not heard of the purge yet — it will before the purge returns, or the purge names
 	// it unreached — and asking it again would only bring the same copy back.
-	tagPurged := r.err == nil && e != nil && e.purged()
-	purged := tagPurged && !x.copied
-	stored := e != nil && !cl.revoked && !c.closed && !tagPurged &&
-		(!x.copied || x.version >= c.tombs.Floor(key))
-	if stored {
+	tagPurged := s.r.err == nil && e != nil && e.purged()
+	s.purged = tagPurged && !s.copied
+	s.stored = e != nil && !cl.revoked && !c.closed && !tagPurged &&
+		(!s.copied || s.version >= c.tombs.Floor(key))
+	if s.stored {
 		c.store.Set(key, e)
 	}
-	if c.calls[key] == cl { // a Set or Remove may have detached cl and a newer fill taken its place
+	// A revoked call was detached by the write that revoked it (revokeLocked), and a newer
+	// fill may have taken its place; any other is still the key's.
+	if !cl.revoked {
 		delete(c.calls, key)
 	}
-	c.mu.Unlock()
-	endSpan(span, links, r.err)
-	return settled[V]{cl: cl, r: r, e: e, stored: stored, purged: purged, now: now, fresh: fresh, stale: stale,
-		version: version, fillMicros: fillMicros, tags: tags, born: born}, true
+	return true
 }
 
 // finish is the second half of complete: it hands the settled result to the fill's callers,
@@ -416,7 +450,7 @@ func (c *Cache[V]) finish(s *settled[V]) *entry[V] {
 	cl, r, e := s.cl, s.r, s.e
 	if r.err == errAbandoned {
 		cl.abandoned = true
-		close(cl.done)
+		cl.end()
 		return nil
 	}
 	if s.purged {
@@ -426,7 +460,7 @@ func (c *Cache[V]) finish(s *settled[V]) *entry[V] {
 		if cl.stale != nil {
 			cl.stale.endRefresh()
 		}
-		close(cl.done)
+		cl.end()
 		return nil
 	}
 	c.stats.fills.Add(1)
@@ -447,11 +481,19 @@ func (c *Cache[V]) finish(s *settled[V]) *entry[V] {
 		}
 	}
 	cl.err = r.err
-	close(cl.done)
+	cl.end()
 	if !s.stored {
 		return nil
 	}
 	return e
+}
+
+// end wakes cl's callers: it closes cl.done, or, when cl shares it, counts cl out and closes
+// it if cl was the last.
+func (cl *call[V]) end() {
+	if cl.left == nil || cl.left.Add(-1) == 0 {
+		close(cl.done)
+	}
 }
 
 // loadSafe runs the loader, recovering a panic into a *PanicError logged with its stack.

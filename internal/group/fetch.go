@@ -56,20 +56,34 @@ func (g *Group[V]) askOwner(ctx context.Context, st *view.MemberState, key strin
 // if no write newer than it is known here by then, nor a purge of one of its tags newer than
 // its making.
 func (g *Group[V]) fromOwner(st *view.MemberState, key string, e *peerpb.Entry) (V, *fill.Copy, error) {
-	var val V
-	if err := version.Check(e.GetVersion()); err != nil {
-		return val, nil, fmt.Errorf("corral: value of %s/%q from %s: %w", g.name, key, st.Name, err)
-	}
-	if err := fill.CheckTags(e.GetTags()); err != nil {
-		return val, nil, fmt.Errorf("corral: value of %s/%q from %s: %w", g.name, key, st.Name, err)
-	}
-	g.env.Versions.Observe(e.GetVersion())
-	val, err := g.codec.Decode(e.GetValue())
+	cp := new(fill.Copy)
+	val, err := g.ownerValue(st, key, e.GetValue(), e.GetVersion(), e.GetFreshForNanos(), e.GetTags(), e.GetBorn(), cp)
 	if err != nil {
-		return val, nil, fmt.Errorf("corral: value of %s/%q from %s: %w", g.name, key, st.Name, err)
+		return val, nil, err
 	}
-	near := g.nearLifetime(key, e)
-	return val, &fill.Copy{FreshFor: near, StaleFor: near, Version: e.GetVersion(), Tags: e.GetTags(), Born: e.GetBorn()}, nil
+	return val, cp, nil
+}
+
+// ownerValue is fromOwner for the parts of an entry, a batch's row (batchwire.go) or an
+// Entry: it decodes raw, the value, and sets cp. raw is the caller's own, as the wire gave it
+// (see ownedDecoder).
+func (g *Group[V]) ownerValue(st *view.MemberState, key string, raw []byte, ver uint64, freshFor int64,
+	tags []string, born uint64, cp *fill.Copy) (V, error) {
+	var val V
+	if err := version.Check(ver); err != nil {
+		return val, fmt.Errorf("corral: value of %s/%q from %s: %w", g.name, key, st.Name, err)
+	}
+	if err := fill.CheckTags(tags); err != nil {
+		return val, fmt.Errorf("corral: value of %s/%q from %s: %w", g.name, key, st.Name, err)
+	}
+	g.env.Versions.Observe(ver)
+	val, err := g.decodeOwned(raw)
+	if err != nil {
+		return val, fmt.Errorf("corral: value of %s/%q from %s: %w", g.name, key, st.Name, err)
+	}
+	near := g.nearLifetime(key, freshFor)
+	*cp = fill.Copy{FreshFor: near, StaleFor: near, Version: ver, Tags: tags, Born: born}
+	return val, nil
 }
 
 // remoteSet asks st, the key's owner, to apply a Set of key at version, tagged with tags, and

@@ -172,6 +172,9 @@ func (g *Group[V]) getStopped(ctx context.Context, key string) (V, Info, error) 
 // fill — ran past its bound: to peers that did not answer, not to a loader. (A loader that
 // ran past the fill timeout on the owner comes back as the owner's answer, and stays so.)
 func (g *Group[V]) blamePeers(ctx context.Context, key string, err error) error {
+	if err == nil {
+		return nil // before the targets of errors.As below, which escape: a batch's keys pay none
+	}
 	var fe *fill.FillError
 	var te *fill.TimeoutError
 	if !errors.As(err, &fe) {
@@ -199,6 +202,9 @@ var ErrPeerTimeout = errors.New("corral: no answer from the key's owner in time"
 // *route.RemoteError); a counted *limit.Error for a bad key; view.ErrClosed when this node
 // is closing.
 func (g *Group[V]) wrapErr(key string, err error) error {
+	if err == nil {
+		return nil // before the targets of errors.As below, which escape: a batch's keys pay none
+	}
 	if errors.Is(err, view.ErrClosed) || errors.Is(err, fill.ErrClosed) {
 		return view.ErrClosed // this node is closing: not a failure of the fill
 	}

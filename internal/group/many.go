@@ -16,18 +16,24 @@ import (
 
 // Batches (GetMany) take the paths of a Get, a key set at a time:
 //
-//  1. The keys this node owns go to its store (fill.Replica.GetEntries): hits at once, and
-//     the misses filled together — with the group's batch loader in one call (fillMany), the
+//  1. The keys this node owns go to its store (fill.Replica.GetEach): hits at once, and the
+//     misses filled together — with the group's batch loader in one call (fillMany), the
 //     misses of other callers within its window included, else each with the loader.
 //  2. The others go to the near cache: its copies answer at once, a fill of a key already in
 //     flight is joined, and the rest are asked of their owners by fetchMany: the keys grouped
 //     by owner, one request to each (route.Router.OnOwners), all at once, on the owners'
 //     streams, each owner failing over as a Get's does.
 //  3. An owner serves a batch (serveMany) as it serves a Get of each key, and answers every
-//     key on its own: its entry, or the error a Get of it alone would have had.
+//     key on its own: its entry, or the error a Get of it alone would have had. A batch whose
+//     keys are all held there is answered on the stream's receive loop, as a Get's hit is
+//     (ServeHeld); any other runs on a goroutine of its own (ServeGet).
 //
 // Every key is still filled once in the cluster: each is a fill of its own in the engine,
-// which any Get or GetMany of the key joins, on the asking node as on the owner.
+// which any Get or GetMany of the key joins, on the asking node as on the owner. What a page
+// costs beside that is per page, not per key, wherever it can be: the answers travel by index
+// (a key's place in the page), not through a map at each layer; the engine's fills of one
+// GetMany are one allocation and share one channel; and on the wire (batchwire.go) a page's
+// keys are one buffer and its answer a few columns.
 
 // MaxManyKeys bounds the keys of one GetMany, and of a peer's batch request.
 const MaxManyKeys = 10_000
@@ -36,6 +42,15 @@ const MaxManyKeys = 10_000
 // (corral.ErrTooManyKeys).
 var ErrTooManyKeys = errors.New("corral: too many keys")
 
+// CheckManyKeys returns the error of a GetMany of n keys when they are too many (wrapping
+// ErrTooManyKeys), else nil.
+func CheckManyKeys(n int) error {
+	if n > MaxManyKeys {
+		return fmt.Errorf("%w: %d keys in one GetMany, at most %d", ErrTooManyKeys, n, MaxManyKeys)
+	}
+	return nil
+}
+
 // Result is one key's answer of GetMany: as Get's, with Info.
 type Result[V any] struct {
 	Value V
@@ -43,243 +58,257 @@ type Result[V any] struct {
 	Err   error // as Get would return it; fill.ErrNotFound (wrapped) for a key that is not found
 }
 
-// GetMany returns the answer of each of keys, as Get would answer it (see the top of this
-// file); a key asked for twice is answered once. Errors: ErrTooManyKeys, and ctx.Err() when
-// ctx ends first (the fills go on for the other callers and the store).
-func (g *Group[V]) GetMany(ctx context.Context, keys []string) (map[string]Result[V], error) {
-	if len(keys) > MaxManyKeys {
-		return nil, fmt.Errorf("%w: %d keys in one GetMany, at most %d", ErrTooManyKeys, len(keys), MaxManyKeys)
+// GetMany answers each of keys, which holds each key once, as Get would (see the top of this
+// file), with answer: once per key, and never from two goroutines at once. Errors:
+// ErrTooManyKeys (nothing is answered), and ctx.Err() when ctx ends first (the fills go on for
+// the other callers and the store; what was answered by then is to be dropped).
+func (g *Group[V]) GetMany(ctx context.Context, keys []string, answer func(key string, r Result[V])) error {
+	if err := CheckManyKeys(len(keys)); err != nil {
+		return err
 	}
-	out := make(map[string]Result[V], len(keys))
 	v := g.env.View.Load()
 	var owned, remote []string
 	for _, key := range keys {
-		if _, dup := out[key]; dup {
-			continue
-		}
 		if err := g.env.Limits.Key(key); err != nil {
-			out[key] = Result[V]{Err: err}
+			answer(key, Result[V]{Err: err})
 			continue
 		}
-		out[key] = Result[V]{}
 		if v.Owner(key) == v.Self && !v.Stopped {
-			owned = append(owned, key)
+			owned = appendSized(owned, key, len(keys))
 		} else {
-			remote = append(remote, key)
+			remote = appendSized(remote, key, len(keys))
 		}
 	}
 	if v.Stopped {
 		// As getStopped: this node serves nothing from its stores any more.
 		if g.env.State.Closed.Load() {
 			for _, key := range remote {
-				out[key] = Result[V]{Err: view.ErrClosed}
+				answer(key, Result[V]{Err: view.ErrClosed})
 			}
-			return out, nil
+			return nil
 		}
-		return g.manyStopped(ctx, remote, out)
+		return g.manyStopped(ctx, remote, answer)
 	}
+	// The keys owned here and the others are read at once when there are both; answer is
+	// then called under mu.
+	both := len(owned) > 0 && len(remote) > 0
 	var mu sync.Mutex
-	var wg sync.WaitGroup
-	if len(owned) > 0 && len(remote) > 0 {
-		wg.Go(func() {
-			local := g.local.GetEntries(ctx, owned)
-			mu.Lock()
-			defer mu.Unlock()
-			for key, r := range local {
-				out[key] = Result[V]{Value: r.Entry.Value, Info: Info{How: r.Source, Tags: r.Entry.Tags}, Err: g.wrapErr(key, r.Err)}
+	local := func() {
+		g.local.GetEach(ctx, owned, func(i int, r fill.Result[V]) {
+			key := owned[i]
+			res := Result[V]{Value: r.Entry.Value, Info: Info{How: r.Source, Tags: r.Entry.Tags}, Err: g.wrapErr(key, r.Err)}
+			if both {
+				mu.Lock()
+				defer mu.Unlock()
 			}
+			answer(key, res)
 		})
+	}
+	var wg sync.WaitGroup
+	if both {
+		wg.Go(local)
 	} else if len(owned) > 0 {
-		for key, r := range g.local.GetEntries(ctx, owned) {
-			out[key] = Result[V]{Value: r.Entry.Value, Info: Info{How: r.Source, Tags: r.Entry.Tags}, Err: g.wrapErr(key, r.Err)}
-		}
+		local()
 	}
 	if len(remote) > 0 {
 		g.remoteGets.Add(uint64(len(remote)))
-		near := g.near.GetEntries(ctx, remote)
-		mu.Lock()
-		for key, r := range near {
+		g.near.GetEach(ctx, remote, func(i int, r fill.Result[V]) {
+			key := remote[i]
 			if r.Err == nil && r.Source == fill.SourceHit {
 				g.nearHits.Add(1)
 			}
-			out[key] = Result[V]{Value: r.Entry.Value, Info: Info{How: r.Source, Remote: true, Tags: r.Entry.Tags},
+			res := Result[V]{Value: r.Entry.Value, Info: Info{How: r.Source, Remote: true, Tags: r.Entry.Tags},
 				Err: g.wrapErr(key, g.blamePeers(ctx, key, r.Err))}
-		}
-		mu.Unlock()
+			if both {
+				mu.Lock()
+				defer mu.Unlock()
+			}
+			answer(key, res)
+		})
 	}
 	wg.Wait()
-	if err := ctx.Err(); err != nil {
-		return nil, err
+	return ctx.Err()
+}
+
+// appendSized appends key to keys, made with room for n keys at first.
+func appendSized(keys []string, key string, n int) []string {
+	if keys == nil {
+		keys = make([]string, 0, n)
 	}
-	return out, nil
+	return append(keys, key)
 }
 
 // manyStopped is GetMany on a node that serves nothing from its stores any more: every key is
 // asked of its owner among the other members, in batches, and nothing is kept (see
 // getStopped).
-func (g *Group[V]) manyStopped(ctx context.Context, keys []string, out map[string]Result[V]) (map[string]Result[V], error) {
-	var mu sync.Mutex
-	set := func(key string, v V, _ *fill.Copy, tags []string, err error) {
-		mu.Lock()
-		defer mu.Unlock()
-		out[key] = Result[V]{Value: v, Info: Info{How: fill.SourceFill, Remote: true, Tags: tags}, Err: err}
+func (g *Group[V]) manyStopped(ctx context.Context, keys []string, answer func(key string, r Result[V])) error {
+	out := make([]Result[V], len(keys)) // the last answer of each key (a failover may ask again)
+	set := func(at int, v V, _ *fill.Copy, tags []string, err error) {
+		out[at] = Result[V]{Value: v, Info: Info{How: fill.SourceFill, Remote: true, Tags: tags}, Err: err}
 	}
-	errs := g.env.Router.OnOwners(ctx, keys, func(keys []string) {
-		for _, key := range keys {
-			var zero V
-			set(key, zero, nil, nil, view.ErrClosed)
-		}
-	}, func(ctx context.Context, st *view.MemberState, keys []string) error {
-		return g.askOwnerMany(ctx, st, keys, set)
-	})
-	for key, err := range errs {
-		out[key] = Result[V]{Err: err}
-	}
-	for key, r := range out {
-		if r.Err != nil {
-			r.Err = g.wrapErr(key, route.FromWire(r.Err))
-			out[key] = r
+	failed := func(p route.Part, err error) {
+		for _, at := range p.At {
+			out[at] = Result[V]{Err: err}
 		}
 	}
+	g.env.Router.OnOwners(ctx, keys, func(p route.Part) { failed(p, view.ErrClosed) },
+		func(ctx context.Context, st *view.MemberState, p route.Part) error {
+			return g.askOwnerMany(ctx, st, p, set)
+		}, failed)
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return err
 	}
-	return out, nil
+	for i, r := range out {
+		if r.Err != nil {
+			r.Err = g.wrapErr(keys[i], route.FromWire(r.Err))
+		}
+		answer(keys[i], r)
+	}
+	return nil
 }
 
 // fetchMany is the near cache's batch loader: one request to each owner of keys for all its
 // keys, all at once (the batch's ctx carries the near cache's own link in the fill chain,
 // which is dropped before the chain goes out, as fetch drops it).
-func (g *Group[V]) fetchMany(ctx context.Context, keys []string) (map[string]fill.Loaded[V], error) {
-	out := make(map[string]fill.Loaded[V], len(keys))
-	var mu sync.Mutex
-	set := func(key string, v V, cp *fill.Copy, _ []string, err error) {
-		mu.Lock()
-		defer mu.Unlock()
-		out[key] = fill.Loaded[V]{Value: v, Copy: cp, Err: err}
+func (g *Group[V]) fetchMany(ctx context.Context, keys []string, out []fill.Loaded[V]) error {
+	set := func(at int, v V, cp *fill.Copy, _ []string, err error) {
+		out[at] = fill.Loaded[V]{Value: v, Copy: cp, Err: err}
 	}
-	errs := g.env.Router.OnOwners(ctx, keys,
-		func(keys []string) {
+	g.env.Router.OnOwners(ctx, keys,
+		func(p route.Part) {
 			// Acting owner after a failover (or the view changed under us): fill here; the
 			// values live in the local store, so keep no near copies (no lifetime).
-			for key, r := range g.local.GetEntries(fill.Outer(ctx), keys) {
-				set(key, r.Entry.Value, &fill.Copy{}, nil, r.Err)
-			}
+			g.local.GetEach(fill.Outer(ctx), p.Keys, func(i int, r fill.Result[V]) {
+				set(p.At[i], r.Entry.Value, &fill.Copy{}, nil, r.Err)
+			})
 		},
-		func(ctx context.Context, st *view.MemberState, keys []string) error {
-			return g.askOwnerMany(ctx, st, keys, set)
+		func(ctx context.Context, st *view.MemberState, p route.Part) error {
+			return g.askOwnerMany(ctx, st, p, set)
+		},
+		func(p route.Part, err error) {
+			err = route.FromWire(err)
+			for _, at := range p.At {
+				out[at] = fill.Loaded[V]{Err: err}
+			}
 		})
-	for key, err := range errs {
-		out[key] = fill.Loaded[V]{Err: route.FromWire(err)}
-	}
-	return out, nil
+	return nil
 }
 
-// askOwnerMany asks st, the owner of keys, for all of them in one request on its stream, and
-// records each key's answer with set: its value and what a near cache keeps of it (see
-// fromOwner), or its error. The keys the owner had no room for in its answer are asked again.
-// It returns an error when the request itself failed (the caller fails over on it).
-func (g *Group[V]) askOwnerMany(ctx context.Context, st *view.MemberState, keys []string,
-	set func(key string, v V, cp *fill.Copy, tags []string, err error)) error {
-	for ask := keys; len(ask) > 0; {
-		raw := make([][]byte, len(ask))
-		for i, k := range ask {
-			raw[i] = []byte(k)
-		}
-		resp, err := g.env.Client.GetFrom(ctx, st.PeerAddr, st.Gone.Done(), &peerpb.GetRequest{
-			Header: g.env.Router.HeaderWith(fill.OuterChain(ctx)), Group: g.name, Keys: raw,
-		})
+// askOwnerMany asks st, the owner of the keys of p, for all of them in one request on its
+// stream, and records each key's answer with set, by its index (p.At): its value and what a
+// near cache keeps of it (see fromOwner), or its error. The keys the owner had no room for in
+// its answer are asked again. It returns an error when the request itself failed (the caller
+// fails over on it).
+func (g *Group[V]) askOwnerMany(ctx context.Context, st *view.MemberState, p route.Part,
+	set func(at int, v V, cp *fill.Copy, tags []string, err error)) error {
+	for ask := p; len(ask.Keys) > 0; {
+		req := &peerpb.GetRequest{Header: g.env.Router.HeaderWith(fill.OuterChain(ctx)), Group: g.name}
+		req.Keys, req.KeySizes = packKeys(ask.Keys)
+		resp, err := g.env.Client.GetFrom(ctx, st.PeerAddr, st.Gone.Done(), req)
 		if err != nil {
 			return err
 		}
 		g.batchesSent.Add(1)
-		g.batchKeysSent.Add(uint64(len(ask)))
-		results := resp.GetResults()
-		if len(results) != len(ask) {
-			return fmt.Errorf("%w: %s answered %d results for %d keys", transport.ErrInvalidArgument, st.Name, len(results), len(ask))
+		g.batchKeysSent.Add(uint64(len(ask.Keys)))
+		b := resp.GetBatch()
+		if err := checkBatch(b, len(ask.Keys)); err != nil {
+			return fmt.Errorf("%w: %s answered a batch of %d keys: %v", transport.ErrInvalidArgument, st.Name, len(ask.Keys), err)
 		}
-		var again []string
-		for i, r := range results {
-			key := ask[i]
-			switch {
-			case r.GetAgain():
-				again = append(again, key)
-			case r.GetFailure() != nil:
-				var zero V
-				set(key, zero, nil, nil, route.FromWire(transport.KeyError(st.PeerAddr, r.GetFailure())))
-			default:
-				v, cp, err := g.fromOwner(st, key, r.GetEntry())
-				set(key, v, cp, r.GetEntry().GetTags(), err)
-			}
+		again, err := g.readBatch(st, ask, b, set)
+		if err != nil {
+			return fmt.Errorf("%w: %s answered a batch of %d keys: %v", transport.ErrInvalidArgument, st.Name, len(ask.Keys), err)
 		}
-		if len(again) == len(ask) {
-			return fmt.Errorf("%w: %s answered no key of %d", transport.ErrInvalidArgument, st.Name, len(ask))
+		if len(again.Keys) == len(ask.Keys) {
+			return fmt.Errorf("%w: %s answered no key of %d", transport.ErrInvalidArgument, st.Name, len(ask.Keys))
 		}
 		ask = again
 	}
 	return nil
 }
 
-// serveMany serves a peer's batch (a GetRequest with Keys) as the keys' acting owner: each
-// key as ServeGet serves a Get of it, all filled together (see GetMany), and answered on its
-// own. The answer stops taking entries once they fill the room a message has for values
+// serveMany serves a peer's batch of keys (a GetRequest with Keys, unpacked by batchKeys) as
+// the keys' acting owner: each key as ServeGet serves a Get of it, all filled together (see
+// GetMany), and answered on its own. With held, it answers only when every valid key is held
+// here (fresh, or stale within grace), without waiting, and reports false otherwise, leaving
+// the batch to ServeGet; without, its keys are the batch's own strings (a fill keeps them).
+// The answer stops taking values once they fill the room a message has for them
 // (Config.MaxValueBytes): the keys past that are answered "again", and the peer asks again
 // for them (the store holds them by then).
-func (g *Group[V]) serveMany(ctx context.Context, req *peerpb.GetRequest, held bool) (*peerpb.GetResponse, bool) {
-	raw := req.GetKeys()
-	keys := make([]string, len(raw))
-	valid := make([]string, 0, len(raw))
-	for i, b := range raw {
-		keys[i] = string(b)
-		if fill.CheckKey(keys[i]) == nil {
-			valid = append(valid, keys[i])
-		}
-	}
-	var res map[string]fill.Result[V]
+func (g *Group[V]) serveMany(ctx context.Context, req *peerpb.GetRequest, keys []string, held bool) (*peerpb.GetResponse, bool) {
+	w := newBatchWriter(len(keys), g.env.Limits.MaxValueBytes)
 	if held {
-		res = make(map[string]fill.Result[V], len(valid))
-		for _, key := range valid {
+		valid := 0
+		for i, key := range keys {
+			if err := g.env.Limits.Key(key); err != nil {
+				w.fail(i, transport.KeyFailure(ctx, route.ToWire(err)))
+				continue
+			}
 			e, src, ok := g.local.LookupHeld(ctx, key)
 			if !ok {
-				return nil, false // ServeGet answers it
+				return nil, false // ServeGet answers the batch
 			}
-			res[key] = fill.Result[V]{Entry: e, Source: src}
+			valid++
+			g.answerRow(ctx, w, i, key, e, src)
 		}
-	} else {
-		var chain []string
-		for _, link := range req.GetHeader().GetChain() {
-			chain = append(chain, string(link))
-		}
-		res = g.local.LookupEntries(fill.WithChain(ctx, chain), valid)
+		g.peerGets.Add(uint64(valid))
+		return w.done(), true
 	}
+	valid := make([]string, 0, len(keys))
+	for _, key := range keys {
+		if fill.CheckKey(key) == nil {
+			valid = append(valid, key)
+		}
+	}
+	var chain []string
+	for _, link := range req.GetHeader().GetChain() {
+		chain = append(chain, string(link))
+	}
+	res := g.local.LookupEntries(fill.WithChain(ctx, chain), valid)
 	g.peerGets.Add(uint64(len(valid)))
-	resp := &peerpb.GetResponse{Results: make([]*peerpb.KeyResult, len(keys))}
-	room, full := g.env.Limits.MaxValueBytes, false
 	for i, key := range keys {
 		if err := g.env.Limits.Key(key); err != nil {
-			resp.Results[i] = &peerpb.KeyResult{Failure: transport.KeyFailure(ctx, route.ToWire(err))}
+			w.fail(i, transport.KeyFailure(ctx, route.ToWire(err)))
 			continue
 		}
 		r := res[key]
 		if r.Err != nil {
-			resp.Results[i] = &peerpb.KeyResult{Failure: transport.KeyFailure(ctx, route.ToWire(r.Err))}
+			w.fail(i, transport.KeyFailure(ctx, route.ToWire(r.Err)))
 			continue
 		}
-		pe, err := g.encodeEntry(key, r.Entry)
-		if err != nil {
-			resp.Results[i] = &peerpb.KeyResult{Failure: transport.KeyFailure(ctx, route.ToWire(err))}
-			continue
-		}
-		size := len(pe.GetValue()) + len(pe.GetKey()) + entryOverhead
-		if full || i > 0 && size > room {
-			full = true // past the first key left out, every key is left out: the peer asks again in order
-			resp.Results[i] = &peerpb.KeyResult{Again: true}
-			continue
-		}
-		room -= size
-		resp.Results[i] = &peerpb.KeyResult{Entry: pe, Source: wireSource(r.Source)}
+		g.answerRow(ctx, w, i, key, r.Entry, r.Source)
 	}
-	return resp, true
+	return w.done(), true
+}
+
+// answerRow answers row i of w, key, with e, found as src: in the columns when e is an
+// untagged value, else in others.
+func (g *Group[V]) answerRow(ctx context.Context, w *batchWriter, i int, key string, e fill.Entry[V], src fill.Source) {
+	if e.NotFound || len(e.Tags) > 0 {
+		pe, err := g.encodeEntry(key, e)
+		if err != nil {
+			w.fail(i, transport.KeyFailure(ctx, route.ToWire(err)))
+			return
+		}
+		if w.fits(i, len(pe.GetValue())+len(pe.GetKey())+entryOverhead) {
+			w.other(i, &peerpb.KeyResult{Entry: pe, Source: wireSource(src)})
+		}
+		return
+	}
+	b, err := g.codec.Encode(e.Value)
+	if err == nil {
+		err = g.env.Limits.Value(len(b))
+	} else {
+		err = fmt.Errorf("corral: encode value of %s/%q: %w", g.name, key, err)
+	}
+	if err != nil {
+		w.fail(i, transport.KeyFailure(ctx, route.ToWire(err)))
+		return
+	}
+	if w.fits(i, len(b)+rowOverhead) {
+		w.values[i] = b
+		w.b.FreshForNanos[i] = int64(e.FreshFor)
+		w.b.Versions[i] = e.Version
+	}
 }
 
 // entryOverhead is what an entry costs in an answer beside its key and value, at most: its
@@ -289,71 +318,76 @@ const entryOverhead = 64 + fill.MaxTagsBytes
 // fillMany is the store's batch loader, for a group with one: it takes the copies that other
 // members still hold of keys that moved here lately (warm pulls, all at once, as fillLocal
 // takes one), and loads the rest from the source in one call of the group's batch loader.
-func (g *Group[V]) fillMany(ctx context.Context, keys []string) (map[string]fill.Loaded[V], error) {
-	out := make(map[string]fill.Loaded[V], len(keys))
-	rest := keys
-	if !fill.IsRefresh(ctx) {
+func (g *Group[V]) fillMany(ctx context.Context, keys []string, out []fill.Loaded[V]) error {
+	rest := route.Part{Keys: keys}
+	if fill.IsRefresh(ctx) {
+		rest.At = make([]int, len(keys))
+		for i := range rest.At {
+			rest.At[i] = i
+		}
+	} else {
 		rest = g.pullMany(ctx, keys, out)
 	}
-	if len(rest) == 0 {
-		return out, nil
+	if len(rest.Keys) == 0 {
+		return nil
 	}
 	// From here on the fill waits for no other member (see fillLocal).
 	fill.Loading(ctx)
-	g.loads.Add(uint64(len(rest)))
-	values, err := g.batchLoad(ctx, rest)
+	g.loads.Add(uint64(len(rest.Keys)))
+	values, err := g.batchLoad(ctx, rest.Keys)
 	if err != nil {
-		if len(out) == 0 {
-			return nil, err
+		if len(rest.Keys) == len(keys) {
+			return err
 		}
-		for _, key := range rest {
-			out[key] = fill.Loaded[V]{Err: err}
+		for _, at := range rest.At {
+			out[at] = fill.Loaded[V]{Err: err}
 		}
-		return out, nil
+		return nil
 	}
-	for _, key := range rest {
+	for i, key := range rest.Keys {
 		if v, ok := values[key]; ok { // a key left out is not found
-			out[key] = fill.Loaded[V]{Value: v}
+			out[rest.At[i]] = fill.Loaded[V]{Value: v}
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // pullMany takes, into out, the backups this node keeps of keys it now owns, and the copies
 // other members hold of those that moved here lately (see handoff.Pull), all at once, and
-// returns the keys it found none of.
-func (g *Group[V]) pullMany(ctx context.Context, keys []string, out map[string]fill.Loaded[V]) []string {
-	var moved, rest []string
-	for _, key := range keys {
+// returns the keys it found none of, with their indexes.
+func (g *Group[V]) pullMany(ctx context.Context, keys []string, out []fill.Loaded[V]) route.Part {
+	var moved, rest route.Part
+	for i, key := range keys {
 		if e, ok := g.fromBackup(key); ok { // see fillLocal
 			l := fill.Loaded[V]{Value: e.Value, Copy: copyOf(e)}
 			if e.NotFound {
 				l.Err = fill.ErrNotFound
 			}
-			out[key] = l
+			out[i] = l
 			continue
 		}
+		p := &rest
 		if g.env.Mover.Moved(key) {
-			moved = append(moved, key)
-		} else {
-			rest = append(rest, key)
+			p = &moved
 		}
+		p.Keys, p.At = append(p.Keys, key), append(p.At, i)
 	}
-	if len(moved) == 0 {
+	if len(moved.Keys) == 0 {
 		return rest
 	}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, maxPulls)
-	for _, key := range moved {
+	for j, key := range moved.Keys {
+		at := moved.At[j]
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
 			e, ok := handoff.Pull(ctx, g.env.Mover, g.name, key, g.tombs.Floor, g.decodeEntry)
-			mu.Lock()
-			defer mu.Unlock()
 			if !ok {
-				rest = append(rest, key)
+				mu.Lock()
+				defer mu.Unlock()
+				rest.Keys, rest.At = append(rest.Keys, key), append(rest.At, at)
 				return
 			}
 			g.env.Received()
@@ -361,7 +395,7 @@ func (g *Group[V]) pullMany(ctx context.Context, keys []string, out map[string]f
 			if e.NotFound {
 				l.Err = fill.ErrNotFound
 			}
-			out[key] = l
+			out[at] = l
 		})
 	}
 	wg.Wait()

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -19,7 +20,9 @@ import (
 	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/internal/fuzzcorpus"
 	"github.com/corralcache/corral/internal/lease"
+	"github.com/corralcache/corral/internal/route"
 	"github.com/corralcache/corral/internal/version"
+	"github.com/corralcache/corral/internal/view"
 	"github.com/corralcache/corral/internal/write"
 	"github.com/corralcache/corral/transport"
 	"github.com/corralcache/corral/transport/peerpb"
@@ -160,11 +163,13 @@ func (fz *fuzzNode) serve(t *testing.T, method int, msg []byte) {
 	want := fz.writeSentinels(t, ctx)
 	before := fz.n.env.Versions.Now()
 	var err error
-	var hit *peerpb.GetResponse
+	var hit, got *peerpb.GetResponse
 	if method == fuzzGetHit {
 		if r, ok := fz.n.server.GetHit(ctx, req.(*peerpb.GetRequest)); ok {
 			hit = r
 		}
+	} else if r, ok := req.(*peerpb.GetRequest); ok {
+		got, err = fz.n.server.Get(ctx, r)
 	} else {
 		err = fz.call(ctx, req)
 	}
@@ -175,7 +180,16 @@ func (fz *fuzzNode) serve(t *testing.T, method int, msg []byte) {
 		t.Fatalf("%s moved the version clock back: %#x after %#x", name, v, before)
 	}
 	bad, named, writes := fz.judge(req)
+	batch := -1 // the keys of a batch, if req is one
+	if r, ok := req.(*peerpb.GetRequest); ok && len(r.GetKeySizes()) > 0 {
+		batch = len(r.GetKeySizes())
+	}
 	switch {
+	case method == fuzzGetHit && batch >= 0:
+		// A batch is answered at once only when well-formed, with a row for every key.
+		if hit != nil && (bad != "" || checkBatch(hit.GetBatch(), batch) != nil) {
+			t.Fatalf("GetHit of a batch (%s) answered %v", bad, hit)
+		}
 	case method == fuzzGetHit:
 		// A hit is answered only for a well-formed request, with the key asked for; anything
 		// else is left to Get, which says why.
@@ -183,6 +197,8 @@ func (fz *fuzzNode) serve(t *testing.T, method int, msg []byte) {
 		if hit != nil && (bad != "" || r.GetPeek() || !hit.GetFound() || !bytes.Equal(hit.GetEntry().GetKey(), r.GetKey()) || hit.GetEntry().GetGroup() != r.GetGroup()) {
 			t.Fatalf("GetHit (%s) answered %v", bad, hit)
 		}
+	case batch >= 0 && bad == "" && err == nil && checkBatch(got.GetBatch(), batch) != nil:
+		t.Fatalf("a batch of %d keys answered with %v: %v", batch, got, checkBatch(got.GetBatch(), batch))
 	case bad != "" && err == nil:
 		t.Fatalf("%s with %s: no error", name, bad)
 	case bad != "" && !errors.Is(err, transport.ErrInvalidArgument) && !errors.Is(err, transport.ErrUnknownGroup):
@@ -270,6 +286,27 @@ func (fz *fuzzNode) judge(req proto.Message) (bad string, named, writes []groupK
 			break
 		}
 		group(r.GetGroup())
+		if sizes := r.GetKeySizes(); len(sizes) > 0 {
+			// A batch: each key is answered on its own, a bad one with its error; the request
+			// itself is bad only when its keys and their sizes disagree, or they are too many.
+			total := 0
+			for _, n := range sizes {
+				total += int(n)
+			}
+			if total != len(r.GetKeys()) {
+				reasons = append(reasons, fmt.Sprintf("batch keys of %d bytes, sized %d", len(r.GetKeys()), total))
+				break
+			}
+			if len(sizes) > MaxManyKeys {
+				reasons = append(reasons, fmt.Sprintf("a batch of %d keys", len(sizes)))
+			}
+			off := 0
+			for _, n := range sizes {
+				named = append(named, groupKey{r.GetGroup(), string(r.GetKeys()[off : off+int(n)])})
+				off += int(n)
+			}
+			break
+		}
 		key(r.GetKey())
 		named = []groupKey{{r.GetGroup(), string(r.GetKey())}}
 	case *peerpb.SetRequest:
@@ -429,6 +466,90 @@ func FuzzPeerAnswer(f *testing.F) {
 	})
 }
 
+// FuzzBatchAnswer feeds bytes to what a node does with an owner's answer to a batch of keys
+// (a BatchResult, for a batch of keys k0, k1, …): whatever the bytes, no panic; an answer
+// whose rows and keys disagree is an error; otherwise every key is answered once — with the
+// value of its row or its entry, an error, or asked again — and a value is what its row says
+// (when the group's codec takes it); none moves the version clock back.
+func FuzzBatchAnswer(f *testing.F) {
+	fz := newFuzzNode(f)
+	st := &view.MemberState{Member: view.Member{Name: "n1", PeerAddr: fuzzUnreachable}}
+	f.Fuzz(func(t *testing.T, jsonGroup bool, n uint8, msg []byte) {
+		var b peerpb.BatchResult
+		if proto.Unmarshal(msg, &b) != nil {
+			return
+		}
+		keys := make([]string, n%64)
+		for i := range keys {
+			keys[i] = fmt.Sprint("k", i)
+		}
+		before := fz.n.env.Versions.Now()
+		answered := map[string]int{}
+		var again []string
+		var err error
+		check := func(key string, v any, err error, row int) {
+			answered[key]++
+			if err != nil || row < 0 {
+				return
+			}
+			raw := b.GetValues()[row]
+			if b.GetVersions()[row] > version.Max {
+				t.Fatalf("%s: a version above version.Max taken", key)
+			}
+			if s, ok := v.(string); ok && s != string(raw) {
+				t.Fatalf("%s = %q, its row holds %q", key, s, raw)
+			}
+			if jv, ok := v.(fuzzValue); ok {
+				var want fuzzValue
+				if json.Unmarshal(raw, &want) != nil || jv != want {
+					t.Fatalf("%s = %+v from %q", key, jv, raw)
+				}
+			}
+		}
+		rowOf := func(key string) int { // -1: answered in others
+			i := slices.Index(keys, key)
+			for _, r := range b.GetOthers() {
+				if int(r.GetIndex()) == i {
+					return -1
+				}
+			}
+			return i
+		}
+		if cerr := checkBatch(&b, len(keys)); cerr != nil {
+			return // the asker fails the request (askOwnerMany)
+		}
+		p := route.Part{Keys: keys, At: make([]int, len(keys))}
+		for i := range p.At {
+			p.At[i] = i
+		}
+		var againPart route.Part
+		if jsonGroup {
+			againPart, err = fz.js.readBatch(st, p, &b, func(at int, v fuzzValue, _ *fill.Copy, _ []string, err error) {
+				check(keys[at], v, err, rowOf(keys[at]))
+			})
+		} else {
+			againPart, err = fz.str.readBatch(st, p, &b, func(at int, v string, _ *fill.Copy, _ []string, err error) {
+				check(keys[at], v, err, rowOf(keys[at]))
+			})
+		}
+		again = againPart.Keys
+		if v := fz.n.env.Versions.Next(); v <= before {
+			t.Fatalf("the answer moved the version clock back: %#x after %#x", v, before)
+		}
+		if err != nil {
+			return // two answers for one key: the asker fails the request
+		}
+		for _, k := range again {
+			answered[k]++
+		}
+		for _, k := range keys {
+			if answered[k] != 1 {
+				t.Fatalf("%s answered %d times", k, answered[k])
+			}
+		}
+	})
+}
+
 // fuzzClock is a realistic version: a write at 2025-06-01 12:00 UTC by a node of id 0x2a.
 var fuzzClock = uint64(time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC).UnixMilli())<<16 | 0x2a
 
@@ -445,6 +566,42 @@ func fuzzMarshal(m proto.Message) []byte {
 func TestFuzzCorpus(t *testing.T) {
 	fuzzcorpus.Check(t, "FuzzPeerHandler", peerSeeds())
 	fuzzcorpus.Check(t, "FuzzPeerAnswer", answerSeeds())
+	fuzzcorpus.Check(t, "FuzzBatchAnswer", batchAnswerSeeds())
+}
+
+// batchAnswerSeeds are FuzzBatchAnswer's seed corpus: answers to a batch of 3 keys.
+func batchAnswerSeeds() []fuzzcorpus.Seed {
+	seed := func(name string, jsonGroup bool, b *peerpb.BatchResult) fuzzcorpus.Seed {
+		return fuzzcorpus.Seed{Name: name, Values: []any{jsonGroup, uint8(3), fuzzMarshal(b)}}
+	}
+	hour := int64(time.Hour)
+	rows := func(values ...string) *peerpb.BatchResult {
+		b := &peerpb.BatchResult{}
+		for _, v := range values {
+			b.Values = append(b.Values, []byte(v))
+			b.FreshForNanos = append(b.FreshForNanos, hour)
+			b.Versions = append(b.Versions, fuzzClock)
+		}
+		return b
+	}
+	withOthers := func(b *peerpb.BatchResult, others ...*peerpb.KeyResult) *peerpb.BatchResult {
+		b.Others = others
+		return b
+	}
+	failure := &peerpb.Failure{Code: 5, Message: "not found"}
+	tagged := &peerpb.Entry{Group: "s", Key: []byte("k1"), Value: []byte("tagged"), FreshForNanos: hour, Version: fuzzClock, Tags: []string{"t"}, Born: fuzzClock}
+	return []fuzzcorpus.Seed{
+		seed("rows", false, rows("a", "bb", "")),
+		seed("rows-json", true, rows(`{"n":1}`, `{"n":2,"s":"x"}`, `{}`)),
+		seed("rows-json-bad", true, rows(`{"n":1}`, `{"n":`, `{}`)),
+		seed("others", false, withOthers(rows("a", "", ""), &peerpb.KeyResult{Index: 1, Entry: tagged}, &peerpb.KeyResult{Index: 2, Failure: failure})),
+		seed("again", false, withOthers(rows("a", "", ""), &peerpb.KeyResult{Index: 1, Again: true}, &peerpb.KeyResult{Index: 2, Again: true})),
+		seed("two-answers", false, withOthers(rows("a", "", ""), &peerpb.KeyResult{Index: 1, Again: true}, &peerpb.KeyResult{Index: 1, Failure: failure})),
+		seed("index-out-of-range", false, withOthers(rows("a", "b", "c"), &peerpb.KeyResult{Index: 7, Again: true})),
+		seed("short-columns", false, &peerpb.BatchResult{Values: [][]byte{[]byte("a"), []byte("b")}, FreshForNanos: []int64{hour}, Versions: []uint64{1, 2, 3}}),
+		seed("version-max", false, func() *peerpb.BatchResult { b := rows("a", "b", "c"); b.Versions[1] = math.MaxUint64; return b }()),
+		seed("empty", false, &peerpb.BatchResult{}),
+	}
 }
 
 // peerSeeds are FuzzPeerHandler's seed corpus: one realistic message of each method, and the
@@ -473,6 +630,14 @@ func peerSeeds() []fuzzcorpus.Seed {
 		seed("get-binary-key", 0, &peerpb.GetRequest{Header: h, Group: "s", Key: []byte("\xff\x00\xfe/\n")}),
 		seed("get-clock-max", 0, &peerpb.GetRequest{Header: &peerpb.Header{Sender: "n1", Clock: math.MaxUint64}, Group: "s", Key: []byte("user:42")}),
 		seed("get-no-header", 0, &peerpb.GetRequest{Group: "s", Key: []byte("user:42")}),
+		seed("get-batch", 0, batchRequest(h, "s", "user:42", "missing:7", fuzzSentinel)),
+		seed("get-batch-json", 0, batchRequest(h, "j", "user:42", fuzzSentinel)),
+		seed("get-batch-bad-keys", 0, batchRequest(h, "s", "user:42", "", string(long))),
+		seed("get-batch-sizes-short", 0, &peerpb.GetRequest{Header: h, Group: "s", Keys: []byte("user:42user:7"), KeySizes: []uint32{7}}),
+		seed("get-batch-sizes-long", 0, &peerpb.GetRequest{Header: h, Group: "s", Keys: []byte("user:42"), KeySizes: []uint32{7, math.MaxUint32}}),
+		seed("get-batch-unknown-group", 0, batchRequest(h, "nope", "user:42")),
+		seed("gethit-batch-sentinel", fuzzGetHit, batchRequest(h, "s", fuzzSentinel, fuzzSentinel)),
+		seed("gethit-batch-miss", fuzzGetHit, batchRequest(h, "s", fuzzSentinel, "user:42")),
 		seed("gethit-sentinel", fuzzGetHit, &peerpb.GetRequest{Header: h, Group: "s", Key: []byte(fuzzSentinel)}),
 		seed("gethit-json-sentinel", fuzzGetHit, &peerpb.GetRequest{Header: h, Group: "j", Key: []byte(fuzzSentinel)}),
 		seed("gethit-miss", fuzzGetHit, &peerpb.GetRequest{Header: h, Group: "s", Key: []byte("user:42")}),
@@ -509,6 +674,13 @@ func peerSeeds() []fuzzcorpus.Seed {
 		seed("fillset-negative-ttl", 8, &peerpb.FillSetRequest{Header: h, Entry: &peerpb.Entry{Group: "s", Key: []byte("page:7"), Value: []byte("v"), FreshForNanos: -5}}),
 		{Name: "garbage", Values: []any{byte(0), []byte("\xff\xff\xff\xff\x0f")}},
 	}
+}
+
+// batchRequest is a batch request for keys of group.
+func batchRequest(h *peerpb.Header, group string, keys ...string) *peerpb.GetRequest {
+	req := &peerpb.GetRequest{Header: h, Group: group}
+	req.Keys, req.KeySizes = packKeys(keys)
+	return req
 }
 
 // answerSeeds are FuzzPeerAnswer's seed corpus.

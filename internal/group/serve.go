@@ -20,11 +20,12 @@ import (
 
 // ServeGet serves a peer's Get (or warm pull, a Peek) of a key, as its acting owner.
 func (g *Group[V]) ServeGet(ctx context.Context, req *peerpb.GetRequest) (*peerpb.GetResponse, error) {
-	if len(req.GetKeys()) > 0 {
-		if len(req.GetKeys()) > MaxManyKeys {
-			return nil, fmt.Errorf("%w: %d keys in one batch, at most %d", transport.ErrInvalidArgument, len(req.GetKeys()), MaxManyKeys)
+	if len(req.GetKeySizes()) > 0 {
+		keys, err := batchKeys(req, true)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", transport.ErrInvalidArgument, err)
 		}
-		resp, _ := g.serveMany(ctx, req, false)
+		resp, _ := g.serveMany(ctx, req, keys, false)
 		return resp, nil
 	}
 	key := string(req.GetKey())
@@ -71,11 +72,12 @@ func (g *Group[V]) ServeGet(ctx context.Context, req *peerpb.GetRequest) (*peerp
 // ServeHeld is ServeGet for a key held here, which it answers without waiting, on the
 // goroutine that reads the peer's stream; false leaves the request to ServeGet.
 func (g *Group[V]) ServeHeld(ctx context.Context, req *peerpb.GetRequest) (*peerpb.GetResponse, bool) {
-	if n := len(req.GetKeys()); n > 0 {
-		if n > MaxManyKeys {
+	if len(req.GetKeySizes()) > 0 {
+		keys, err := batchKeys(req, false)
+		if err != nil {
 			return nil, false // ServeGet says why
 		}
-		return g.serveMany(ctx, req, true)
+		return g.serveMany(ctx, req, keys, true)
 	}
 	key := string(req.GetKey())
 	e, src, ok := g.local.LookupHeld(ctx, key)
@@ -278,7 +280,7 @@ func (g *Group[V]) decodeEntry(pe *peerpb.Entry) (fill.Entry[V], error) {
 // nearLifetime decides whether a value fetched from the owner is kept as a near copy, and
 // for how long: only for keys this node asks for often (NearPromote requests within a
 // second), never longer than NearTTL nor than the owner's remaining freshness.
-func (g *Group[V]) nearLifetime(key string, e *peerpb.Entry) time.Duration {
+func (g *Group[V]) nearLifetime(key string, freshFor int64) time.Duration {
 	if g.env.NearBytes < 0 {
 		return 0
 	}
@@ -286,7 +288,7 @@ func (g *Group[V]) nearLifetime(key string, e *peerpb.Entry) time.Duration {
 	if c == nil || c.Add(1) < int32(g.env.NearPromote) {
 		return 0
 	}
-	return max(min(time.Duration(e.GetFreshForNanos()), g.env.NearTTL), 0)
+	return max(min(time.Duration(freshFor), g.env.NearTTL), 0)
 }
 
 func (g *Group[V]) closeStores(ctx context.Context) error {

@@ -460,10 +460,13 @@ type GetRequest struct {
 	// runs, if any, and to answer with what that fill stored. It still never
 	// starts a fill.
 	WaitFill bool `protobuf:"varint,5,opt,name=wait_fill,json=waitFill,proto3" json:"wait_fill,omitempty"`
-	// keys, when set, makes the request a batch (GetMany): the receiver serves
-	// each key as it would a Get of it alone (key is then unset) and answers with
-	// one result per key, in the order of keys. A batch never peeks.
-	Keys [][]byte `protobuf:"bytes,6,rep,name=keys,proto3" json:"keys,omitempty"`
+	// keys, with key_sizes, makes the request a batch (GetMany): its keys one
+	// after another, key_sizes[i] bytes for the i-th — one buffer for a page of
+	// keys, not one per key. The receiver serves each key as it would a Get of
+	// it alone (key is then unset) and answers with GetResponse.batch, one row
+	// per key, in the order of the keys. A batch never peeks.
+	Keys     []byte   `protobuf:"bytes,12,opt,name=keys,proto3" json:"keys,omitempty"`
+	KeySizes []uint32 `protobuf:"varint,13,rep,packed,name=key_sizes,json=keySizes,proto3" json:"key_sizes,omitempty"`
 	// The sender's W3C trace context, when it traces (a Get on a stream has no
 	// headers to carry the traceparent and tracestate headers; a unary call
 	// carries them in its gRPC metadata): the traceparent's trace-id (its high
@@ -546,9 +549,16 @@ func (x *GetRequest) GetWaitFill() bool {
 	return false
 }
 
-func (x *GetRequest) GetKeys() [][]byte {
+func (x *GetRequest) GetKeys() []byte {
 	if x != nil {
 		return x.Keys
+	}
+	return nil
+}
+
+func (x *GetRequest) GetKeySizes() []uint32 {
+	if x != nil {
+		return x.KeySizes
 	}
 	return nil
 }
@@ -597,8 +607,8 @@ type GetResponse struct {
 	// filling, for a peek that found nothing, says a fill of the key runs on
 	// the receiver: a peek with wait_fill would get its result.
 	Filling bool `protobuf:"varint,4,opt,name=filling,proto3" json:"filling,omitempty"`
-	// results answers a batch (GetRequest.keys): one per key, in its order.
-	Results       []*KeyResult `protobuf:"bytes,5,rep,name=results,proto3" json:"results,omitempty"`
+	// batch answers a batch (GetRequest.keys).
+	Batch         *BatchResult `protobuf:"bytes,6,opt,name=batch,proto3" json:"batch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -661,15 +671,97 @@ func (x *GetResponse) GetFilling() bool {
 	return false
 }
 
-func (x *GetResponse) GetResults() []*KeyResult {
+func (x *GetResponse) GetBatch() *BatchResult {
 	if x != nil {
-		return x.Results
+		return x.Batch
 	}
 	return nil
 }
 
-// KeyResult is one key's answer in a batch: its entry, or the error a Get of
-// the key alone would have ended with (not found included).
+// BatchResult answers a batch column by column: row i of each column is the
+// i-th key's, so that a page of keys is a few allocations on either side, not
+// several per key. A key answered with a value that carries no tags has its
+// row in the columns; every other key — a failure (not found included), a
+// value with tags, a key left out — has its answer in others, and its row in
+// the columns is zero.
+type BatchResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// values are the rows' values (each a buffer of its own on the receiver,
+	// which a value it keeps may keep).
+	Values [][]byte `protobuf:"bytes,1,rep,name=values,proto3" json:"values,omitempty"`
+	// fresh_for_nanos and versions are each row's, as Entry's fields of the
+	// same names. (What a batch's asker keeps of a value, a near copy, lives no
+	// longer than its freshness: it needs no more.)
+	FreshForNanos []int64  `protobuf:"varint,3,rep,packed,name=fresh_for_nanos,json=freshForNanos,proto3" json:"fresh_for_nanos,omitempty"`
+	Versions      []uint64 `protobuf:"varint,4,rep,packed,name=versions,proto3" json:"versions,omitempty"`
+	// others answers the keys that have no row in the columns, each with its
+	// row's index.
+	Others        []*KeyResult `protobuf:"bytes,5,rep,name=others,proto3" json:"others,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchResult) Reset() {
+	*x = BatchResult{}
+	mi := &file_peer_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchResult) ProtoMessage() {}
+
+func (x *BatchResult) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchResult.ProtoReflect.Descriptor instead.
+func (*BatchResult) Descriptor() ([]byte, []int) {
+	return file_peer_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *BatchResult) GetValues() [][]byte {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
+func (x *BatchResult) GetFreshForNanos() []int64 {
+	if x != nil {
+		return x.FreshForNanos
+	}
+	return nil
+}
+
+func (x *BatchResult) GetVersions() []uint64 {
+	if x != nil {
+		return x.Versions
+	}
+	return nil
+}
+
+func (x *BatchResult) GetOthers() []*KeyResult {
+	if x != nil {
+		return x.Others
+	}
+	return nil
+}
+
+// KeyResult is one key's answer in a batch, outside its columns: its entry, or
+// the error a Get of the key alone would have ended with (not found
+// included).
 type KeyResult struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Entry   *Entry                 `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
@@ -677,14 +769,16 @@ type KeyResult struct {
 	Failure *Failure               `protobuf:"bytes,3,opt,name=failure,proto3" json:"failure,omitempty"`
 	// again says the receiver left the key's entry out of the reply, which had
 	// no room left under the sender's reply limit: the sender asks again.
-	Again         bool `protobuf:"varint,4,opt,name=again,proto3" json:"again,omitempty"`
+	Again bool `protobuf:"varint,4,opt,name=again,proto3" json:"again,omitempty"`
+	// index is the key's row in its BatchResult.
+	Index         uint32 `protobuf:"varint,5,opt,name=index,proto3" json:"index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *KeyResult) Reset() {
 	*x = KeyResult{}
-	mi := &file_peer_proto_msgTypes[4]
+	mi := &file_peer_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -696,7 +790,7 @@ func (x *KeyResult) String() string {
 func (*KeyResult) ProtoMessage() {}
 
 func (x *KeyResult) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[4]
+	mi := &file_peer_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -709,7 +803,7 @@ func (x *KeyResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyResult.ProtoReflect.Descriptor instead.
 func (*KeyResult) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{4}
+	return file_peer_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *KeyResult) GetEntry() *Entry {
@@ -738,6 +832,13 @@ func (x *KeyResult) GetAgain() bool {
 		return x.Again
 	}
 	return false
+}
+
+func (x *KeyResult) GetIndex() uint32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
 }
 
 // GetCall is one frame of GetStream from the sender: a Get, or the
@@ -769,7 +870,7 @@ type GetCall struct {
 
 func (x *GetCall) Reset() {
 	*x = GetCall{}
-	mi := &file_peer_proto_msgTypes[5]
+	mi := &file_peer_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -781,7 +882,7 @@ func (x *GetCall) String() string {
 func (*GetCall) ProtoMessage() {}
 
 func (x *GetCall) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[5]
+	mi := &file_peer_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -794,7 +895,7 @@ func (x *GetCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCall.ProtoReflect.Descriptor instead.
 func (*GetCall) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{5}
+	return file_peer_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetCall) GetId() uint64 {
@@ -849,7 +950,7 @@ type GetReply struct {
 
 func (x *GetReply) Reset() {
 	*x = GetReply{}
-	mi := &file_peer_proto_msgTypes[6]
+	mi := &file_peer_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -861,7 +962,7 @@ func (x *GetReply) String() string {
 func (*GetReply) ProtoMessage() {}
 
 func (x *GetReply) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[6]
+	mi := &file_peer_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -874,7 +975,7 @@ func (x *GetReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetReply.ProtoReflect.Descriptor instead.
 func (*GetReply) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{6}
+	return file_peer_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetReply) GetId() uint64 {
@@ -919,7 +1020,7 @@ type Failure struct {
 
 func (x *Failure) Reset() {
 	*x = Failure{}
-	mi := &file_peer_proto_msgTypes[7]
+	mi := &file_peer_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -931,7 +1032,7 @@ func (x *Failure) String() string {
 func (*Failure) ProtoMessage() {}
 
 func (x *Failure) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[7]
+	mi := &file_peer_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -944,7 +1045,7 @@ func (x *Failure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Failure.ProtoReflect.Descriptor instead.
 func (*Failure) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{7}
+	return file_peer_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Failure) GetCode() uint32 {
@@ -981,7 +1082,7 @@ type SetRequest struct {
 
 func (x *SetRequest) Reset() {
 	*x = SetRequest{}
-	mi := &file_peer_proto_msgTypes[8]
+	mi := &file_peer_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -993,7 +1094,7 @@ func (x *SetRequest) String() string {
 func (*SetRequest) ProtoMessage() {}
 
 func (x *SetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[8]
+	mi := &file_peer_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1006,7 +1107,7 @@ func (x *SetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRequest.ProtoReflect.Descriptor instead.
 func (*SetRequest) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{8}
+	return file_peer_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SetRequest) GetHeader() *Header {
@@ -1036,7 +1137,7 @@ type SetResponse struct {
 
 func (x *SetResponse) Reset() {
 	*x = SetResponse{}
-	mi := &file_peer_proto_msgTypes[9]
+	mi := &file_peer_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1048,7 +1149,7 @@ func (x *SetResponse) String() string {
 func (*SetResponse) ProtoMessage() {}
 
 func (x *SetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[9]
+	mi := &file_peer_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1061,7 +1162,7 @@ func (x *SetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetResponse.ProtoReflect.Descriptor instead.
 func (*SetResponse) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{9}
+	return file_peer_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SetResponse) GetVersion() uint64 {
@@ -1091,7 +1192,7 @@ type RemoveRequest struct {
 
 func (x *RemoveRequest) Reset() {
 	*x = RemoveRequest{}
-	mi := &file_peer_proto_msgTypes[10]
+	mi := &file_peer_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1103,7 +1204,7 @@ func (x *RemoveRequest) String() string {
 func (*RemoveRequest) ProtoMessage() {}
 
 func (x *RemoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[10]
+	mi := &file_peer_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1116,7 +1217,7 @@ func (x *RemoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveRequest.ProtoReflect.Descriptor instead.
 func (*RemoveRequest) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{10}
+	return file_peer_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RemoveRequest) GetHeader() *Header {
@@ -1157,7 +1258,7 @@ type RemoveResponse struct {
 
 func (x *RemoveResponse) Reset() {
 	*x = RemoveResponse{}
-	mi := &file_peer_proto_msgTypes[11]
+	mi := &file_peer_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1169,7 +1270,7 @@ func (x *RemoveResponse) String() string {
 func (*RemoveResponse) ProtoMessage() {}
 
 func (x *RemoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[11]
+	mi := &file_peer_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1182,7 +1283,7 @@ func (x *RemoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveResponse.ProtoReflect.Descriptor instead.
 func (*RemoveResponse) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{11}
+	return file_peer_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RemoveResponse) GetVersion() uint64 {
@@ -1215,7 +1316,7 @@ type InvalidateRequest struct {
 
 func (x *InvalidateRequest) Reset() {
 	*x = InvalidateRequest{}
-	mi := &file_peer_proto_msgTypes[12]
+	mi := &file_peer_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1227,7 +1328,7 @@ func (x *InvalidateRequest) String() string {
 func (*InvalidateRequest) ProtoMessage() {}
 
 func (x *InvalidateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[12]
+	mi := &file_peer_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1240,7 +1341,7 @@ func (x *InvalidateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvalidateRequest.ProtoReflect.Descriptor instead.
 func (*InvalidateRequest) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{12}
+	return file_peer_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *InvalidateRequest) GetHeader() *Header {
@@ -1303,7 +1404,7 @@ type InvalidateResponse struct {
 
 func (x *InvalidateResponse) Reset() {
 	*x = InvalidateResponse{}
-	mi := &file_peer_proto_msgTypes[13]
+	mi := &file_peer_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1315,7 +1416,7 @@ func (x *InvalidateResponse) String() string {
 func (*InvalidateResponse) ProtoMessage() {}
 
 func (x *InvalidateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[13]
+	mi := &file_peer_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1328,7 +1429,7 @@ func (x *InvalidateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvalidateResponse.ProtoReflect.Descriptor instead.
 func (*InvalidateResponse) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{13}
+	return file_peer_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *InvalidateResponse) GetUnreached() []string {
@@ -1356,7 +1457,7 @@ type WaitsForRequest struct {
 
 func (x *WaitsForRequest) Reset() {
 	*x = WaitsForRequest{}
-	mi := &file_peer_proto_msgTypes[14]
+	mi := &file_peer_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1368,7 +1469,7 @@ func (x *WaitsForRequest) String() string {
 func (*WaitsForRequest) ProtoMessage() {}
 
 func (x *WaitsForRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[14]
+	mi := &file_peer_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1381,7 +1482,7 @@ func (x *WaitsForRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitsForRequest.ProtoReflect.Descriptor instead.
 func (*WaitsForRequest) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{14}
+	return file_peer_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *WaitsForRequest) GetHeader() *Header {
@@ -1418,7 +1519,7 @@ type Wait struct {
 
 func (x *Wait) Reset() {
 	*x = Wait{}
-	mi := &file_peer_proto_msgTypes[15]
+	mi := &file_peer_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1430,7 +1531,7 @@ func (x *Wait) String() string {
 func (*Wait) ProtoMessage() {}
 
 func (x *Wait) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[15]
+	mi := &file_peer_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1443,7 +1544,7 @@ func (x *Wait) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Wait.ProtoReflect.Descriptor instead.
 func (*Wait) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{15}
+	return file_peer_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Wait) GetGroup() string {
@@ -1476,7 +1577,7 @@ type WaitsForResponse struct {
 
 func (x *WaitsForResponse) Reset() {
 	*x = WaitsForResponse{}
-	mi := &file_peer_proto_msgTypes[16]
+	mi := &file_peer_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1488,7 +1589,7 @@ func (x *WaitsForResponse) String() string {
 func (*WaitsForResponse) ProtoMessage() {}
 
 func (x *WaitsForResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[16]
+	mi := &file_peer_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1501,7 +1602,7 @@ func (x *WaitsForResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitsForResponse.ProtoReflect.Descriptor instead.
 func (*WaitsForResponse) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{16}
+	return file_peer_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *WaitsForResponse) GetWaits() []*Wait {
@@ -1524,7 +1625,7 @@ type HandoffResponse struct {
 
 func (x *HandoffResponse) Reset() {
 	*x = HandoffResponse{}
-	mi := &file_peer_proto_msgTypes[17]
+	mi := &file_peer_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1536,7 +1637,7 @@ func (x *HandoffResponse) String() string {
 func (*HandoffResponse) ProtoMessage() {}
 
 func (x *HandoffResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[17]
+	mi := &file_peer_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1549,7 +1650,7 @@ func (x *HandoffResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandoffResponse.ProtoReflect.Descriptor instead.
 func (*HandoffResponse) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{17}
+	return file_peer_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *HandoffResponse) GetAccepted() uint32 {
@@ -1578,7 +1679,7 @@ type ErrorDetail struct {
 
 func (x *ErrorDetail) Reset() {
 	*x = ErrorDetail{}
-	mi := &file_peer_proto_msgTypes[18]
+	mi := &file_peer_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1590,7 +1691,7 @@ func (x *ErrorDetail) String() string {
 func (*ErrorDetail) ProtoMessage() {}
 
 func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[18]
+	mi := &file_peer_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1603,7 +1704,7 @@ func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorDetail.ProtoReflect.Descriptor instead.
 func (*ErrorDetail) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{18}
+	return file_peer_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ErrorDetail) GetReason() Reason {
@@ -1624,7 +1725,7 @@ type Write struct {
 
 func (x *Write) Reset() {
 	*x = Write{}
-	mi := &file_peer_proto_msgTypes[19]
+	mi := &file_peer_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1636,7 +1737,7 @@ func (x *Write) String() string {
 func (*Write) ProtoMessage() {}
 
 func (x *Write) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[19]
+	mi := &file_peer_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1649,7 +1750,7 @@ func (x *Write) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Write.ProtoReflect.Descriptor instead.
 func (*Write) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{19}
+	return file_peer_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Write) GetKey() []byte {
@@ -1678,7 +1779,7 @@ type TagPurge struct {
 
 func (x *TagPurge) Reset() {
 	*x = TagPurge{}
-	mi := &file_peer_proto_msgTypes[20]
+	mi := &file_peer_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1690,7 +1791,7 @@ func (x *TagPurge) String() string {
 func (*TagPurge) ProtoMessage() {}
 
 func (x *TagPurge) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[20]
+	mi := &file_peer_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1703,7 +1804,7 @@ func (x *TagPurge) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TagPurge.ProtoReflect.Descriptor instead.
 func (*TagPurge) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{20}
+	return file_peer_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *TagPurge) GetTag() string {
@@ -1734,7 +1835,7 @@ type ReconcileRequest struct {
 
 func (x *ReconcileRequest) Reset() {
 	*x = ReconcileRequest{}
-	mi := &file_peer_proto_msgTypes[21]
+	mi := &file_peer_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1746,7 +1847,7 @@ func (x *ReconcileRequest) String() string {
 func (*ReconcileRequest) ProtoMessage() {}
 
 func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[21]
+	mi := &file_peer_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1759,7 +1860,7 @@ func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileRequest.ProtoReflect.Descriptor instead.
 func (*ReconcileRequest) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{21}
+	return file_peer_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ReconcileRequest) GetHeader() *Header {
@@ -1802,7 +1903,7 @@ type ReconcileResponse struct {
 
 func (x *ReconcileResponse) Reset() {
 	*x = ReconcileResponse{}
-	mi := &file_peer_proto_msgTypes[22]
+	mi := &file_peer_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1814,7 +1915,7 @@ func (x *ReconcileResponse) String() string {
 func (*ReconcileResponse) ProtoMessage() {}
 
 func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[22]
+	mi := &file_peer_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1827,7 +1928,7 @@ func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileResponse.ProtoReflect.Descriptor instead.
 func (*ReconcileResponse) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{22}
+	return file_peer_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ReconcileResponse) GetWrites() []*Write {
@@ -1861,7 +1962,7 @@ type LeaseRequest struct {
 
 func (x *LeaseRequest) Reset() {
 	*x = LeaseRequest{}
-	mi := &file_peer_proto_msgTypes[23]
+	mi := &file_peer_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1873,7 +1974,7 @@ func (x *LeaseRequest) String() string {
 func (*LeaseRequest) ProtoMessage() {}
 
 func (x *LeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[23]
+	mi := &file_peer_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1886,7 +1987,7 @@ func (x *LeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseRequest.ProtoReflect.Descriptor instead.
 func (*LeaseRequest) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{23}
+	return file_peer_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *LeaseRequest) GetHeader() *Header {
@@ -1938,7 +2039,7 @@ type LeaseResponse struct {
 
 func (x *LeaseResponse) Reset() {
 	*x = LeaseResponse{}
-	mi := &file_peer_proto_msgTypes[24]
+	mi := &file_peer_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1950,7 +2051,7 @@ func (x *LeaseResponse) String() string {
 func (*LeaseResponse) ProtoMessage() {}
 
 func (x *LeaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[24]
+	mi := &file_peer_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1963,7 +2064,7 @@ func (x *LeaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseResponse.ProtoReflect.Descriptor instead.
 func (*LeaseResponse) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{24}
+	return file_peer_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *LeaseResponse) GetState() LeaseState {
@@ -2003,7 +2104,7 @@ type FillSetRequest struct {
 
 func (x *FillSetRequest) Reset() {
 	*x = FillSetRequest{}
-	mi := &file_peer_proto_msgTypes[25]
+	mi := &file_peer_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2015,7 +2116,7 @@ func (x *FillSetRequest) String() string {
 func (*FillSetRequest) ProtoMessage() {}
 
 func (x *FillSetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[25]
+	mi := &file_peer_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2028,7 +2129,7 @@ func (x *FillSetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FillSetRequest.ProtoReflect.Descriptor instead.
 func (*FillSetRequest) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{25}
+	return file_peer_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *FillSetRequest) GetHeader() *Header {
@@ -2067,7 +2168,7 @@ type FillSetResponse struct {
 
 func (x *FillSetResponse) Reset() {
 	*x = FillSetResponse{}
-	mi := &file_peer_proto_msgTypes[26]
+	mi := &file_peer_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2079,7 +2180,7 @@ func (x *FillSetResponse) String() string {
 func (*FillSetResponse) ProtoMessage() {}
 
 func (x *FillSetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[26]
+	mi := &file_peer_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2092,7 +2193,7 @@ func (x *FillSetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FillSetResponse.ProtoReflect.Descriptor instead.
 func (*FillSetResponse) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{26}
+	return file_peer_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *FillSetResponse) GetStored() bool {
@@ -2128,7 +2229,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_peer_proto_msgTypes[27]
+	mi := &file_peer_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2140,7 +2241,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[27]
+	mi := &file_peer_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2153,7 +2254,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{27}
+	return file_peer_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *BackupRequest) GetHeader() *Header {
@@ -2181,7 +2282,7 @@ type BackupResponse struct {
 
 func (x *BackupResponse) Reset() {
 	*x = BackupResponse{}
-	mi := &file_peer_proto_msgTypes[28]
+	mi := &file_peer_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2193,7 +2294,7 @@ func (x *BackupResponse) String() string {
 func (*BackupResponse) ProtoMessage() {}
 
 func (x *BackupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[28]
+	mi := &file_peer_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2206,7 +2307,7 @@ func (x *BackupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupResponse.ProtoReflect.Descriptor instead.
 func (*BackupResponse) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{28}
+	return file_peer_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *BackupResponse) GetKept() []bool {
@@ -2243,7 +2344,7 @@ const file_peer_proto_rawDesc = "" +
 	"\tnot_found\x18\b \x01(\bR\bnotFound\x12\x12\n" +
 	"\x04tags\x18\t \x03(\tR\x04tags\x12\x12\n" +
 	"\x04born\x18\n" +
-	" \x01(\x04R\x04born\"\xd6\x02\n" +
+	" \x01(\x04R\x04born\"\xf9\x02\n" +
 	"\n" +
 	"GetRequest\x12.\n" +
 	"\x06header\x18\x01 \x01(\v2\x16.corral.peer.v1.HeaderR\x06header\x12\x14\n" +
@@ -2251,7 +2352,8 @@ const file_peer_proto_rawDesc = "" +
 	"\x03key\x18\x03 \x01(\fR\x03key\x12\x12\n" +
 	"\x04peek\x18\x04 \x01(\bR\x04peek\x12\x1b\n" +
 	"\twait_fill\x18\x05 \x01(\bR\bwaitFill\x12\x12\n" +
-	"\x04keys\x18\x06 \x03(\fR\x04keys\x12\"\n" +
+	"\x04keys\x18\f \x01(\fR\x04keys\x12\x1b\n" +
+	"\tkey_sizes\x18\r \x03(\rR\bkeySizes\x12\"\n" +
 	"\rtrace_id_high\x18\a \x01(\x06R\vtraceIdHigh\x12 \n" +
 	"\ftrace_id_low\x18\b \x01(\x06R\n" +
 	"traceIdLow\x12$\n" +
@@ -2261,18 +2363,24 @@ const file_peer_proto_rawDesc = "" +
 	"traceFlags\x12\x1e\n" +
 	"\n" +
 	"tracestate\x18\v \x01(\tR\n" +
-	"tracestate\"\xcf\x01\n" +
+	"tracestateJ\x04\b\x06\x10\a\"\xd3\x01\n" +
 	"\vGetResponse\x12+\n" +
 	"\x05entry\x18\x01 \x01(\v2\x15.corral.peer.v1.EntryR\x05entry\x12.\n" +
 	"\x06source\x18\x02 \x01(\x0e2\x16.corral.peer.v1.SourceR\x06source\x12\x14\n" +
 	"\x05found\x18\x03 \x01(\bR\x05found\x12\x18\n" +
-	"\afilling\x18\x04 \x01(\bR\afilling\x123\n" +
-	"\aresults\x18\x05 \x03(\v2\x19.corral.peer.v1.KeyResultR\aresults\"\xb1\x01\n" +
+	"\afilling\x18\x04 \x01(\bR\afilling\x121\n" +
+	"\x05batch\x18\x06 \x01(\v2\x1b.corral.peer.v1.BatchResultR\x05batchJ\x04\b\x05\x10\x06\"\xa2\x01\n" +
+	"\vBatchResult\x12\x16\n" +
+	"\x06values\x18\x01 \x03(\fR\x06values\x12&\n" +
+	"\x0ffresh_for_nanos\x18\x03 \x03(\x03R\rfreshForNanos\x12\x1a\n" +
+	"\bversions\x18\x04 \x03(\x04R\bversions\x121\n" +
+	"\x06others\x18\x05 \x03(\v2\x19.corral.peer.v1.KeyResultR\x06othersJ\x04\b\x02\x10\x03\"\xc7\x01\n" +
 	"\tKeyResult\x12+\n" +
 	"\x05entry\x18\x01 \x01(\v2\x15.corral.peer.v1.EntryR\x05entry\x12.\n" +
 	"\x06source\x18\x02 \x01(\x0e2\x16.corral.peer.v1.SourceR\x06source\x121\n" +
 	"\afailure\x18\x03 \x01(\v2\x17.corral.peer.v1.FailureR\afailure\x12\x14\n" +
-	"\x05again\x18\x04 \x01(\bR\x05again\"\xb2\x01\n" +
+	"\x05again\x18\x04 \x01(\bR\x05again\x12\x14\n" +
+	"\x05index\x18\x05 \x01(\rR\x05index\"\xb2\x01\n" +
 	"\aGetCall\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x124\n" +
 	"\arequest\x18\x02 \x01(\v2\x1a.corral.peer.v1.GetRequestR\arequest\x12#\n" +
@@ -2415,7 +2523,7 @@ func file_peer_proto_rawDescGZIP() []byte {
 }
 
 var file_peer_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_peer_proto_goTypes = []any{
 	(Source)(0),                // 0: corral.peer.v1.Source
 	(Reason)(0),                // 1: corral.peer.v1.Reason
@@ -2424,90 +2532,92 @@ var file_peer_proto_goTypes = []any{
 	(*Entry)(nil),              // 4: corral.peer.v1.Entry
 	(*GetRequest)(nil),         // 5: corral.peer.v1.GetRequest
 	(*GetResponse)(nil),        // 6: corral.peer.v1.GetResponse
-	(*KeyResult)(nil),          // 7: corral.peer.v1.KeyResult
-	(*GetCall)(nil),            // 8: corral.peer.v1.GetCall
-	(*GetReply)(nil),           // 9: corral.peer.v1.GetReply
-	(*Failure)(nil),            // 10: corral.peer.v1.Failure
-	(*SetRequest)(nil),         // 11: corral.peer.v1.SetRequest
-	(*SetResponse)(nil),        // 12: corral.peer.v1.SetResponse
-	(*RemoveRequest)(nil),      // 13: corral.peer.v1.RemoveRequest
-	(*RemoveResponse)(nil),     // 14: corral.peer.v1.RemoveResponse
-	(*InvalidateRequest)(nil),  // 15: corral.peer.v1.InvalidateRequest
-	(*InvalidateResponse)(nil), // 16: corral.peer.v1.InvalidateResponse
-	(*WaitsForRequest)(nil),    // 17: corral.peer.v1.WaitsForRequest
-	(*Wait)(nil),               // 18: corral.peer.v1.Wait
-	(*WaitsForResponse)(nil),   // 19: corral.peer.v1.WaitsForResponse
-	(*HandoffResponse)(nil),    // 20: corral.peer.v1.HandoffResponse
-	(*ErrorDetail)(nil),        // 21: corral.peer.v1.ErrorDetail
-	(*Write)(nil),              // 22: corral.peer.v1.Write
-	(*TagPurge)(nil),           // 23: corral.peer.v1.TagPurge
-	(*ReconcileRequest)(nil),   // 24: corral.peer.v1.ReconcileRequest
-	(*ReconcileResponse)(nil),  // 25: corral.peer.v1.ReconcileResponse
-	(*LeaseRequest)(nil),       // 26: corral.peer.v1.LeaseRequest
-	(*LeaseResponse)(nil),      // 27: corral.peer.v1.LeaseResponse
-	(*FillSetRequest)(nil),     // 28: corral.peer.v1.FillSetRequest
-	(*FillSetResponse)(nil),    // 29: corral.peer.v1.FillSetResponse
-	(*BackupRequest)(nil),      // 30: corral.peer.v1.BackupRequest
-	(*BackupResponse)(nil),     // 31: corral.peer.v1.BackupResponse
+	(*BatchResult)(nil),        // 7: corral.peer.v1.BatchResult
+	(*KeyResult)(nil),          // 8: corral.peer.v1.KeyResult
+	(*GetCall)(nil),            // 9: corral.peer.v1.GetCall
+	(*GetReply)(nil),           // 10: corral.peer.v1.GetReply
+	(*Failure)(nil),            // 11: corral.peer.v1.Failure
+	(*SetRequest)(nil),         // 12: corral.peer.v1.SetRequest
+	(*SetResponse)(nil),        // 13: corral.peer.v1.SetResponse
+	(*RemoveRequest)(nil),      // 14: corral.peer.v1.RemoveRequest
+	(*RemoveResponse)(nil),     // 15: corral.peer.v1.RemoveResponse
+	(*InvalidateRequest)(nil),  // 16: corral.peer.v1.InvalidateRequest
+	(*InvalidateResponse)(nil), // 17: corral.peer.v1.InvalidateResponse
+	(*WaitsForRequest)(nil),    // 18: corral.peer.v1.WaitsForRequest
+	(*Wait)(nil),               // 19: corral.peer.v1.Wait
+	(*WaitsForResponse)(nil),   // 20: corral.peer.v1.WaitsForResponse
+	(*HandoffResponse)(nil),    // 21: corral.peer.v1.HandoffResponse
+	(*ErrorDetail)(nil),        // 22: corral.peer.v1.ErrorDetail
+	(*Write)(nil),              // 23: corral.peer.v1.Write
+	(*TagPurge)(nil),           // 24: corral.peer.v1.TagPurge
+	(*ReconcileRequest)(nil),   // 25: corral.peer.v1.ReconcileRequest
+	(*ReconcileResponse)(nil),  // 26: corral.peer.v1.ReconcileResponse
+	(*LeaseRequest)(nil),       // 27: corral.peer.v1.LeaseRequest
+	(*LeaseResponse)(nil),      // 28: corral.peer.v1.LeaseResponse
+	(*FillSetRequest)(nil),     // 29: corral.peer.v1.FillSetRequest
+	(*FillSetResponse)(nil),    // 30: corral.peer.v1.FillSetResponse
+	(*BackupRequest)(nil),      // 31: corral.peer.v1.BackupRequest
+	(*BackupResponse)(nil),     // 32: corral.peer.v1.BackupResponse
 }
 var file_peer_proto_depIdxs = []int32{
 	3,  // 0: corral.peer.v1.GetRequest.header:type_name -> corral.peer.v1.Header
 	4,  // 1: corral.peer.v1.GetResponse.entry:type_name -> corral.peer.v1.Entry
 	0,  // 2: corral.peer.v1.GetResponse.source:type_name -> corral.peer.v1.Source
-	7,  // 3: corral.peer.v1.GetResponse.results:type_name -> corral.peer.v1.KeyResult
-	4,  // 4: corral.peer.v1.KeyResult.entry:type_name -> corral.peer.v1.Entry
-	0,  // 5: corral.peer.v1.KeyResult.source:type_name -> corral.peer.v1.Source
-	10, // 6: corral.peer.v1.KeyResult.failure:type_name -> corral.peer.v1.Failure
-	5,  // 7: corral.peer.v1.GetCall.request:type_name -> corral.peer.v1.GetRequest
-	6,  // 8: corral.peer.v1.GetReply.response:type_name -> corral.peer.v1.GetResponse
-	10, // 9: corral.peer.v1.GetReply.failure:type_name -> corral.peer.v1.Failure
-	1,  // 10: corral.peer.v1.Failure.reason:type_name -> corral.peer.v1.Reason
-	3,  // 11: corral.peer.v1.SetRequest.header:type_name -> corral.peer.v1.Header
-	4,  // 12: corral.peer.v1.SetRequest.entry:type_name -> corral.peer.v1.Entry
-	3,  // 13: corral.peer.v1.RemoveRequest.header:type_name -> corral.peer.v1.Header
-	3,  // 14: corral.peer.v1.InvalidateRequest.header:type_name -> corral.peer.v1.Header
-	3,  // 15: corral.peer.v1.WaitsForRequest.header:type_name -> corral.peer.v1.Header
-	18, // 16: corral.peer.v1.WaitsForResponse.waits:type_name -> corral.peer.v1.Wait
-	1,  // 17: corral.peer.v1.ErrorDetail.reason:type_name -> corral.peer.v1.Reason
-	3,  // 18: corral.peer.v1.ReconcileRequest.header:type_name -> corral.peer.v1.Header
-	22, // 19: corral.peer.v1.ReconcileRequest.writes:type_name -> corral.peer.v1.Write
-	23, // 20: corral.peer.v1.ReconcileRequest.purges:type_name -> corral.peer.v1.TagPurge
-	22, // 21: corral.peer.v1.ReconcileResponse.writes:type_name -> corral.peer.v1.Write
-	23, // 22: corral.peer.v1.ReconcileResponse.purges:type_name -> corral.peer.v1.TagPurge
-	3,  // 23: corral.peer.v1.LeaseRequest.header:type_name -> corral.peer.v1.Header
-	2,  // 24: corral.peer.v1.LeaseResponse.state:type_name -> corral.peer.v1.LeaseState
-	4,  // 25: corral.peer.v1.LeaseResponse.entry:type_name -> corral.peer.v1.Entry
-	3,  // 26: corral.peer.v1.FillSetRequest.header:type_name -> corral.peer.v1.Header
-	4,  // 27: corral.peer.v1.FillSetRequest.entry:type_name -> corral.peer.v1.Entry
-	3,  // 28: corral.peer.v1.BackupRequest.header:type_name -> corral.peer.v1.Header
-	4,  // 29: corral.peer.v1.BackupRequest.entries:type_name -> corral.peer.v1.Entry
-	5,  // 30: corral.peer.v1.Peer.Get:input_type -> corral.peer.v1.GetRequest
-	8,  // 31: corral.peer.v1.Peer.GetStream:input_type -> corral.peer.v1.GetCall
-	11, // 32: corral.peer.v1.Peer.Set:input_type -> corral.peer.v1.SetRequest
-	13, // 33: corral.peer.v1.Peer.Remove:input_type -> corral.peer.v1.RemoveRequest
-	15, // 34: corral.peer.v1.Peer.Invalidate:input_type -> corral.peer.v1.InvalidateRequest
-	4,  // 35: corral.peer.v1.Peer.Handoff:input_type -> corral.peer.v1.Entry
-	17, // 36: corral.peer.v1.Peer.WaitsFor:input_type -> corral.peer.v1.WaitsForRequest
-	24, // 37: corral.peer.v1.Peer.Reconcile:input_type -> corral.peer.v1.ReconcileRequest
-	26, // 38: corral.peer.v1.Peer.Lease:input_type -> corral.peer.v1.LeaseRequest
-	28, // 39: corral.peer.v1.Peer.FillSet:input_type -> corral.peer.v1.FillSetRequest
-	30, // 40: corral.peer.v1.Peer.Backup:input_type -> corral.peer.v1.BackupRequest
-	6,  // 41: corral.peer.v1.Peer.Get:output_type -> corral.peer.v1.GetResponse
-	9,  // 42: corral.peer.v1.Peer.GetStream:output_type -> corral.peer.v1.GetReply
-	12, // 43: corral.peer.v1.Peer.Set:output_type -> corral.peer.v1.SetResponse
-	14, // 44: corral.peer.v1.Peer.Remove:output_type -> corral.peer.v1.RemoveResponse
-	16, // 45: corral.peer.v1.Peer.Invalidate:output_type -> corral.peer.v1.InvalidateResponse
-	20, // 46: corral.peer.v1.Peer.Handoff:output_type -> corral.peer.v1.HandoffResponse
-	19, // 47: corral.peer.v1.Peer.WaitsFor:output_type -> corral.peer.v1.WaitsForResponse
-	25, // 48: corral.peer.v1.Peer.Reconcile:output_type -> corral.peer.v1.ReconcileResponse
-	27, // 49: corral.peer.v1.Peer.Lease:output_type -> corral.peer.v1.LeaseResponse
-	29, // 50: corral.peer.v1.Peer.FillSet:output_type -> corral.peer.v1.FillSetResponse
-	31, // 51: corral.peer.v1.Peer.Backup:output_type -> corral.peer.v1.BackupResponse
-	41, // [41:52] is the sub-list for method output_type
-	30, // [30:41] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	7,  // 3: corral.peer.v1.GetResponse.batch:type_name -> corral.peer.v1.BatchResult
+	8,  // 4: corral.peer.v1.BatchResult.others:type_name -> corral.peer.v1.KeyResult
+	4,  // 5: corral.peer.v1.KeyResult.entry:type_name -> corral.peer.v1.Entry
+	0,  // 6: corral.peer.v1.KeyResult.source:type_name -> corral.peer.v1.Source
+	11, // 7: corral.peer.v1.KeyResult.failure:type_name -> corral.peer.v1.Failure
+	5,  // 8: corral.peer.v1.GetCall.request:type_name -> corral.peer.v1.GetRequest
+	6,  // 9: corral.peer.v1.GetReply.response:type_name -> corral.peer.v1.GetResponse
+	11, // 10: corral.peer.v1.GetReply.failure:type_name -> corral.peer.v1.Failure
+	1,  // 11: corral.peer.v1.Failure.reason:type_name -> corral.peer.v1.Reason
+	3,  // 12: corral.peer.v1.SetRequest.header:type_name -> corral.peer.v1.Header
+	4,  // 13: corral.peer.v1.SetRequest.entry:type_name -> corral.peer.v1.Entry
+	3,  // 14: corral.peer.v1.RemoveRequest.header:type_name -> corral.peer.v1.Header
+	3,  // 15: corral.peer.v1.InvalidateRequest.header:type_name -> corral.peer.v1.Header
+	3,  // 16: corral.peer.v1.WaitsForRequest.header:type_name -> corral.peer.v1.Header
+	19, // 17: corral.peer.v1.WaitsForResponse.waits:type_name -> corral.peer.v1.Wait
+	1,  // 18: corral.peer.v1.ErrorDetail.reason:type_name -> corral.peer.v1.Reason
+	3,  // 19: corral.peer.v1.ReconcileRequest.header:type_name -> corral.peer.v1.Header
+	23, // 20: corral.peer.v1.ReconcileRequest.writes:type_name -> corral.peer.v1.Write
+	24, // 21: corral.peer.v1.ReconcileRequest.purges:type_name -> corral.peer.v1.TagPurge
+	23, // 22: corral.peer.v1.ReconcileResponse.writes:type_name -> corral.peer.v1.Write
+	24, // 23: corral.peer.v1.ReconcileResponse.purges:type_name -> corral.peer.v1.TagPurge
+	3,  // 24: corral.peer.v1.LeaseRequest.header:type_name -> corral.peer.v1.Header
+	2,  // 25: corral.peer.v1.LeaseResponse.state:type_name -> corral.peer.v1.LeaseState
+	4,  // 26: corral.peer.v1.LeaseResponse.entry:type_name -> corral.peer.v1.Entry
+	3,  // 27: corral.peer.v1.FillSetRequest.header:type_name -> corral.peer.v1.Header
+	4,  // 28: corral.peer.v1.FillSetRequest.entry:type_name -> corral.peer.v1.Entry
+	3,  // 29: corral.peer.v1.BackupRequest.header:type_name -> corral.peer.v1.Header
+	4,  // 30: corral.peer.v1.BackupRequest.entries:type_name -> corral.peer.v1.Entry
+	5,  // 31: corral.peer.v1.Peer.Get:input_type -> corral.peer.v1.GetRequest
+	9,  // 32: corral.peer.v1.Peer.GetStream:input_type -> corral.peer.v1.GetCall
+	12, // 33: corral.peer.v1.Peer.Set:input_type -> corral.peer.v1.SetRequest
+	14, // 34: corral.peer.v1.Peer.Remove:input_type -> corral.peer.v1.RemoveRequest
+	16, // 35: corral.peer.v1.Peer.Invalidate:input_type -> corral.peer.v1.InvalidateRequest
+	4,  // 36: corral.peer.v1.Peer.Handoff:input_type -> corral.peer.v1.Entry
+	18, // 37: corral.peer.v1.Peer.WaitsFor:input_type -> corral.peer.v1.WaitsForRequest
+	25, // 38: corral.peer.v1.Peer.Reconcile:input_type -> corral.peer.v1.ReconcileRequest
+	27, // 39: corral.peer.v1.Peer.Lease:input_type -> corral.peer.v1.LeaseRequest
+	29, // 40: corral.peer.v1.Peer.FillSet:input_type -> corral.peer.v1.FillSetRequest
+	31, // 41: corral.peer.v1.Peer.Backup:input_type -> corral.peer.v1.BackupRequest
+	6,  // 42: corral.peer.v1.Peer.Get:output_type -> corral.peer.v1.GetResponse
+	10, // 43: corral.peer.v1.Peer.GetStream:output_type -> corral.peer.v1.GetReply
+	13, // 44: corral.peer.v1.Peer.Set:output_type -> corral.peer.v1.SetResponse
+	15, // 45: corral.peer.v1.Peer.Remove:output_type -> corral.peer.v1.RemoveResponse
+	17, // 46: corral.peer.v1.Peer.Invalidate:output_type -> corral.peer.v1.InvalidateResponse
+	21, // 47: corral.peer.v1.Peer.Handoff:output_type -> corral.peer.v1.HandoffResponse
+	20, // 48: corral.peer.v1.Peer.WaitsFor:output_type -> corral.peer.v1.WaitsForResponse
+	26, // 49: corral.peer.v1.Peer.Reconcile:output_type -> corral.peer.v1.ReconcileResponse
+	28, // 50: corral.peer.v1.Peer.Lease:output_type -> corral.peer.v1.LeaseResponse
+	30, // 51: corral.peer.v1.Peer.FillSet:output_type -> corral.peer.v1.FillSetResponse
+	32, // 52: corral.peer.v1.Peer.Backup:output_type -> corral.peer.v1.BackupResponse
+	42, // [42:53] is the sub-list for method output_type
+	31, // [31:42] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_peer_proto_init() }
@@ -2521,7 +2631,7 @@ func file_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_peer_proto_rawDesc), len(file_peer_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   29,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

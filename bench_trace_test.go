@@ -22,8 +22,13 @@ import (
 // the cost measured is the spans' and the trace context's, not an exporter's network. It
 // reports cpu-ns/op beside ns/op: the process's CPU time per Get, both nodes' share, which a
 // busy machine disturbs far less than wall time. Goal: on costs at most 10% more than off.
+//
+// Two modes trace. "1%": every Get is a root (its ctx carries no span), so the sampler
+// decides each one — a Get made outside any traced request. "1%-request": every Get runs
+// under the trace context of the request it serves, as under an instrumented HTTP or gRPC
+// server, one request in 100 sampled — the sampler's decision made once, upstream.
 func BenchmarkRemoteHitTraced(b *testing.B) {
-	for _, mode := range []string{"off", "1%"} {
+	for _, mode := range []string{"off", "1%", "1%-request"} {
 		for _, callers := range []int{1, 16} {
 			b.Run(fmt.Sprintf("tracing=%s/callers=%d", mode, callers), func(b *testing.B) {
 				var tp trace.TracerProvider
@@ -35,7 +40,10 @@ func BenchmarkRemoteHitTraced(b *testing.B) {
 					tp = sdk
 				}
 				g, key := remoteHitPair(b, tp)
-				ctx := context.Background()
+				ctxs := []context.Context{context.Background()}
+				if mode == "1%-request" {
+					ctxs = requestContexts(100)
+				}
 				b.ReportAllocs()
 				b.ResetTimer()
 				cpu0 := processCPU(b)
@@ -46,8 +54,8 @@ func BenchmarkRemoteHitTraced(b *testing.B) {
 						n++
 					}
 					wg.Go(func() {
-						for range n {
-							if _, err := g.Get(ctx, key); err != nil {
+						for i := range n {
+							if _, err := g.Get(ctxs[i%len(ctxs)], key); err != nil {
 								b.Error(err)
 								return
 							}
@@ -59,6 +67,24 @@ func BenchmarkRemoteHitTraced(b *testing.B) {
 			})
 		}
 	}
+}
+
+// requestContexts returns n contexts, each carrying the trace context of an incoming request
+// (a remote span), the first sampled and the others not.
+func requestContexts(n int) []context.Context {
+	ctxs := make([]context.Context, n)
+	for i := range ctxs {
+		var tid trace.TraceID
+		var sid trace.SpanID
+		tid[0], tid[15], sid[7] = 1, byte(i+1), 1
+		flags := trace.TraceFlags(0)
+		if i == 0 {
+			flags = trace.FlagsSampled
+		}
+		sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: flags, Remote: true})
+		ctxs[i] = trace.ContextWithRemoteSpanContext(context.Background(), sc)
+	}
+	return ctxs
 }
 
 // processCPU returns the CPU time this process has used, user and system, in nanoseconds:

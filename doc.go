@@ -165,7 +165,8 @@
 // and the loader's run (corral.fill) under that, linked to every Get coalesced onto it, from
 // any node. Failovers, open breakers, warm pulls and backups taken are events on the span of
 // the request they happen on. Keys are not recorded unless Config.TraceKeys says so (a hash
-// or the key). A span sampled out starts no span inside it; without a TracerProvider nothing
+// or the key). Under a span sampled out (a request whose trace is not kept) corral starts
+// no span at all, whatever the sampler, and passes the trace context on; without a TracerProvider nothing
 // is traced, and a Get costs what it costs untraced (docs/operations.md, "Traces").
 //
 // # Peer security

@@ -426,14 +426,25 @@ func TestTraceSlowFillHasExemplarAndLink(t *testing.T) {
 
 // TestTraceSampledOutStartsNoSpanButCarriesTheDecision: under a Get whose trace the sampler
 // dropped, no node records a span, and the owner's loader still runs in the caller's trace,
-// marked not sampled, so that an origin that traces keeps the decision.
+// marked not sampled, so that an origin that traces keeps the decision. That holds with a
+// sampler that follows the parent, and with one that would keep a child of a dropped parent
+// (AlwaysSample): corral starts no span under a trace that is not kept.
 func TestTraceSampledOutStartsNoSpanButCarriesTheDecision(t *testing.T) {
+	for name, sampler := range map[string]sdktrace.Sampler{
+		"ParentBased(NeverSample)": sdktrace.ParentBased(sdktrace.NeverSample()),
+		"AlwaysSample":             sdktrace.AlwaysSample(),
+	} {
+		t.Run(name, func(t *testing.T) { testTraceSampledOut(t, sampler) })
+	}
+}
+
+func testTraceSampledOut(t *testing.T, sampler sdktrace.Sampler) {
 	var nodes []*corral.Node
 	var recs []*tracetest.SpanRecorder
 	for i := range 2 {
 		rec := tracetest.NewSpanRecorder()
 		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec),
-			sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.NeverSample())))
+			sdktrace.WithSampler(sampler))
 		t.Cleanup(func() { tp.Shutdown(context.Background()) })
 		var seeds []string
 		if i > 0 {

@@ -3,6 +3,7 @@ package corral_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -482,5 +483,123 @@ func testTraceSampledOut(t *testing.T, sampler sdktrace.Sampler) {
 	}
 	if sc := v.(trace.SpanContext); sc.TraceID() != tid || sc.IsSampled() {
 		t.Errorf("the owner's loader ran in trace %v (sampled %v), want the caller's %v, not sampled", sc.TraceID(), sc.IsSampled(), tid)
+	}
+}
+
+// TestTraceBatchLoadIsOneSpan: a batch loader's run is one corral.fill span for all its keys,
+// in the trace of the GetMany that began it, with the loader running under it; a Get that
+// joins one of its keys while it runs is linked from it.
+func TestTraceBatchLoadIsOneSpan(t *testing.T) {
+	nodes, recs := tracedCluster(t, 3, corral.TraceKeysOff)
+	var mu sync.Mutex
+	loaderSpans := map[string][]trace.SpanContext{} // node → the span context of each call's ctx
+	release := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	gs := make([]*corral.Group[string], len(nodes))
+	for i, n := range nodes {
+		batch := func(ctx context.Context, keys []string) (map[string]string, error) {
+			mu.Lock()
+			loaderSpans[n.Name()] = append(loaderSpans[n.Name()], trace.SpanContextFromContext(ctx))
+			mu.Unlock()
+			if slices.Contains(keys, "held") {
+				entered <- struct{}{}
+				<-release
+			}
+			out := map[string]string{}
+			for _, k := range keys {
+				out[k] = "v-" + k
+			}
+			return out, nil
+		}
+		g, err := corral.NewGroup[string](n, "g", nil, corral.WithTTL(time.Hour), corral.WithBatchLoad(batch))
+		if err != nil {
+			t.Fatal(err)
+		}
+		gs[i] = g
+	}
+	owned := map[string]int{}
+	var keys []string
+	for i := range 30 {
+		k := fmt.Sprint("page", i)
+		keys = append(keys, k)
+		owned[nodes[0].Owner(k).Name]++
+	}
+	got, err := gs[0].GetMany(context.Background(), keys)
+	if err != nil || len(got) != len(keys) {
+		t.Fatalf("GetMany = %d values, %v", len(got), err)
+	}
+	many := oneSpan(t, recs[0], "corral.GetMany")
+	for i, n := range nodes {
+		fills := spansNamed(recs[i], "corral.fill")
+		if owned[n.Name()] == 0 {
+			if len(fills) != 0 {
+				t.Errorf("%s owns none of the keys but has %d fill spans", n.Name(), len(fills))
+			}
+			continue
+		}
+		if len(fills) != 1 {
+			t.Fatalf("%s: %d fill spans for its %d keys, want 1 (all: %v)", n.Name(), len(fills), owned[n.Name()], spanNames(recs[i]))
+		}
+		fill := fills[0]
+		wantAttr(t, fill, "corral.keys", int64(owned[n.Name()]))
+		wantAttr(t, fill, "corral.group", "g")
+		if fill.SpanContext().TraceID() != many.SpanContext().TraceID() {
+			t.Errorf("%s: the batch's span is in trace %v, want the GetMany's %v", n.Name(), fill.SpanContext().TraceID(), many.SpanContext().TraceID())
+		}
+		mu.Lock()
+		calls := loaderSpans[n.Name()]
+		mu.Unlock()
+		if len(calls) != 1 || !calls[0].Equal(fill.SpanContext()) {
+			t.Errorf("%s: the batch loader ran %d times, under %v; want once, under its span %v", n.Name(), len(calls), calls, fill.SpanContext())
+		}
+	}
+
+	// A Get that joins a key of a batch in flight is linked from the batch's span.
+	owner := 0
+	held := "held"
+	for i, n := range nodes {
+		if nodes[0].Owner(held).Name == n.Name() {
+			owner = i
+		}
+	}
+	before := len(spansNamed(recs[owner], "corral.fill"))
+	manyDone := make(chan error, 1)
+	go func() {
+		_, err := gs[owner].GetMany(context.Background(), []string{held, held + "-too"})
+		manyDone <- err
+	}()
+	<-entered
+	coalesced := gs[owner].Stats().Coalesced
+	getDone := make(chan error, 1)
+	go func() {
+		_, err := gs[owner].Get(context.Background(), held)
+		getDone <- err
+	}()
+	clustertest.Eventually(t, "the Get joined the batch's key", func() bool { return gs[owner].Stats().Coalesced > coalesced })
+	close(release)
+	if err := <-manyDone; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-getDone; err != nil {
+		t.Fatal(err)
+	}
+	fills := spansNamed(recs[owner], "corral.fill")
+	if len(fills) != before+1 {
+		t.Fatalf("%d fill spans after the second batch, want %d", len(fills), before+1)
+	}
+	var get sdktrace.ReadOnlySpan
+	for _, s := range spansNamed(recs[owner], "corral.Get") {
+		get = s
+	}
+	if get == nil {
+		t.Fatal("no span of the joining Get")
+	}
+	fill := fills[len(fills)-1]
+	linked := false
+	for _, l := range fill.Links() {
+		linked = linked || l.SpanContext.Equal(get.SpanContext())
+	}
+	if !linked {
+		t.Errorf("the batch's span links %v, not the Get that joined it (%v)", fill.Links(), get.SpanContext())
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sync/atomic"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // A batch is one run of a batch loader for several keys, each of which has a call of its own
@@ -61,6 +63,9 @@ type batch[V any] struct {
 	refresh bool        // a batch of refreshes (see IsRefresh)
 	slots   int         // Config.Refreshes slots its refreshes hold, given back when it ends
 	timer   *time.Timer // ends its window; nil without one
+	// links are the spans of the callers other than ctx's whose misses joined the batch
+	// (ReplicaConfig.Tracing), each once.
+	links []trace.Link
 }
 
 // batched reports whether a Get's miss and a refresh go to the batch loader.
@@ -90,6 +95,9 @@ func (c *Cache[V]) enqueueLocked(ctx context.Context, key string, cl *call[V], r
 	}
 	b.keys = append(b.keys, key)
 	b.calls = append(b.calls, cl)
+	if c.rc.Tracing != nil {
+		b.linkLocked(ctx)
+	}
 	if refresh {
 		b.slots++ // the refresh's slot (see refresh), given back when the batch ends
 	}
@@ -175,8 +183,9 @@ func (c *Cache[V]) runBatch(parent context.Context, b *batch[V], inline bool) {
 	if !inline {
 		base = context.WithoutCancel(parent)
 	}
+	lctx, span := c.startBatchSpan(base, b) // the loader's context: base, with the batch's span
 	start, startNano := time.Now(), c.clock.NowNano()
-	fc := &fillCtx{Context: base, deadline: start.Add(c.cfg.FillTimeout)}
+	fc := &fillCtx{Context: lctx, deadline: start.Add(c.cfg.FillTimeout)}
 	loading := make([]*atomic.Bool, len(b.calls))
 	for i, cl := range b.calls {
 		loading[i] = &cl.loading
@@ -263,6 +272,9 @@ func (c *Cache[V]) runBatch(parent context.Context, b *batch[V], inline bool) {
 			i := from + j
 			if settledOK[j] {
 				endSpan(chunk[j].span, chunk[j].links, chunk[j].r.err)
+				if span != nil {
+					b.links = appendLinks(b.links, chunk[j].links)
+				}
 			}
 			switch {
 			case !settledOK[j]:
@@ -276,6 +288,7 @@ func (c *Cache[V]) runBatch(parent context.Context, b *batch[V], inline bool) {
 			}
 		}
 	}
+	endSpan(span, b.links, err)
 	if len(stored) > 0 {
 		c.rc.Stored(stored)
 	}

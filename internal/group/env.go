@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/corralcache/corral/fill"
@@ -95,5 +96,6 @@ func (e *Env) fillTracing(name, spanName string) *fill.Tracing {
 	if e.Tracer == nil {
 		return nil
 	}
-	return &fill.Tracing{Tracer: e.Tracer.Tracer(), Name: spanName, Attributes: e.Tracer.FillAttrs(name)}
+	return &fill.Tracing{Tracer: e.Tracer.Tracer(), Name: spanName, Attributes: e.Tracer.FillAttrs(name),
+		BatchAttributes: []attribute.KeyValue{tracing.AttrGroup.String(name)}}
 }

@@ -13,6 +13,9 @@
 //	    └ corral.peer.v1.Peer/Get server   on the owner, in the same trace: corral.group, corral.source
 //	      └ corral.fill          internal  the loader's run; links to every Get and request coalesced onto it
 //
+// A batch loader's run (WithBatchLoad) is one corral.fill for all its keys (corral.keys), and
+// a GetMany's request to one owner one corral.fetch, each linked to the other callers in it.
+//
 // Events on the span of the request's path: corral.failover (the owner was unreachable, or
 // does not serve the key; the next owner is asked), corral.breaker_trip (that made its
 // breaker open), corral.breaker_open (the owner was found unreachable a moment ago and is

@@ -20,6 +20,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
@@ -233,9 +234,11 @@ type daemon struct {
 
 	stopping atomic.Bool // SIGTERM arrived: not ready
 
-	tracer    *sdktrace.TracerProvider // nil = no --otlp-endpoint
-	keys      *keyFile                 // nil = no --secret-key-file
-	stopWatch func()                   // stops and waits for the key file's watch; set once the node runs
+	tracer *sdktrace.TracerProvider // nil = no --otlp-endpoint
+	// propagator reads and writes trace context in HTTP headers (OTEL_PROPAGATORS), with tracer.
+	propagator propagation.TextMapPropagator
+	keys       *keyFile // nil = no --secret-key-file
+	stopWatch  func()   // stops and waits for the key file's watch; set once the node runs
 }
 
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -321,6 +324,11 @@ func startDaemon(c *serveConfig, log *slog.Logger) (*daemon, error) {
 	if c.tracing.otlpEndpoint != "" && c.name == "" {
 		c.name = memberName() // the spans name the member before the node exists
 	}
+	if c.tracing.otlpEndpoint != "" {
+		if d.propagator, err = propagatorFromEnv(os.Getenv); err != nil {
+			return nil, err
+		}
+	}
 	if d.tracer, err = startTracing(context.Background(), &c.tracing, c.name, os.Getenv); err != nil {
 		return nil, err
 	}
@@ -345,7 +353,7 @@ func (d *daemon) startNode() error {
 	}
 	if c.origin != "" {
 		o, err := origin.New(origin.Config{Template: c.origin, FillTimeout: c.fillTimeout, Grace: c.swr,
-			MaxBytes: c.maxValueBytes, Redirects: c.originRedirects, TracerProvider: tp})
+			MaxBytes: c.maxValueBytes, Redirects: c.originRedirects, TracerProvider: tp, Propagator: d.propagator})
 		if err != nil {
 			return err
 		}
@@ -396,7 +404,7 @@ func (d *daemon) startNode() error {
 		Debug: debugui.Handler("/debug/corral", d.debugState), Hits: d.hits,
 		Token: d.token, TokenReads: c.apiTokenReads, Origin: d.origin,
 		MaxValueBytes: c.maxValueBytes, TTL: c.ttl, SWR: c.swr, Log: log, Limits: c.limits,
-		TracerProvider: tp,
+		TracerProvider: tp, Propagator: d.propagator,
 	}); err != nil {
 		node.Close(context.Background())
 		return err

@@ -11,8 +11,10 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/contrib/propagators/autoprop"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
@@ -28,7 +30,7 @@ type tracingConfig struct {
 
 // addTracingFlags binds tracingConfig.
 func addTracingFlags(fs *flag.FlagSet, c *tracingConfig) {
-	fs.StringVar(&c.otlpEndpoint, "otlp-endpoint", "", "where OpenTelemetry traces go, OTLP over gRPC: host:port (plaintext unless OTEL_EXPORTER_OTLP_INSECURE=false or a certificate is set in OTEL_EXPORTER_OTLP_*), or an http:// or https:// URL; the SDK's OTEL_* variables apply (OTEL_TRACES_SAMPLER, OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES, OTEL_BSP_*, OTEL_EXPORTER_OTLP_HEADERS, ...) (default: no tracing)")
+	fs.StringVar(&c.otlpEndpoint, "otlp-endpoint", "", "where OpenTelemetry traces go, OTLP over gRPC: host:port (plaintext unless OTEL_EXPORTER_OTLP_INSECURE=false or a certificate is set in OTEL_EXPORTER_OTLP_*), or an http:// or https:// URL; the SDK's OTEL_* variables apply (OTEL_TRACES_SAMPLER, OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES, OTEL_BSP_*, OTEL_EXPORTER_OTLP_HEADERS, ...), and OTEL_PROPAGATORS says which trace context headers are read and sent to the origin (default tracecontext,baggage) (default: no tracing)")
 	fs.StringVar(&c.traceKeys, "trace-keys", "off", "what a span records of a key: off (nothing: a key may be personal data), hash (corral.key.hash, the first 8 bytes of its SHA-256 in hex) or raw (corral.key)")
 	fs.StringVar(&c.traceUIURL, "trace-ui-url", "", "a trace viewer's page of one trace, with {trace_id} for its ID, e.g. http://jaeger:16686/trace/{trace_id}: the debug page links each group's slowest recent fill to its trace (needs --otlp-endpoint)")
 }
@@ -113,6 +115,29 @@ func startTracing(ctx context.Context, c *tracingConfig, name string, getenv fun
 	// The sampler is the SDK's default, ParentBased(AlwaysSample), unless OTEL_TRACES_SAMPLER
 	// says otherwise; the batches' sizes and delays are OTEL_BSP_*'s.
 	return sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res)), nil
+}
+
+// propagatorFromEnv returns how the daemon reads a caller's trace context and writes it to
+// the origin: the propagators OTEL_PROPAGATORS names, as the OpenTelemetry SDKs read it
+// (tracecontext, baggage, b3, b3multi, jaeger, xray, ottrace or none, comma-separated), and
+// W3C trace context with baggage when it is unset. A name it does not know is an error, so
+// that a typo stops the node instead of silently breaking every trace.
+func propagatorFromEnv(getenv func(string) string) (propagation.TextMapPropagator, error) {
+	v := getenv("OTEL_PROPAGATORS")
+	var names []string
+	for n := range strings.SplitSeq(v, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			names = append(names, n)
+		}
+	}
+	if len(names) == 0 {
+		return propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}), nil
+	}
+	p, err := autoprop.TextMapPropagator(names...)
+	if err != nil {
+		return nil, fmt.Errorf("OTEL_PROPAGATORS=%q: %w (want tracecontext, baggage, b3, b3multi, jaeger, xray, ottrace or none, comma-separated)", v, err)
+	}
+	return p, nil
 }
 
 // stopTracing flushes the spans still batched and stops the exporter, within a few seconds.

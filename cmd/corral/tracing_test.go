@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -211,5 +213,72 @@ func TestTracingFlagsRefused(t *testing.T) {
 				t.Errorf("%+v accepted", tt.c)
 			}
 		})
+	}
+}
+
+// TestServeTraceContextFromOTELPropagators: with OTEL_PROPAGATORS=b3 the daemon continues a
+// trace from a request's b3 header and sends it on to the origin in b3, not traceparent.
+func TestServeTraceContextFromOTELPropagators(t *testing.T) {
+	t.Setenv("OTEL_PROPAGATORS", "b3")
+	col := startCollector(t)
+	var originHeaders sync.Map // path → the fetch's headers
+	originSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		originHeaders.Store(r.URL.Path, r.Header.Clone())
+		fmt.Fprint(w, "value")
+	}))
+	defer originSrv.Close()
+	d := startTestDaemon(t, func(c *serveConfig) {
+		c.name = "b3"
+		c.origin = originSrv.URL + "/items/{key}"
+		c.tracing.otlpEndpoint = col.addr
+	})
+	tid, sid := "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+	resp, body := d.do(t, "GET", "/v1/groups/g/keys/k", "", "b3", tid+"-"+sid+"-1")
+	if resp.StatusCode != http.StatusOK || body != "value" {
+		t.Fatalf("GET = %d %q", resp.StatusCode, body)
+	}
+	got, _ := originHeaders.Load("/items/k")
+	h, _ := got.(http.Header)
+	if b3 := h.Get("b3"); !strings.HasPrefix(b3, tid+"-") || !strings.HasSuffix(b3, "-1") {
+		t.Errorf("the origin got b3 %q, want one in trace %s, sampled", b3, tid)
+	}
+	if tp := h.Get("traceparent"); tp != "" {
+		t.Errorf("the origin got traceparent %q: OTEL_PROPAGATORS=b3 names b3 alone", tp)
+	}
+}
+
+func TestPropagatorFromEnv(t *testing.T) {
+	env := func(v string) func(string) string {
+		return func(k string) string {
+			if k == "OTEL_PROPAGATORS" {
+				return v
+			}
+			return ""
+		}
+	}
+	for v, want := range map[string][]string{
+		"":                      {"traceparent", "tracestate", "baggage"},
+		"tracecontext":          {"traceparent", "tracestate"},
+		" b3multi , jaeger ":    {"x-b3-traceid", "uber-trace-id"},
+		"none":                  nil,
+		"tracecontext,baggage,": {"traceparent", "baggage"},
+	} {
+		p, err := propagatorFromEnv(env(v))
+		if err != nil {
+			t.Errorf("OTEL_PROPAGATORS=%q: %v", v, err)
+			continue
+		}
+		fields := p.Fields()
+		for _, f := range want {
+			if !slices.Contains(fields, f) {
+				t.Errorf("OTEL_PROPAGATORS=%q: fields %v lack %s", v, fields, f)
+			}
+		}
+		if want == nil && len(fields) != 0 {
+			t.Errorf("OTEL_PROPAGATORS=none: fields %v, want none", fields)
+		}
+	}
+	if _, err := propagatorFromEnv(env("tracecontext,zipkin")); err == nil || !strings.Contains(err.Error(), "OTEL_PROPAGATORS") {
+		t.Errorf("OTEL_PROPAGATORS=tracecontext,zipkin: err %v, want one naming the variable", err)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/textproto"
+	"slices"
 	"time"
 
 	"github.com/corralcache/corral"
@@ -15,6 +17,7 @@ import (
 	"github.com/corralcache/corral/cmd/corral/internal/origin"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -60,14 +63,21 @@ type Config struct {
 	// the caller's trace from its traceparent header (trace.go). nil = no spans: the hit path
 	// allocates nothing more.
 	TracerProvider trace.TracerProvider
+	// Propagator reads the caller's trace context from a request's headers when the API
+	// traces (OTEL_PROPAGATORS); nil = W3C trace context (traceparent, tracestate).
+	Propagator propagation.TextMapPropagator
 }
 
 // API is the HTTP API of a node.
 type API struct {
 	cfg    Config
 	tracer trace.Tracer // nil: no spans (Config.TracerProvider)
-	limits *httpLimits
-	types  typeValues // Content-Type header values of the objects served
+	// propagator is Config.Propagator, or W3C trace context; fields are the headers it
+	// reads, canonical (the front keeps them for the handler).
+	propagator propagation.TextMapPropagator
+	fields     []string
+	limits     *httpLimits
+	types      typeValues // Content-Type header values of the objects served
 }
 
 // New returns the API of cfg. It refuses a Config that lacks what it requires, or whose
@@ -88,6 +98,15 @@ func New(cfg Config) (*API, error) {
 	a := &API{cfg: cfg, limits: newHTTPLimits(cfg.Limits, cfg.Hits)}
 	if cfg.TracerProvider != nil {
 		a.tracer = cfg.TracerProvider.Tracer("github.com/corralcache/corral/cmd/corral")
+		a.propagator = cfg.Propagator
+		if a.propagator == nil {
+			a.propagator = propagation.TraceContext{}
+		}
+		for _, f := range a.propagator.Fields() {
+			if f = textproto.CanonicalMIMEHeaderKey(f); !slices.Contains(a.fields, f) {
+				a.fields = append(a.fields, f)
+			}
+		}
 	}
 	return a, nil
 }

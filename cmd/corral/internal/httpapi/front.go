@@ -55,11 +55,12 @@ type frontConn struct {
 	w        frontWriter
 	keys     []string  // the response's header names, sorted
 	deadline time.Time // the connection's read deadline, as last set
-	// traced is set when the API traces: the request's traceparent and tracestate headers,
-	// kept in tp and ts, go to the handler (in req's Header). Without tracing the front
-	// reads them as any other header, and a hit allocates nothing.
+	// traced is set when the API traces: the request's trace context headers (API.fields:
+	// traceparent and tracestate, or what the propagator reads), kept in trace, go to the
+	// handler (in req's Header). Without tracing the front reads them as any other header,
+	// and a hit allocates nothing.
 	traced bool
-	tp, ts []byte
+	trace  [][]byte // trace[i] is API.fields[i]'s value, empty for none
 }
 
 func newFrontConn(s *Server, c net.Conn) *frontConn {
@@ -98,6 +99,7 @@ func (fc *frontConn) serve() {
 		Header: http.Header{}, Body: http.NoBody, RemoteAddr: fc.c.RemoteAddr().String(), URL: &fc.url}).WithContext(fc.ctx)
 	fc.w.fc, fc.w.h = fc, http.Header{}
 	fc.traced = s.api.tracer != nil
+	fc.trace = make([][]byte, len(s.api.fields))
 	// A new connection has --read-header-timeout from its accept to send a whole request; a
 	// kept-alive one idleTimeout to begin the next, and then --read-header-timeout. A deadline
 	// is set only before a read that waits (wait): most requests arrive whole in one read.
@@ -195,7 +197,9 @@ func (fc *frontConn) parse(h []byte) bool {
 		}
 	}
 	hosts := 0
-	fc.tp, fc.ts = fc.tp[:0], fc.ts[:0]
+	for i := range fc.trace {
+		fc.trace[i] = fc.trace[i][:0]
+	}
 	for len(rest) > 0 {
 		var hl []byte
 		hl, rest, _ = bytes.Cut(rest, []byte("\r\n"))
@@ -209,10 +213,7 @@ func (fc *frontConn) parse(h []byte) bool {
 			if !validHost(bytes.Trim(value, " \t")) {
 				return false
 			}
-		case fc.traced && asciiEqualFold(name, "traceparent"):
-			fc.tp = append(fc.tp[:0], bytes.Trim(value, " \t")...)
-		case fc.traced && asciiEqualFold(name, "tracestate"):
-			fc.ts = append(fc.ts[:0], bytes.Trim(value, " \t")...)
+		case fc.traced && fc.keepTrace(name, value):
 		case asciiEqualFold(name, "Content-Length"), asciiEqualFold(name, "Transfer-Encoding"),
 			asciiEqualFold(name, "Connection"), asciiEqualFold(name, "Expect"), asciiEqualFold(name, "Upgrade"):
 			return false
@@ -473,16 +474,26 @@ func httpDate() []byte {
 	return d.b
 }
 
+// keepTrace keeps value if name is one of the trace context's headers, and reports whether
+// it was.
+func (fc *frontConn) keepTrace(name, value []byte) bool {
+	for i, f := range fc.s.api.fields {
+		if asciiEqualFold(name, f) {
+			fc.trace[i] = append(fc.trace[i][:0], bytes.Trim(value, " \t")...)
+			return true
+		}
+	}
+	return false
+}
+
 // traceHeaders gives the request the trace context its header carried, and nothing of the
 // request before it.
 func (fc *frontConn) traceHeaders() {
 	h := fc.req.Header
-	delete(h, "Traceparent")
-	delete(h, "Tracestate")
-	if len(fc.tp) > 0 {
-		h["Traceparent"] = []string{string(fc.tp)}
-	}
-	if len(fc.ts) > 0 {
-		h["Tracestate"] = []string{string(fc.ts)}
+	for i, f := range fc.s.api.fields {
+		delete(h, f)
+		if len(fc.trace[i]) > 0 {
+			h[f] = []string{string(fc.trace[i])}
+		}
 	}
 }

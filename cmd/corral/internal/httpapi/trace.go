@@ -13,14 +13,11 @@ import (
 
 // Traces (Config.TracerProvider): every request of the data API (/v1/…) is a server span
 // named for its route ("GET /v1/groups/{group}/keys/{key}"), which continues the caller's
-// trace when the request carries a W3C traceparent header (and tracestate), and starts one
-// otherwise; corral's spans of the request (corral.Get, …) are its children. /metrics,
+// trace when the request carries its trace context (a W3C traceparent header and tracestate,
+// or what Config.Propagator reads), and starts one otherwise; corral's spans of the request (corral.Get, …) are its children. /metrics,
 // /healthz, /readyz and /debug/corral are not traced: probes and scrapes would fill the
 // traces with nothing. The span records the method, the route, the status, the scheme and
 // corral.source (X-Corral-Source), never the path, which holds the key.
-
-// propagator reads W3C trace context from a request's headers.
-var propagator propagation.TraceContext
 
 // serverKind is made once: made at each start, it costs an allocation.
 var serverKind = trace.WithSpanKind(trace.SpanKindServer)
@@ -36,7 +33,7 @@ func (a *API) traced(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		ctx := propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+		ctx := a.propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
 		ctx, span := a.tracer.Start(ctx, r.Method+" "+route, serverKind)
 		if !span.IsRecording() {
 			next.ServeHTTP(w, r.WithContext(ctx))

@@ -39,8 +39,10 @@ type Origin struct {
 	queryFrom int // index in template where its query begins; len(template) if none
 	// tracer makes each fetch a client span whose trace context the origin gets (traceparent,
 	// tracestate); nil = none, and none sent.
-	tracer   trace.Tracer
-	spanName string // "GET " and the template's path
+	tracer trace.Tracer
+	// propagator writes a fetch's trace context (Config.Propagator), when tracer is set.
+	propagator propagation.TextMapPropagator
+	spanName   string // "GET " and the template's path
 }
 
 // maxRedirects bounds the same-host redirects one fill follows.
@@ -69,6 +71,9 @@ type Config struct {
 	// its W3C trace context to the origin (traceparent, tracestate headers). nil = no spans,
 	// and no trace headers sent.
 	TracerProvider trace.TracerProvider
+	// Propagator writes the trace context into a fetch's headers when it traces
+	// (OTEL_PROPAGATORS); nil = W3C trace context (traceparent, tracestate).
+	Propagator propagation.TextMapPropagator
 }
 
 // New returns the origin of cfg, or an error that says what is wrong with cfg.
@@ -127,6 +132,10 @@ func New(cfg Config) (*Origin, error) {
 		client: &http.Client{Transport: tr, Timeout: cfg.FillTimeout, CheckRedirect: checkRedirect}}
 	if cfg.TracerProvider != nil {
 		o.tracer = cfg.TracerProvider.Tracer("github.com/corralcache/corral/cmd/corral/internal/origin")
+		o.propagator = cfg.Propagator
+		if o.propagator == nil {
+			o.propagator = propagation.TraceContext{}
+		}
 		path := template[strings.Index(template, "://")+3:]
 		if i := strings.IndexAny(path, "/?#"); i >= 0 {
 			path = path[i:]
@@ -186,7 +195,7 @@ func (o *Origin) Load(group string) corral.LoadFunc[objects.Object] {
 			return objects.Object{}, err
 		}
 		if o.tracer != nil {
-			propagator.Inject(ctx, propagation.HeaderCarrier(req.Header))
+			o.propagator.Inject(ctx, propagation.HeaderCarrier(req.Header))
 		}
 		resp, err := o.do(ctx, req)
 		if err != nil {

@@ -9,12 +9,8 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 )
-
-// propagator writes W3C trace context (traceparent, tracestate) into a fetch's headers.
-var propagator propagation.TraceContext
 
 // startSpan starts the client span of a fetch, named for the template ("GET /items/{key}"):
 // the template, not the URL, so that the key is not recorded (it may be personal data; the

@@ -31,6 +31,11 @@ type conn struct {
 	// ends after the command.
 	hungUp atomic.Bool
 
+	// sets are the SETs of a pipeline read and not yet applied (pipeline.go), and setBytes
+	// their keys' and values' bytes.
+	sets     []pendingSet
+	setBytes int
+
 	mu    sync.Mutex // guards early
 	early []byte     // bytes a watch read ahead, which reads return first
 }
@@ -46,7 +51,8 @@ func (s *Server) newConn(nc net.Conn) *conn {
 }
 
 // Read is the connection as the request reader sees it: first the bytes a watch read
-// ahead; before it waits for the client, the replies written so far leave; and each wait
+// ahead; before it waits for the client, the SETs read so far are applied and the replies
+// written so far leave; and each wait
 // has its deadline: --resp-idle-timeout between commands, --resp-command-timeout from a
 // command's first byte.
 func (c *conn) Read(p []byte) (int, error) {
@@ -58,6 +64,7 @@ func (c *conn) Read(p []byte) (int, error) {
 		return n, nil
 	}
 	c.mu.Unlock()
+	c.applySets() // the SETs of the pipeline so far, before waiting for more
 	if c.w.Buffered() > 0 {
 		if err := c.w.Flush(); err != nil {
 			return 0, err
@@ -106,7 +113,9 @@ func (c *conn) serve() {
 	for {
 		args, err := c.rd.command()
 		quit := false
-		if err == nil {
+		if err == nil && s.batches(c, args) {
+			c.queueSet(args)
+		} else if c.applySets(); err == nil {
 			quit = s.serveCommand(c, args)
 		} else if ae, ok := err.(*argsError); ok {
 			s.refuseArgs(c, ae)
@@ -116,6 +125,7 @@ func (c *conn) serve() {
 		}
 		c.rd.done()
 		if quit || c.werr != nil || c.hungUp.Load() {
+			c.applySets()
 			c.w.Flush()
 			c.nc.Close()
 			return

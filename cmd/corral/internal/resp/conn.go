@@ -76,8 +76,14 @@ func (c *conn) Read(p []byte) (int, error) {
 			return 0, err
 		}
 	}
-	deadline := time.Now().Add(c.s.cfg.Limits.IdleTimeout)
+	now := time.Now()
+	deadline := now.Add(c.s.cfg.Limits.IdleTimeout)
 	if c.rd.reading {
+		// A command's time runs from its first wait for bytes: its first bytes arrived a
+		// moment before (or, pipelined behind a command that blocked, while that one ran).
+		if c.rd.began.IsZero() {
+			c.rd.began = now
+		}
 		deadline = c.rd.began.Add(c.s.cfg.Limits.CommandTimeout)
 	}
 	c.nc.SetReadDeadline(deadline)

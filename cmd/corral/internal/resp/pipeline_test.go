@@ -266,7 +266,11 @@ func TestRESPPipelinedSetsCluster(t *testing.T) {
 	rc := servetest.DialRESP(t, s.ln.Addr().String())
 	var cmds []string
 	for i := range n {
-		cmds = append(cmds, command("SET", fmt.Sprint("key", i), fmt.Sprint("new", i)))
+		set := []string{"SET", fmt.Sprint("key", i), fmt.Sprint("new", i)}
+		if i%2 == 1 {
+			set = append(set, "PX", "600000") // a write with its own lifetime (SetWithExpiry)
+		}
+		cmds = append(cmds, command(set...))
 	}
 	// key1 again: written after its first SET, whichever member owns it.
 	cmds = append(cmds, command("SET", "key1", "again"), command("SET", "key0"), command("GET", "key1"))

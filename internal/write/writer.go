@@ -32,6 +32,9 @@ type Config struct {
 	// Live returns the live set of this node's membership, a step ahead of the view (nil
 	// while the node starts).
 	Live func() []peer.Member
+	// LiveCount returns the size of that live set, this node included, without making it
+	// (0 while the node starts). Optional: nil counts Live's.
+	LiveCount func() int
 	// PeerTLS says whether this node's peer port speaks TLS: a member whose port does not
 	// speak the same can be neither told nor hold this node's copies.
 	PeerTLS bool
@@ -181,9 +184,12 @@ func (w *Writer) alone(told []string) bool {
 			return false
 		}
 	}
-	for _, m := range w.cfg.Live() {
-		if m.Name != v.Self && m.Meta.PeerAddr != "" && !slices.Contains(told, m.Name) {
-			return false
+	// The live set always holds this node: one member is this node alone.
+	if w.cfg.LiveCount == nil || w.cfg.LiveCount() > 1 {
+		for _, m := range w.cfg.Live() {
+			if m.Name != v.Self && m.Meta.PeerAddr != "" && !slices.Contains(told, m.Name) {
+				return false
+			}
 		}
 	}
 	return w.strangers.none()

@@ -84,34 +84,57 @@ func (c *conn) applySets() {
 		return
 	}
 	s := c.s
+	var remote [(maxBatchSets + 63) / 64]uint64 // the SETs of keys owned elsewhere, as bits
+	someRemote := false
+	if len(sets) > 1 {
+		self := s.cfg.Node.Name()
+		for i := range sets {
+			if s.cfg.Node.Owner(sets[i].key).Name != self {
+				remote[i/64] |= 1 << (i % 64)
+				someRemote = true
+			}
+		}
+	}
+	if someRemote {
+		c.storeAtOnce(sets, &remote)
+	} else {
+		for i := range sets {
+			sets[i].err = s.store(sets[i])
+		}
+	}
+	for _, w := range sets {
+		s.setReply(c, w.err)
+	}
+	c.clearSets()
+}
+
+// storeAtOnce runs the SETs of keys owned elsewhere (remote's bits) each on a goroutine of its
+// own, and the others one after another meanwhile, and returns when all have. A panic of one
+// is raised again on the connection's goroutine once all have returned.
+func (c *conn) storeAtOnce(sets []pendingSet, remote *[(maxBatchSets + 63) / 64]uint64) {
 	var (
 		wg       sync.WaitGroup
 		mu       sync.Mutex
 		panicked any
-		remote   [(maxBatchSets + 63) / 64]uint64 // the SETs of keys owned elsewhere, as bits
 	)
-	if len(sets) > 1 {
-		self := s.cfg.Node.Name()
-		for i := range sets {
-			if s.cfg.Node.Owner(sets[i].key).Name == self {
-				continue
+	store := func(i int) {
+		defer func() {
+			if p := recover(); p != nil {
+				mu.Lock()
+				panicked = fmt.Sprintf("%v\n%s", p, debug.Stack())
+				mu.Unlock()
 			}
-			remote[i/64] |= 1 << (i % 64)
-			wg.Go(func() {
-				defer func() {
-					if p := recover(); p != nil {
-						mu.Lock()
-						panicked = fmt.Sprintf("%v\n%s", p, debug.Stack())
-						mu.Unlock()
-					}
-				}()
-				sets[i].err = s.store(sets[i])
-			})
+		}()
+		sets[i].err = c.s.store(sets[i])
+	}
+	for i := range sets {
+		if remote[i/64]&(1<<(i%64)) != 0 {
+			wg.Go(func() { store(i) })
 		}
 	}
 	for i := range sets {
 		if remote[i/64]&(1<<(i%64)) == 0 {
-			sets[i].err = s.store(sets[i])
+			store(i)
 		}
 	}
 	wg.Wait()
@@ -119,10 +142,6 @@ func (c *conn) applySets() {
 		c.clearSets()
 		panic(panicked) // on the connection's goroutine, which recovers it (serve)
 	}
-	for _, w := range sets {
-		s.setReply(c, w.err)
-	}
-	c.clearSets()
 }
 
 // clearSets empties the batch, keeping its array for the next one.

@@ -277,13 +277,14 @@ func (s *Server) get(c *conn, args [][]byte) {
 		wrongArgs(c, "get")
 		return
 	}
+	key := s.keys.Of(args[0])
 	if s.cfg.Origin != nil {
-		if err := s.cfg.Origin.Check(s.cfg.Group.Name(), string(args[0])); err != nil {
+		if err := s.cfg.Origin.Check(s.cfg.Group.Name(), key); err != nil {
 			c.writeError("ERR " + err.Error())
 			return
 		}
 	}
-	v, err := s.cfg.Group.Get(s.ctx, s.keys.Of(args[0]))
+	v, err := s.cfg.Group.Get(s.ctx, key)
 	switch {
 	case errors.Is(err, corral.ErrNotFound):
 		c.null()

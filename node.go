@@ -178,7 +178,7 @@ func (n *Node) buildParts() error {
 	n.router = route.New(route.Config{View: &n.view, Client: n.client, Clock: n.versions, Log: n.log,
 		LocalFallback: cfg.LocalFallback, PeerAddr: n.peerAddr, Started: n.started, Leaving: &n.state.Leaving})
 	n.writer = write.New(write.Config{Self: cfg.Name, View: &n.view, Router: n.router, Client: n.client,
-		Clock: n.versions, Log: n.log, Live: n.members.Live, PeerTLS: cfg.PeerTLS != nil, PeerTimeout: cfg.PeerTimeout,
+		Clock: n.versions, Log: n.log, Live: n.members.Live, LiveCount: n.members.LiveCount, PeerTLS: cfg.PeerTLS != nil, PeerTimeout: cfg.PeerTimeout,
 		Tags: n.tags})
 	n.keeper = viewkeeper.New(viewkeeper.Config{Self: cfg.Name, PeerAddr: n.peerAddr, PeerTLS: cfg.PeerTLS != nil,
 		PeekWindow: cfg.PeekWindow, Ring: ring.DefaultConfig(), View: &n.view, Membership: &n.members,

@@ -84,7 +84,12 @@ func NewTombstones(cfg TombstoneConfig) *Tombstones {
 	return &Tombstones{ttl: int64(cfg.TTL), maxBytes: cfg.MaxBytes, clock: cfg.Clock, byKey: make(map[string]tomb)}
 }
 
-// Record remembers a write of key at version. A key remembers its largest version.
+// Record remembers a write of key at version. A key remembers its largest version. A write
+// already remembered at that very version is not recorded again: it is remembered for TTL
+// from when this node first learned of it, which bounds every copy that was on its way then.
+// (A write applied here is recorded by the store that applied it, and again by each cache
+// of the group that the writer then tells: three records a Set that made the same queue
+// three times as long.)
 func (t *Tombstones) Record(key string, version uint64) {
 	if version == 0 {
 		return
@@ -94,7 +99,9 @@ func (t *Tombstones) Record(key string, version uint64) {
 	defer t.mu.Unlock()
 	t.expireLocked(now)
 	expires := now + t.ttl
-	if old, ok := t.byKey[key]; ok {
+	if old, ok := t.byKey[key]; ok && old.version == version {
+		return
+	} else if ok {
 		t.byKey[key] = tomb{version: max(old.version, version), expires: expires}
 	} else {
 		t.byKey[key] = tomb{version: version, expires: expires}

@@ -202,6 +202,10 @@ func (m *Membership) GossipAddr() string { return m.gossipAddr }
 // member is always included, even after Leave: it keeps serving until Close.
 func (m *Membership) Members() []Member { return m.view.list() }
 
+// NumMembers returns how many members are live, this one included: the length of Members,
+// without making the list.
+func (m *Membership) NumMembers() int { return m.view.len() }
+
 // Claimants returns the members that claimed, within the last few DeadNodeReclaimTimes, the
 // name of a member that is not live here from a new address: members back at a new address
 // that memberlist does not admit yet (see claimants.go). They are not in Members.

@@ -448,7 +448,7 @@ func (r *report) markdown() string {
 		for _, s := range []string{
 			fmt.Sprintf("Rows 7 and 8: each system's own process on 127.0.0.1, the load generator beside it on the same %d cores, as their users measure them; every run repeated %d times, the systems interleaved (their order rotates), and the row shows the median of each figure. Values of %d bytes from an HTTP origin (`Cache-Control: max-age=3600`) in the driver, asked only while the caches fill.", r.machine.CPUs, r.plan.FrontReps, r.plan.FrontValue),
 			"Row 7c: the same wrk load of random keys through one corral serve node alone, and through a node of a 3-node cluster, where two keys in three are owned by the other nodes: a hit there is a peer hop. Both were warmed with every key first; near copies stay on (the default) but last a second, so a key read less often than that hops.",
-			"Row 8: redis-benchmark's SET runs first and writes the 1000 keys its GET then reads, so every GET hits. A corral SET is a write through the key's owner that tells every member to drop its near copy (one node here), and answers when they have.",
+			"Row 8: redis-benchmark's SET runs first and writes the 1000 keys its GET then reads, so every GET hits. A corral SET is a write through the key's owner that tells every member to drop its near copy (one node here), and answers when they have; at -P16 the SETs of a pipeline that have arrived are applied together, and answered in order.",
 		} {
 			b.WriteString("- " + s + "\n")
 		}

@@ -110,11 +110,8 @@ func (g *Group[V]) store(ctx context.Context, key string, v V, token string, e l
 	if err := fill.CheckTags(e.Tags); err != nil {
 		return false, err
 	}
-	b, err := g.codec.Encode(v)
+	enc, err := g.encodeChecked(key, v)
 	if err != nil {
-		return false, fmt.Errorf("corral: encode value of %s/%q: %w", g.name, key, err)
-	}
-	if err := g.env.Limits.Value(len(b)); err != nil {
 		return false, err
 	}
 	var stored bool
@@ -128,6 +125,10 @@ func (g *Group[V]) store(ctx context.Context, key string, v V, token string, e l
 			return version, g.pushBackups(ctx, []string{key}), nil
 		},
 		func(ctx context.Context, st *view.MemberState, drawn uint64) (uint64, []string, error) {
+			b, err := g.encoded(key, v, enc)
+			if err != nil {
+				return 0, nil, err
+			}
 			resp, err := g.env.Client.FillSet(ctx, st.PeerAddr, &peerpb.FillSetRequest{
 				Header: g.env.Router.Header(ctx), Token: token,
 				Entry: &peerpb.Entry{Group: g.name, Key: []byte(key), Value: b,

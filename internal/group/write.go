@@ -23,11 +23,8 @@ func (g *Group[V]) Set(ctx context.Context, key string, v V, tags ...string) err
 	if err := fill.CheckTags(tags); err != nil {
 		return err
 	}
-	b, err := g.codec.Encode(v)
+	enc, err := g.encodeChecked(key, v)
 	if err != nil {
-		return fmt.Errorf("corral: encode value of %s/%q: %w", g.name, key, err)
-	}
-	if err := g.env.Limits.Value(len(b)); err != nil {
 		return err
 	}
 	// A Set that finds a newer write at the owner still tells: the copies it makes older are
@@ -40,9 +37,41 @@ func (g *Group[V]) Set(ctx context.Context, key string, v V, tags ...string) err
 		return version, g.pushBackups(ctx, []string{key}), nil
 	},
 		func(ctx context.Context, st *view.MemberState, version uint64) (uint64, []string, error) {
+			b, err := g.encoded(key, v, enc)
+			if err != nil {
+				return 0, nil, err
+			}
 			unreached, err := g.remoteSet(ctx, st, key, b, version, tags)
 			return version, unreached, err
 		})
+}
+
+// sizedCodec is a Codec that tells the size of a value's encoding without making it, and
+// whose Encode never fails (corral serve's objects.Codec): a write applied on this node, its
+// owner, then never encodes the value.
+type sizedCodec[V any] interface {
+	EncodedSize(v V) int
+}
+
+// encodeChecked checks v's encoding against the value limit and returns its bytes, or nil for
+// a sizedCodec: a write sent to another owner encodes it then (encoded).
+func (g *Group[V]) encodeChecked(key string, v V) ([]byte, error) {
+	if sc, ok := g.codec.(sizedCodec[V]); ok {
+		return nil, g.env.Limits.Value(sc.EncodedSize(v))
+	}
+	return g.encoded(key, v, nil)
+}
+
+// encoded returns b, v's encoding if encodeChecked made it, or makes it.
+func (g *Group[V]) encoded(key string, v V, b []byte) ([]byte, error) {
+	if b != nil {
+		return b, nil
+	}
+	b, err := g.codec.Encode(v)
+	if err != nil {
+		return nil, fmt.Errorf("corral: encode value of %s/%q: %w", g.name, key, err)
+	}
+	return b, g.env.Limits.Value(len(b))
 }
 
 // Remove deletes key on its owner and drops every near copy of it in the cluster before it

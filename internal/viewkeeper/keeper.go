@@ -241,6 +241,15 @@ func (m *Membership) Live() []peer.Member {
 	return nil
 }
 
+// LiveCount returns the size of the membership's live set, this node included; 0 while the
+// node starts.
+func (m *Membership) LiveCount() int {
+	if p := m.Get(); p != nil {
+		return p.NumMembers()
+	}
+	return 0
+}
+
 // LiveAndClaimants returns the live set and its claimants (members back at a new address the
 // membership does not admit yet), nil while the node starts.
 func (m *Membership) LiveAndClaimants() []peer.Member {

@@ -55,6 +55,13 @@ func (s *Strangers) Forget(name string) {
 	delete(s.m, name)
 }
 
+// none reports whether no stranger is remembered (expired ones included: list forgets them).
+func (s *Strangers) none() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.m) == 0
+}
+
 // list returns the strangers remembered at now, by name, and forgets the expired ones.
 func (s *Strangers) list(now time.Time) map[string]string {
 	s.mu.Lock()

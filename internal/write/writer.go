@@ -32,6 +32,9 @@ type Config struct {
 	// Live returns the live set of this node's membership, a step ahead of the view (nil
 	// while the node starts).
 	Live func() []peer.Member
+	// LiveCount returns the size of that live set, this node included, without making it
+	// (0 while the node starts). Optional: nil counts Live's.
+	LiveCount func() int
 	// PeerTLS says whether this node's peer port speaks TLS: a member whose port does not
 	// speak the same can be neither told nor hold this node's copies.
 	PeerTLS bool
@@ -123,7 +126,9 @@ func (w *Writer) Write(ctx context.Context, group, key string, apply Apply, inva
 			return err // an owner that answered a version no clock can pass
 		}
 		w.cfg.Clock.Observe(applied)
-		w.cfg.Log.Debug("corral: wrote", "group", group, "key", key, "version", applied)
+		if w.cfg.Log.Enabled(ctx, slog.LevelDebug) { // its arguments cost allocations even when dropped
+			w.cfg.Log.Debug("corral: wrote", "group", group, "key", key, "version", applied)
+		}
 		invalidate(key, applied) // this node's own copies, in either store
 		unreached, newer := w.Tell(ctx, group, key, applied, []string{w.cfg.Self})
 		if len(unreached) > 0 {
@@ -169,6 +174,27 @@ func (w *Writer) known() map[string]string {
 	return out
 }
 
+// alone reports whether told already lists every member this node knows of (known): a
+// node on its own has nobody to tell, and finds so without building known's map (a write on
+// one node is a few allocations cheaper for it).
+func (w *Writer) alone(told []string) bool {
+	v := w.cfg.View.Load()
+	for name, st := range v.Members {
+		if name != v.Self && st.PeerAddr != "" && !slices.Contains(told, name) {
+			return false
+		}
+	}
+	// The live set always holds this node: one member is this node alone.
+	if w.cfg.LiveCount == nil || w.cfg.LiveCount() > 1 {
+		for _, m := range w.cfg.Live() {
+			if m.Name != v.Self && m.Meta.PeerAddr != "" && !slices.Contains(told, m.Name) {
+				return false
+			}
+		}
+	}
+	return w.strangers.none()
+}
+
 // Tell tells every member this node knows of and told does not list of the write of
 // group/key at version v, in parallel, each of them passing it on to the members they know
 // of in turn, and returns the names of the members that could not be told, sorted, and the
@@ -177,6 +203,9 @@ func (w *Writer) known() map[string]string {
 // for a moment — a member has just joined, say — a member that one view lacks is told by
 // one that has it.
 func (w *Writer) Tell(ctx context.Context, group, key string, v uint64, told []string) (unreached []string, newer uint64) {
+	if w.alone(told) {
+		return nil, 0 // before the log's fields and the request are made
+	}
 	return w.tell(ctx, v, told, []any{"group", group, "key", key}, func(all []string) *peerpb.InvalidateRequest {
 		return &peerpb.InvalidateRequest{Header: w.cfg.Router.Header(ctx), Group: group, Key: []byte(key), Version: v, Told: all}
 	})
@@ -185,6 +214,9 @@ func (w *Writer) Tell(ctx context.Context, group, key string, v uint64, told []s
 // tell is Tell of the request req makes for the members told (all): a write's or a purge's.
 // what names it in the log.
 func (w *Writer) tell(ctx context.Context, v uint64, told []string, what []any, req func(all []string) *peerpb.InvalidateRequest) (unreached []string, newer uint64) {
+	if w.alone(told) {
+		return nil, 0
+	}
 	known := w.known()
 	all := slices.Clone(told)
 	var targets []string

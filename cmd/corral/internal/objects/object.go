@@ -36,6 +36,21 @@ func (Codec) Encode(o Object) ([]byte, error) {
 	return append(b, o.Body...), nil
 }
 
+// EncodedSize is the length of Encode's bytes for o: a write applied on the key's owner checks
+// the value limit with it and encodes nothing.
+func (Codec) EncodedSize(o Object) int {
+	return uvarintLen(uint64(len(o.Type))) + len(o.Type) + len(o.Body)
+}
+
+// uvarintLen is the length of binary.AppendUvarint's bytes for x.
+func uvarintLen(x uint64) int {
+	n := 1
+	for ; x >= 0x80; x >>= 7 {
+		n++
+	}
+	return n
+}
+
 // Decode refuses bytes whose Type would run past their end. The Body it returns is part of b.
 func (Codec) Decode(b []byte) (Object, error) {
 	n, k := binary.Uvarint(b)

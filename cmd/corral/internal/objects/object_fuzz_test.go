@@ -9,7 +9,8 @@ import (
 
 // FuzzObjectCodec feeds an object's bytes, as a peer sends them, to Codec. It refuses
 // them or decodes an object that encodes and decodes to itself, no larger than the bytes;
-// and any object, split from the bytes, survives a trip.
+// and any object, split from the bytes, survives a trip, its encoding as long as EncodedSize
+// says.
 func FuzzObjectCodec(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte, split uint16) {
 		var c Codec
@@ -29,6 +30,9 @@ func FuzzObjectCodec(f *testing.F) {
 		again, err := c.Decode(enc)
 		if err != nil || again.Type != o.Type || !bytes.Equal(again.Body, o.Body) {
 			t.Fatalf("%+v does not survive a trip: %q, %+v, %v", o, enc, again, err)
+		}
+		if n := c.EncodedSize(o); n != len(enc) {
+			t.Fatalf("EncodedSize(%+v) = %d, Encode made %d bytes", o, n, len(enc))
 		}
 	})
 }

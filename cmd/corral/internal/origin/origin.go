@@ -162,12 +162,20 @@ func (o *Origin) Check(group, key string) error {
 
 // hasDotSegment reports whether s, split at "/" and "\\", has a segment "." or "..".
 func hasDotSegment(s string) bool {
-	for _, seg := range strings.FieldsFunc(s, func(r rune) bool { return r == '/' || r == '\\' }) {
+	// Segment by segment, without a slice of them: a Redis protocol GET checks its key here.
+	for len(s) > 0 {
+		i := strings.IndexAny(s, "/\\")
+		seg := s
+		if i >= 0 {
+			seg, s = s[:i], s[i+1:]
+		} else {
+			s = ""
+		}
 		if seg == "." || seg == ".." {
 			return true
 		}
 	}
-	return s == "." || s == ".."
+	return false
 }
 
 // url is the origin's URL of key in group: path-escaped in the template's path,

@@ -187,3 +187,24 @@ func TestOriginRedirects(t *testing.T) {
 		t.Error("--origin-redirects=all accepted")
 	}
 }
+
+// hasDotSegment finds a "." or ".." segment as splitting at "/" and "\" finds it, and
+// allocates nothing (a Redis protocol GET checks its key with it).
+func TestHasDotSegment(t *testing.T) {
+	split := func(s string) bool {
+		for _, seg := range strings.FieldsFunc(s, func(r rune) bool { return r == '/' || r == '\\' }) {
+			if seg == "." || seg == ".." {
+				return true
+			}
+		}
+		return false
+	}
+	for _, s := range []string{"", ".", "..", "...", "a", "a/.", "./a", "a/../b", `a\..\b`, "a//.//b", "a/.b", "..a", "/", "//", `\`, "a/b/c", "key:000000000042"} {
+		if got, want := hasDotSegment(s), split(s); got != want {
+			t.Errorf("hasDotSegment(%q) = %v, want %v", s, got, want)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { hasDotSegment("user/42/profile") }); n != 0 {
+		t.Errorf("hasDotSegment allocates %v times", n)
+	}
+}

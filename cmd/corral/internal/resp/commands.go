@@ -148,8 +148,10 @@ func clientNameTooLong(n int) string {
 	return fmt.Sprintf("ERR a client name of %d bytes exceeds the limit of %d bytes", n, maxClientName)
 }
 
-func wrongArgs(c *conn, name string) {
-	c.writeError(fmt.Sprintf("ERR wrong number of arguments for '%s' command", name))
+func wrongArgs(c *conn, name string) { c.writeError(wrongArgsReply(name)) }
+
+func wrongArgsReply(name string) string {
+	return fmt.Sprintf("ERR wrong number of arguments for '%s' command", name)
 }
 
 func (s *Server) hello(c *conn, args [][]byte) {
@@ -275,13 +277,14 @@ func (s *Server) get(c *conn, args [][]byte) {
 		wrongArgs(c, "get")
 		return
 	}
+	key := s.keys.Of(args[0])
 	if s.cfg.Origin != nil {
-		if err := s.cfg.Origin.Check(s.cfg.Group.Name(), string(args[0])); err != nil {
+		if err := s.cfg.Origin.Check(s.cfg.Group.Name(), key); err != nil {
 			c.writeError("ERR " + err.Error())
 			return
 		}
 	}
-	v, err := s.cfg.Group.Get(s.ctx, s.keys.Of(args[0]))
+	v, err := s.cfg.Group.Get(s.ctx, key)
 	switch {
 	case errors.Is(err, corral.ErrNotFound):
 		c.null()
@@ -368,20 +371,29 @@ func (s *Server) refuseArgs(c *conn, e *argsError) {
 	}
 }
 
+// set answers one SET: parsed, written and answered at once. (A SET of a pipeline is
+// applied with the SETs next to it: pipeline.go.)
 func (s *Server) set(c *conn, args [][]byte) {
-	if len(args) < 2 {
-		wrongArgs(c, "set")
+	w, bad := s.parseSet(args)
+	if bad != "" {
+		c.writeError(bad)
 		return
 	}
-	// The value is kept: a copy, since the reader reuses its arguments' bytes.
-	key, v := string(args[0]), objects.Object{Body: bytes.Clone(args[1])}
-	if !s.valueFits(c, v.Body) {
-		return
+	s.setReply(c, s.store(w))
+}
+
+// parseSet reads a SET's arguments: SET key value [EX s | PX ms] [TAGS t …]. bad is the error
+// reply of a SET that is not run.
+func (s *Server) parseSet(args [][]byte) (w pendingSet, bad string) {
+	if len(args) < 2 {
+		return w, wrongArgsReply("set")
+	}
+	if len(args[1]) > s.cfg.MaxValueBytes {
+		return w, s.valueTooLarge(len(args[1]))
 	}
 	args, tags, ok := splitTags(args, 2)
 	if !ok {
-		c.writeError("ERR syntax error: TAGS takes at least one tag")
-		return
+		return w, "ERR syntax error: TAGS takes at least one tag"
 	}
 	var ttl time.Duration
 	for rest := args[2:]; len(rest) > 0; rest = rest[2:] {
@@ -393,22 +405,30 @@ func (s *Server) set(c *conn, args [][]byte) {
 			unit = time.Millisecond
 		}
 		if unit == 0 || len(rest) < 2 || ttl != 0 {
-			c.writeError("ERR syntax error")
-			return
+			return w, "ERR syntax error"
 		}
 		n, ok := positive(rest[1], unit)
 		if !ok {
-			c.writeError("ERR invalid expire time in 'set' command")
-			return
+			return w, "ERR invalid expire time in 'set' command"
 		}
 		ttl = n
 	}
-	var err error
-	if ttl > 0 {
-		err = s.cfg.Group.SetWithExpiry(s.ctx, key, v, corral.Expiry{TTL: ttl, Tags: tags})
-	} else {
-		err = s.cfg.Group.SetWithTags(s.ctx, key, v, tags...)
+	// The key and value are kept: copies, since the reader reuses its arguments' bytes.
+	return pendingSet{key: string(args[0]), value: objects.Object{Body: bytes.Clone(args[1])},
+		expiry: corral.Expiry{TTL: ttl, Tags: tags}}, ""
+}
+
+// store writes a parsed SET: under its TTL (EX, PX) or the group's (--ttl), with its tags.
+func (s *Server) store(w pendingSet) error {
+	if w.expiry.TTL > 0 {
+		return s.cfg.Group.SetWithExpiry(s.ctx, w.key, w.value, w.expiry)
 	}
+	return s.cfg.Group.SetWithTags(s.ctx, w.key, w.value, w.expiry.Tags...)
+}
+
+// setReply answers a SET that store ran: OK, also for a write that some member could not be
+// told of.
+func (s *Server) setReply(c *conn, err error) {
 	if err != nil && !unreached(err) {
 		s.writeErr(c, err)
 		return
@@ -654,10 +674,14 @@ func splitTags(args [][]byte, from int) (rest [][]byte, tags []string, ok bool) 
 // whether it fits. (The node's own bound is the encoded object's, a little larger.)
 func (s *Server) valueFits(c *conn, v []byte) bool {
 	if len(v) > s.cfg.MaxValueBytes {
-		c.writeError(fmt.Sprintf("ERR value of %d bytes exceeds the value limit of %d bytes", len(v), s.cfg.MaxValueBytes))
+		c.writeError(s.valueTooLarge(len(v)))
 		return false
 	}
 	return true
+}
+
+func (s *Server) valueTooLarge(n int) string {
+	return fmt.Sprintf("ERR value of %d bytes exceeds the value limit of %d bytes", n, s.cfg.MaxValueBytes)
 }
 
 // unreached reports a write that stands although some member could not be told of it: the

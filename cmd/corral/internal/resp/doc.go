@@ -48,7 +48,9 @@
 // (telnet) form included; replies are written in RESP2, and in RESP3 where the two differ
 // (the HELLO map, null) on a connection that said HELLO 3. Each connection is served by one
 // goroutine, which reads a command, runs it and writes its reply; replies are flushed before
-// the goroutine waits for more bytes, so a pipeline's replies leave together. A FILLGET with
+// the goroutine waits for more bytes, so a pipeline's replies leave together. A pipeline's
+// SETs that have arrived are applied together, those of keys owned elsewhere at once, and
+// answered in order (pipeline.go). A FILLGET with
 // WAIT blocks its connection, as BLPOP does in Redis: the other callers of a client pool are
 // not held.
 //

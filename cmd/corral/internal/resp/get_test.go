@@ -9,8 +9,10 @@ import (
 	"net"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/corralcache/corral/cmd/corral/internal/objects"
+	"github.com/corralcache/corral/cmd/corral/internal/origin"
 )
 
 // getClient sends pipelines of GETs of one key over a loopback connection to a front whose
@@ -24,9 +26,20 @@ type getClient struct {
 	value []byte
 }
 
-func newGetClient(tb testing.TB, depth int) *getClient {
+func newGetClient(tb testing.TB, depth int, withOrigin bool) *getClient {
 	tb.Helper()
-	ts := startTestServer(tb, nil)
+	ts := startTestServer(tb, func(cfg *Config) {
+		if !withOrigin {
+			return
+		}
+		// As corral serve runs in the comparison with Redis: a GET's key is checked against
+		// the origin's template first (a hit never asks the origin).
+		o, err := origin.New(origin.Config{Template: "http://127.0.0.1:1/items/{key}", FillTimeout: time.Second, MaxBytes: 1 << 20})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		cfg.Origin = o
+	})
 	const key = "key:000000000042"
 	if err := ts.s.cfg.Group.Set(context.Background(), key, objects.Object{Body: bytes.Repeat([]byte("v"), 512)}); err != nil {
 		tb.Fatal(err)
@@ -60,11 +73,16 @@ func (gc *getClient) round(tb testing.TB) {
 // TestGetAllocs holds a Redis protocol GET that hits to no allocation in the whole process:
 // the front reading the command, the group's Get and the reply, counted over every goroutine
 // by the runtime (the client allocates nothing). A pipeline of 1 and of 16, as
-// redis-benchmark's -P1 and -P16.
+// redis-benchmark's -P1 and -P16; without an origin, and with one (--origin), as corral serve
+// runs in the comparison.
 func TestGetAllocs(t *testing.T) {
-	for _, depth := range []int{1, 16} {
-		t.Run(fmt.Sprint("pipeline=", depth), func(t *testing.T) {
-			gc := newGetClient(t, depth)
+	for _, tc := range []struct {
+		depth      int
+		withOrigin bool
+	}{{1, false}, {16, false}, {1, true}, {16, true}} {
+		depth := tc.depth
+		t.Run(fmt.Sprint("pipeline=", depth, ",origin=", tc.withOrigin), func(t *testing.T) {
+			gc := newGetClient(t, depth, tc.withOrigin)
 			for range 100 { // the connection's buffers, the key's string
 				gc.round(t)
 			}
@@ -92,7 +110,7 @@ func TestGetAllocs(t *testing.T) {
 func BenchmarkGet(b *testing.B) {
 	for _, depth := range []int{1, 16} {
 		b.Run(fmt.Sprint("pipeline=", depth), func(b *testing.B) {
-			gc := newGetClient(b, depth)
+			gc := newGetClient(b, depth, false)
 			gc.round(b)
 			b.ReportAllocs()
 			for b.Loop() {

@@ -119,7 +119,7 @@ type reader struct {
 	arena    []byte    // small arguments' bytes: reused, command after command (see bulk)
 	used     int       // bytes of arena the current command's arguments hold
 	reading  bool      // a command's first byte has been read and its last not yet
-	began    time.Time // when reading became true
+	began    time.Time // when the command being read first waited for bytes; zero before (conn.Read)
 	// allocated counts every byte the reader allocated for arguments, for the fuzz target.
 	allocated int
 }
@@ -142,7 +142,9 @@ func (rr *reader) command() ([][]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		rr.reading, rr.began = true, time.Now()
+		// The clock is read only if the command has to wait for more bytes (conn.Read): a
+		// pipelined command already here costs no time.Now.
+		rr.reading, rr.began = true, time.Time{}
 		var args [][]byte
 		if b[0] == '*' {
 			args, err = rr.multibulk()

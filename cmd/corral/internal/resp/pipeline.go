@@ -27,6 +27,8 @@ import (
 // pipeline sees it) and before the connection waits for more bytes (the replies leave then);
 // and a key named twice is written in order — its second SET starts a new batch. A client
 // that hangs up mid-pipeline has its SETs that arrived whole applied, as Redis applies them.
+// What does not hold: another connection may see a later SET of the batch before an earlier
+// one of another key, as a Redis Cluster's shards apply a pipeline's keys independently.
 
 // pendingSet is a SET read and not yet applied.
 type pendingSet struct {

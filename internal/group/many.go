@@ -21,8 +21,10 @@ import (
 //     misses of other callers within its window included, else each with the loader.
 //  2. The others go to the near cache: its copies answer at once, a fill of a key already in
 //     flight is joined, and the rest are asked of their owners by fetchMany: the keys grouped
-//     by owner, one request to each (route.Router.OnOwners), all at once, on the owners'
-//     streams, each owner failing over as a Get's does.
+//     by owner, one request to each (route.Router.OnOwners) on the owners' streams, every
+//     request sent before any answer is waited for, each owner failing over as a Get's does.
+//     It all runs on the caller's goroutine, which reads each answer itself where nobody
+//     else reads the stream: no goroutine per owner, and no hand-off to one and back.
 //  3. An owner serves a batch (serveMany) as it serves a Get of each key, and answers every
 //     key on its own: its entry, or the error a Get of it alone would have had. A batch whose
 //     keys are all held there is answered on the stream's receive loop, as a Get's hit is

@@ -101,52 +101,61 @@ func (b *batchRoute) route(ctx context.Context, rg *ring.Ring, p Part) {
 		next[j]++
 	}
 	sends := make([]sent, 0, len(owners))
-	var here []Part // the parts local runs, after the others are sent
+	var rest []func() // the parts not sent: run once the others are
 	for j, owner := range owners {
 		part := Part{Keys: keys[start[j] : start[j]+counts[j]], At: at[start[j] : start[j]+counts[j]]}
 		if s, ok := b.send(ctx, rg, owner, part); ok {
 			sends = append(sends, s)
-		} else if owner == b.v.Self && owner != "" {
-			here = append(here, part)
+		} else {
+			rest = append(rest, func() { b.notSent(ctx, rg, owner, part) })
 		}
 	}
 	for i := 1; i < len(sends); i++ {
 		sends[i].asked.Later()
 	}
-	for _, part := range here {
-		b.local(part)
+	for _, run := range rest {
+		run()
 	}
 	for _, s := range sends {
 		b.answered(ctx, rg, s)
 	}
 }
 
-// send sends the keys of p, which owner owns on rg, to owner, and reports true; or, when
-// owner is not asked, does what OnOwner does instead — fails them, or fails over — but for
-// this node's own keys, and reports false.
+// send sends the keys of p, which owner owns on rg, to owner, and reports true; or reports
+// false when owner is not to be asked (notSent does what is done instead).
 func (b *batchRoute) send(ctx context.Context, rg *ring.Ring, owner string, p Part) (sent, bool) {
+	r, v := b.r, b.v
+	if owner == "" || owner == v.Self {
+		return sent{}, false
+	}
+	st, ok := v.Members[owner]
+	if !ok || r.breakers.Skip(st.PeerAddr, time.Now()) {
+		return sent{}, false
+	}
+	return sent{owner: owner, st: st, p: p, asked: b.remote(ctx, st, p)}, true
+}
+
+// notSent does for the keys of p, which owner owns on rg, what OnOwner does when it does not
+// ask owner: fails them (no owner), runs local (this node's own), or fails over.
+func (b *batchRoute) notSent(ctx context.Context, rg *ring.Ring, owner string, p Part) {
 	r, v := b.r, b.v
 	switch {
 	case owner == "" && v.Stopped:
 		b.fail(p, view.ErrClosed) // no other member to ask
-		return sent{}, false
+		return
 	case owner == "":
 		b.fail(p, errNoMembers)
-		return sent{}, false
+		return
 	case owner == v.Self:
-		return sent{}, false // route runs local
+		b.local(p)
+		return
 	}
-	st, ok := v.Members[owner]
-	if !ok {
+	if _, ok := v.Members[owner]; !ok {
 		b.route(ctx, rg.Without(owner), p)
-		return sent{}, false
+		return
 	}
-	if r.breakers.Skip(st.PeerAddr, time.Now()) {
-		r.cfg.Log.Debug("corral: owner unreachable a moment ago, asking its successor", "owner", owner, "keys", len(p.Keys))
-		b.failover(ctx, rg, owner, p)
-		return sent{}, false
-	}
-	return sent{owner: owner, st: st, p: p, asked: b.remote(ctx, st, p)}, true
+	r.cfg.Log.Debug("corral: owner unreachable a moment ago, asking its successor", "owner", owner, "keys", len(p.Keys))
+	b.failover(ctx, rg, owner, p)
 }
 
 // answered waits for the answer of s, sent to its owner on rg, failing over as OnOwner does.

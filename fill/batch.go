@@ -424,6 +424,15 @@ func (r *Replica[V]) LookupEach(ctx context.Context, keys []string, answer func(
 // twice is read once.
 func (c *Cache[V]) getMany(ctx context.Context, keys []string, count bool) map[string]Result[V] {
 	out := make(map[string]Result[V], len(keys))
+	uniq := Unique(keys, out)
+	c.getEach(ctx, uniq, count, func(i int, r Result[V]) { out[uniq[i]] = r })
+	return out
+}
+
+// Unique returns keys without the keys asked for again, in order (keys itself when there
+// are none), and puts a zero T in out for each key: the place of its answer, in a GetMany's
+// map.
+func Unique[T any](keys []string, out map[string]T) []string {
 	uniq := keys
 	for i, key := range keys {
 		if _, dup := out[key]; dup {
@@ -432,13 +441,13 @@ func (c *Cache[V]) getMany(ctx context.Context, keys []string, count bool) map[s
 			}
 			continue
 		}
-		out[key] = Result[V]{}
+		var zero T
+		out[key] = zero
 		if len(uniq) < len(keys) { // past a duplicate
 			uniq = append(uniq, key)
 		}
 	}
-	c.getEach(ctx, uniq, count, func(i int, r Result[V]) { out[uniq[i]] = r })
-	return out
+	return uniq
 }
 
 // getEach answers each of keys with answer (see GetEach), counting a Get of each when count

@@ -570,3 +570,45 @@ func TestStreamCallersLeaveAPeerThatReadsNothing(t *testing.T) {
 		t.Fatalf("slowest caller took %v, deadline %v", slowest, deadline)
 	}
 }
+
+// SendFrom sends a Get and returns before its answer: a caller asks two peers, the first of
+// which holds its answer back, before it waits on either; the second peer's answer, left
+// unread meanwhile, is read by the caller itself once it waits for it, not handed over by
+// the stream's reader.
+func TestSendFromAsksEveryPeerBeforeWaiting(t *testing.T) {
+	slow, fast := newHitHandler(), newHitHandler()
+	slowAddr, _ := serve(t, slow, ServerConfig{})
+	fastAddr, _ := serve(t, fast, ServerConfig{})
+	c := newClient(t, ClientConfig{})
+	ctx := context.Background()
+	for _, addr := range []string{slowAddr, fastAddr} { // open both streams
+		if _, err := getKey(c, ctx, addr, "warm"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := c.SendFrom(ctx, slowAddr, nil, &peerpb.GetRequest{Group: "g", Key: []byte("slow")})
+	second := c.SendFrom(ctx, fastAddr, nil, &peerpb.GetRequest{Group: "g", Key: []byte("k1")})
+	<-slow.slowIn // the first peer has the Get, and nobody waits on it yet
+	second.Later()
+	close(slow.release)
+	for _, w := range []struct {
+		sg   *SentGet
+		want string
+	}{{first, "v:slow"}, {second, "v:k1"}} {
+		resp, err := w.sg.Wait()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := string(resp.GetEntry().GetValue()); got != w.want {
+			t.Fatalf("answer %q, want %q", got, w.want)
+		}
+	}
+	p, _ := c.conns.Load(fastAddr)
+	s := p.(*peerConn).mux.Load()
+	if s.framed == nil {
+		t.Fatal("a gRPC stream, whose reader reads every answer: want a framed one")
+	}
+	if n := s.readerReads.Load(); n != 0 {
+		t.Fatalf("the stream's reader read %d answers; want the caller to read its own", n)
+	}
+}

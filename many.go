@@ -144,7 +144,20 @@ func (g *Group[V]) GetMany(ctx context.Context, keys []string) (_ map[string]V, 
 	// out holds a place for each key, which drops duplicates, until its answer comes: a value,
 	// or a key that has none, dropped.
 	out := make(map[string]V, len(keys))
-	uniq := fill.Unique(keys, out)
+	uniq := keys
+	for i, key := range keys {
+		if _, dup := out[key]; dup {
+			if len(uniq) == len(keys) { // the first duplicate: uniq becomes a list of its own
+				uniq = slices.Clone(keys[:i])
+			}
+			continue
+		}
+		var zero V
+		out[key] = zero
+		if len(uniq) < len(keys) { // past a duplicate
+			uniq = append(uniq, key)
+		}
+	}
 	var errs map[string]error
 	answered := 0
 	err = g.g.GetMany(ctx, uniq, func(key string, r group.Result[V]) {

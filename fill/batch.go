@@ -424,15 +424,6 @@ func (r *Replica[V]) LookupEach(ctx context.Context, keys []string, answer func(
 // twice is read once.
 func (c *Cache[V]) getMany(ctx context.Context, keys []string, count bool) map[string]Result[V] {
 	out := make(map[string]Result[V], len(keys))
-	uniq := Unique(keys, out)
-	c.getEach(ctx, uniq, count, func(i int, r Result[V]) { out[uniq[i]] = r })
-	return out
-}
-
-// Unique returns keys without the keys asked for again, in order (keys itself when there
-// are none), and puts a zero T in out for each key: the place of its answer, in a GetMany's
-// map.
-func Unique[T any](keys []string, out map[string]T) []string {
 	uniq := keys
 	for i, key := range keys {
 		if _, dup := out[key]; dup {
@@ -441,13 +432,13 @@ func Unique[T any](keys []string, out map[string]T) []string {
 			}
 			continue
 		}
-		var zero T
-		out[key] = zero
+		out[key] = Result[V]{}
 		if len(uniq) < len(keys) { // past a duplicate
 			uniq = append(uniq, key)
 		}
 	}
-	return uniq
+	c.getEach(ctx, uniq, count, func(i int, r Result[V]) { out[uniq[i]] = r })
+	return out
 }
 
 // getEach answers each of keys with answer (see GetEach), counting a Get of each when count

@@ -350,19 +350,3 @@ func TestBatchTimeout(t *testing.T) {
 		c.Close(context.Background())
 	})
 }
-
-// Unique drops the keys asked for again, keeping the order of the first asks, gives each
-// key a place in the map, and hands back the list itself when nothing repeats.
-func TestUnique(t *testing.T) {
-	out := map[string]int{}
-	if got := Unique([]string{"a", "b", "a", "c", "b", "d"}, out); !slices.Equal(got, []string{"a", "b", "c", "d"}) {
-		t.Fatalf("Unique = %q", got)
-	}
-	if len(out) != 4 {
-		t.Fatalf("%d places in the map for 4 keys: %v", len(out), out)
-	}
-	keys := []string{"x", "y"}
-	if got := Unique(keys, map[string]string{}); &got[0] != &keys[0] || len(got) != 2 {
-		t.Fatalf("Unique of keys without repeats = %q, not the list itself", got)
-	}
-}

@@ -25,16 +25,37 @@ type fillTask[V any] struct {
 	cl   *call[V]
 	slot *Limiter
 	b    *batch[V] // a batch's fill (runBatch) instead of key's
+	fn   func()    // a fill's own work handed off (Go) instead of a fill
 }
 
 // do runs t's fill.
 func (c *Cache[V]) do(t fillTask[V]) {
 	switch {
+	case t.fn != nil:
+		defer c.wg.Done()
+		t.fn()
 	case t.b != nil:
 		c.runBatch(t.ctx, t.b, false)
 	default:
 		c.run(t.ctx, t.key, t.cl, t.slot, false)
 	}
+}
+
+// Go runs f on one of the cache's workers, for a loader that does part of its work at once on
+// another goroutine — a batch's request to one of its owners, while it asks another — as deep
+// as a fill goes, which a new goroutine would grow its stack for. Close waits for f as for a
+// fill; once the cache is closed, f runs on the caller's goroutine.
+func (r *Replica[V]) Go(f func()) {
+	c := r.Cache
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		f()
+		return
+	}
+	c.wg.Add(1) // under mu: Close has not begun to wait
+	c.mu.Unlock()
+	c.goRun(fillTask[V]{fn: f})
 }
 
 // goRun runs t's fill on a worker. The caller has counted the fill in c.wg.

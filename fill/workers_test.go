@@ -110,3 +110,42 @@ func goid() uint64 {
 	fmt.Sscanf(string(b), "goroutine %d ", &id)
 	return id
 }
+
+// Replica.Go runs work a loader hands off on the cache's workers, the goroutine a fill
+// before it ran on; Close waits for it as for a fill; once closed, Go runs it on the caller.
+func TestReplicaGo(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, err := NewReplica(plain(func(ctx context.Context, key string) (string, error) { return "v", nil }), nil,
+			Config[string]{Name: "go", MaxBytes: 1 << 20, TTL: time.Hour, Clock: NewSystemClock()}, ReplicaConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A fill first, so that a worker waits: the handed-off work runs on it.
+		var fillG uint64
+		r.cfg.OnFill = func(time.Duration, error) { fillG = goid() }
+		if _, err := r.Get(context.Background(), "k"); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		release, ran := make(chan struct{}), make(chan uint64, 1)
+		r.Go(func() { ran <- goid(); <-release })
+		if g := <-ran; g != fillG {
+			t.Fatalf("Go ran on goroutine %d, not on the worker %d that filled", g, fillG)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if err := r.Close(ctx); err == nil {
+			t.Fatal("Close returned while the handed-off work ran")
+		}
+		close(release)
+		synctest.Wait()
+		if n := r.workers.Load(); n != 0 {
+			t.Fatalf("%d workers after Close and the work's end", n)
+		}
+		me, inline := goid(), uint64(0)
+		r.Go(func() { inline = goid() })
+		if inline != me {
+			t.Fatalf("after Close, Go ran on goroutine %d, not on the caller %d", inline, me)
+		}
+	})
+}

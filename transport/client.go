@@ -303,90 +303,37 @@ func (c *Client) Get(ctx context.Context, addr string, req *peerpb.GetRequest) (
 // again. Forget ends the Gets in flight when a member leaves; GetFrom closes the gap between
 // the caller's last look at its members and its Forget. left nil: never.
 func (c *Client) GetFrom(ctx context.Context, addr string, left <-chan struct{}, req *peerpb.GetRequest) (*peerpb.GetResponse, error) {
-	var sg SentGet
-	c.sendFrom(&sg, ctx, addr, left, req)
-	return sg.Wait()
-}
-
-// SentGet is a Get that Client.SendFrom sent, whose answer Wait returns.
-type SentGet struct {
-	c      *Client
-	p      *peerConn
-	ctx    context.Context // the caller's
-	call   context.Context // the call's (callContext)
-	cancel context.CancelFunc
-	addr   string
-	req    *peerpb.GetRequest
-	start  time.Time
-	span   trace.Span
-	g      sentGet
-	err    error // the send's, or the whole Get's when p is nil
-}
-
-// SendFrom is GetFrom in two halves: it sends the Get and returns at once, and Wait on what it
-// returns waits for the answer (exactly once). A caller with Gets for several peers sends
-// them all before it waits on any: on streams nobody else reads, it then reads each answer
-// itself, one after the other, without a goroutine per peer and the hand-offs to and from
-// them. Sending may block as GetFrom may, until the stream opens or has room for the call.
-func (c *Client) SendFrom(ctx context.Context, addr string, left <-chan struct{}, req *peerpb.GetRequest) *SentGet {
-	sg := new(SentGet)
-	c.sendFrom(sg, ctx, addr, left, req)
-	return sg
-}
-
-// sendFrom is SendFrom into sg.
-func (c *Client) sendFrom(sg *SentGet, ctx context.Context, addr string, left <-chan struct{}, req *peerpb.GetRequest) {
 	p, err := c.conn(addr)
 	if err != nil {
-		sg.err = err
-		return
+		return nil, err
 	}
 	if left != nil {
 		// After conn: a Forget that did not come before it finds p and ends its stream.
 		select {
 		case <-left:
-			sg.err = &UnreachableError{Addr: addr, Err: errLeft}
-			return
+			return nil, &UnreachableError{Addr: addr, Err: errLeft}
 		default:
 		}
 	}
-	sg.c, sg.p, sg.ctx, sg.addr, sg.req = c, p, ctx, addr, req
+	var span trace.Span
 	if c.tracer != nil {
 		// The span's ctx is not the call's: a fill's ctx must reach the stream as it is
 		// (cancelOf), so only the trace context goes, in the request.
 		var spanCtx context.Context
-		spanCtx, sg.span = c.startClient(ctx, "Get", addr)
+		spanCtx, span = c.startClient(ctx, "Get", addr)
 		setRequestTrace(spanCtx, req)
 	}
-	sg.call, sg.cancel = c.callContext(ctx)
-	sg.start = time.Now()
-	sg.g, sg.err = p.startOnStream(sg.call, req)
-}
-
-// Later tells sg that its caller waits on other Gets before it: when other callers' Gets
-// share its stream, their replies are read as they come rather than after this caller's
-// other waits.
-func (sg *SentGet) Later() {
-	if sg.p != nil && sg.err == nil {
-		sg.g.readAhead()
-	}
-}
-
-// Wait returns the answer to the Get sg sent, as GetFrom would have.
-func (sg *SentGet) Wait() (*peerpb.GetResponse, error) {
-	if sg.p == nil {
-		return nil, sg.err
-	}
-	c := sg.c
-	resp, err := sg.p.finishOnStream(sg.call, sg.req, &sg.g, sg.err)
-	sg.cancel()
-	c.observe("Get", sg.start, err)
-	if sg.span != nil {
-		answered(sg.span, resp)
-		endSpan(sg.span, err)
+	callCtx, cancel := c.callContext(ctx)
+	start := time.Now()
+	resp, err := p.getOnStream(callCtx, req)
+	cancel()
+	c.observe("Get", start, err)
+	if span != nil {
+		answered(span, resp)
+		endSpan(span, err)
 	}
 	if err != nil {
-		return nil, c.callError(sg.ctx, sg.addr, err)
+		return nil, c.callError(ctx, addr, err)
 	}
 	return resp, nil
 }

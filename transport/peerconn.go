@@ -51,46 +51,24 @@ type peerConn struct {
 // getOnStream is Client.Get's call on p: on the stream, or as a unary call to a peer that
 // has no GetStream (one running an older corral during a rolling upgrade).
 func (p *peerConn) getOnStream(ctx context.Context, req *peerpb.GetRequest) (*peerpb.GetResponse, error) {
-	g, err := p.startOnStream(ctx, req)
-	return p.finishOnStream(ctx, req, &g, err)
-}
-
-// errUseUnary is startOnStream's when p's Gets go as unary calls.
-var errUseUnary = errors.New("transport: unary gets")
-
-// startOnStream sends req on p's stream, for finishOnStream, which takes its error too.
-func (p *peerConn) startOnStream(ctx context.Context, req *peerpb.GetRequest) (sentGet, error) {
-	if p.unaryGets.Load() {
-		return sentGet{}, errUseUnary
-	}
-	s, err := p.stream(ctx)
-	if err != nil {
-		return sentGet{}, err
-	}
-	return s.start(ctx, req)
-}
-
-// finishOnStream returns the answer to req, which startOnStream sent as g or failed to send
-// with err: g's reply, or a unary call's (a large value, a peer without GetStream), or a
-// new stream's after a stale one.
-func (p *peerConn) finishOnStream(ctx context.Context, req *peerpb.GetRequest, g *sentGet, err error) (*peerpb.GetResponse, error) {
-	if err == errUseUnary {
-		return p.unaryGet(ctx, req)
-	}
-	var resp *peerpb.GetResponse
-	if err == nil {
-		resp, err = g.wait()
-		if err == errStaleStream {
-			resp, err = p.getAgain(ctx, req)
+	if !p.unaryGets.Load() {
+		s, err := p.stream(ctx)
+		if err == nil {
+			resp, err := s.get(ctx, req)
+			if err == errStaleStream {
+				resp, err = p.getAgain(ctx, req)
+			}
+			if err == errAskUnary {
+				return p.unaryGet(ctx, req) // a large value (ServerConfig.MaxStreamAnswer)
+			}
+			if !isUnimplemented(err) {
+				return resp, err
+			}
+		} else if !isUnimplemented(err) {
+			return nil, err
 		}
-		if err == errAskUnary {
-			return p.unaryGet(ctx, req) // a large value (ServerConfig.MaxStreamAnswer)
-		}
+		p.unaryGets.Store(true)
 	}
-	if !isUnimplemented(err) {
-		return resp, err
-	}
-	p.unaryGets.Store(true)
 	return p.unaryGet(ctx, req)
 }
 

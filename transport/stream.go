@@ -166,40 +166,15 @@ func (s *muxStream) broken() bool {
 // Under a fill's context, the stream ends the call at ctx's deadline itself (expire), and
 // before it when cancelOf(ctx) ends: the Get makes no timer of its own.
 func (s *muxStream) get(ctx context.Context, req *peerpb.GetRequest) (*peerpb.GetResponse, error) {
-	g, err := s.start(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	return g.wait()
-}
-
-// sentGet is a Get sent on a stream (start) whose reply has not been read yet (wait). Until
-// wait, nobody reads the reply unless another caller reads the stream, so a caller that sent
-// Gets on several streams reads each reply itself, one after the other, with no hand-off: a
-// batch's requests to its owners all go before it waits on any (Client.Send). A reply left
-// unread that long is no silence: the silence watch pings, and the reader reads both.
-type sentGet struct {
-	s        *muxStream
-	ctx      context.Context
-	cancel   context.Context // cancelOf(ctx)
-	deadline time.Time
-	id       uint64
-	c        *streamCall
-	idle     bool   // sent on an idle framed stream (see errStaleStream)
-	reads    uint64 // s.reads when it was sent
-}
-
-// start sends req, for wait to read its reply: get's first half. Its errors are get's.
-func (s *muxStream) start(ctx context.Context, req *peerpb.GetRequest) (sentGet, error) {
 	select {
 	case s.slots <- struct{}{}:
 	default:
 		select {
 		case s.slots <- struct{}{}:
 		case <-ctx.Done():
-			return sentGet{}, fromContext(ctx.Err())
+			return nil, fromContext(ctx.Err())
 		case <-s.done:
-			return sentGet{}, s.failure()
+			return nil, s.failure()
 		}
 	}
 	call := &peerpb.GetCall{Id: s.nextID.Add(1), Request: req, MaxReplySize: uint32(min(s.maxSend, math.MaxUint32))}
@@ -216,7 +191,7 @@ func (s *muxStream) start(ctx context.Context, req *peerpb.GetRequest) (sentGet,
 	if size > s.maxSend {
 		<-s.slots
 		// Sent, it would end the stream for every call on it.
-		return sentGet{}, oversized("transport: get request of %d bytes exceeds MaxMessageSize %d", size, s.maxSend)
+		return nil, oversized("transport: get request of %d bytes exceeds MaxMessageSize %d", size, s.maxSend)
 	}
 	c := s.calls.Get().(*streamCall)
 	s.mu.Lock()
@@ -224,7 +199,7 @@ func (s *muxStream) start(ctx context.Context, req *peerpb.GetRequest) (sentGet,
 		s.mu.Unlock()
 		<-s.slots
 		s.calls.Put(c)
-		return sentGet{}, s.failure()
+		return nil, s.failure()
 	}
 	s.pending[call.Id] = c
 	c.deadline = time.Time{}
@@ -265,35 +240,13 @@ func (s *muxStream) start(ctx context.Context, req *peerpb.GetRequest) (sentGet,
 	} else {
 		s.signal()
 	}
-	return sentGet{s: s, ctx: ctx, cancel: cancel, deadline: deadline, id: call.Id, c: c, idle: idle, reads: reads}, nil
-}
 
-// readAhead is for a Get whose caller waits on others first: when other calls wait on its
-// stream too, the stream's reader reads on, so that their replies do not wait behind the
-// caller's. Alone on the stream, the reply waits for the caller to read it (wait).
-func (g *sentGet) readAhead() {
-	s := g.s
-	if s == nil || s.framed == nil {
-		return
-	}
-	s.mu.Lock()
-	others := len(s.pending) > 1
-	s.mu.Unlock()
-	if others {
-		s.wakeReader()
-	}
-}
-
-// wait waits for the reply of g until its ctx ends: get's second half.
-func (g *sentGet) wait() (*peerpb.GetResponse, error) {
-	s, ctx, cancel, deadline, c := g.s, g.ctx, g.cancel, g.deadline, g.c
-	idle, reads := g.idle, g.reads
 	// On a framed stream nobody else reads, the caller reads its own reply: at 1 caller
 	// the reader's hand-off to the caller cost nearly half a remote hit's time
 	// (e2e/bench/HISTORY.md, step 4). Otherwise the one who reads hands it over.
 	if s.framed != nil && s.tryRead() {
 		r, ok := s.readFor(ctx, cancel, deadline, c)
-		if !ok && !s.leave(g.id) {
+		if !ok && !s.leave(call.Id) {
 			r, ok = <-c.reply, true // handed over as it left
 		}
 		<-s.reading
@@ -318,7 +271,7 @@ func (g *sentGet) wait() (*peerpb.GetResponse, error) {
 	case r := <-c.reply: // or the expiry's
 		return s.result(c, r, idle, reads)
 	case <-cancel.Done():
-		waiting := s.leave(g.id)
+		waiting := s.leave(call.Id)
 		<-s.slots
 		if waiting {
 			s.calls.Put(c)

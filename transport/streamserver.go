@@ -286,16 +286,10 @@ func (ss *serverStream) answer(id uint64, resp *peerpb.GetResponse, callerMax ui
 // is idle, the loop sends a small answer itself, saving the hand-off to the writer (at 1
 // caller the hand-offs are the call's cost). Such a Send waits only when the peer has not
 // read 64 KiB of this stream's answers; then the loop would wait for the peer to read in
-// any case, as the writer would. On a framed stream "small" is directAnswerBytes: a batch's
-// answer of held keys (a page's share of 50 values of 100 bytes is about 6 KiB) goes at
-// once too.
+// any case, as the writer would.
 func (ss *serverStream) answerHit(id uint64, resp *peerpb.GetResponse, callerMax uint32) {
 	r := &peerpb.GetReply{Id: id, Response: resp}
-	limit := directSendBytes
-	if ss.framed != nil {
-		limit = directAnswerBytes
-	}
-	limit = min(limit, ss.p.maxStreamAnswer, ss.p.maxMessage)
+	limit := min(directSendBytes, ss.p.maxStreamAnswer, ss.p.maxMessage)
 	if callerMax > 0 {
 		limit = min(limit, int(min(callerMax, math.MaxInt32)))
 	}

@@ -13,13 +13,10 @@ import (
 // flight on the stream, its own included, and the frame is at most directSendBytes: so the
 // frames sent and not yet answered stay well under grpc-go's 64 KiB of write quota per
 // stream, and a Send never waits on a peer that reads nothing. A Server's receive loop sends a
-// hit's answer itself under the same byte bound (serverStream.answerHit); on a framed
-// stream, whose Flush is one write to the connection and waits only on a peer that has not
-// read the kernel's buffer of it, under directAnswerBytes.
+// hit's answer itself under the same byte bound (serverStream.answerHit).
 const (
-	directSendCalls   = 8
-	directSendBytes   = 6 << 10
-	directAnswerBytes = maxKeptFrameBuffer / 2
+	directSendCalls = 8
+	directSendBytes = 6 << 10
 )
 
 // signal tells the writer that frames are queued.

@@ -21,10 +21,8 @@ import (
 //     misses of other callers within its window included, else each with the loader.
 //  2. The others go to the near cache: its copies answer at once, a fill of a key already in
 //     flight is joined, and the rest are asked of their owners by fetchMany: the keys grouped
-//     by owner, one request to each (route.Router.OnOwners) on the owners' streams, every
-//     request sent before any answer is waited for, each owner failing over as a Get's does.
-//     It all runs on the caller's goroutine, which reads each answer itself where nobody
-//     else reads the stream: no goroutine per owner, and no hand-off to one and back.
+//     by owner, one request to each (route.Router.OnOwners), all at once, on the owners'
+//     streams, each owner failing over as a Get's does.
 //  3. An owner serves a batch (serveMany) as it serves a Get of each key, and answers every
 //     key on its own: its entry, or the error a Get of it alone would have had. A batch whose
 //     keys are all held there is answered on the stream's receive loop, as a Get's hit is
@@ -154,9 +152,9 @@ func (g *Group[V]) manyStopped(ctx context.Context, keys []string, answer func(k
 		}
 	}
 	g.env.Router.OnOwners(ctx, keys, func(p route.Part) { failed(p, view.ErrClosed) },
-		func(ctx context.Context, st *view.MemberState, p route.Part) route.Asked {
+		func(ctx context.Context, st *view.MemberState, p route.Part) error {
 			return g.askOwnerMany(ctx, st, p, set)
-		}, failed)
+		}, failed, nil)
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -184,7 +182,7 @@ func (g *Group[V]) fetchMany(ctx context.Context, keys []string, out []fill.Load
 				set(p.At[i], r.Entry.Value, &fill.Copy{}, nil, r.Err)
 			})
 		},
-		func(ctx context.Context, st *view.MemberState, p route.Part) route.Asked {
+		func(ctx context.Context, st *view.MemberState, p route.Part) error {
 			return g.askOwnerMany(ctx, st, p, set)
 		},
 		func(p route.Part, err error) {
@@ -192,68 +190,41 @@ func (g *Group[V]) fetchMany(ctx context.Context, keys []string, out []fill.Load
 			for _, at := range p.At {
 				out[at] = fill.Loaded[V]{Err: err}
 			}
-		})
+		},
+		g.near.Go) // on the near cache's workers, whose stacks have grown already
 	return nil
 }
 
 // askOwnerMany asks st, the owner of the keys of p, for all of them in one request on its
-// stream, and returns at once: Wait on what it returns waits for the answer and records each
-// key's answer with set, by its index (p.At): its value and what a near cache keeps of it
-// (see fromOwner), or its error. The keys the owner had no room for in its answer are asked
-// again. Wait returns an error when a request itself failed (the caller fails over on it).
+// stream, and records each key's answer with set, by its index (p.At): its value and what a
+// near cache keeps of it (see fromOwner), or its error. The keys the owner had no room for in
+// its answer are asked again. It returns an error when the request itself failed (the caller
+// fails over on it).
 func (g *Group[V]) askOwnerMany(ctx context.Context, st *view.MemberState, p route.Part,
-	set func(at int, v V, cp *fill.Copy, tags []string, err error)) route.Asked {
-	a := &askMany[V]{g: g, ctx: ctx, st: st, p: p, set: set}
-	a.send(p)
-	return a
-}
-
-// askMany is a batch request to one owner (askOwnerMany).
-type askMany[V any] struct {
-	g   *Group[V]
-	ctx context.Context
-	st  *view.MemberState
-	p   route.Part // the keys asked last
-	set func(at int, v V, cp *fill.Copy, tags []string, err error)
-	sg  *transport.SentGet
-}
-
-// send asks the owner for the keys of p.
-func (a *askMany[V]) send(p route.Part) {
-	g := a.g
-	req := &peerpb.GetRequest{Header: g.env.Router.HeaderWith(fill.OuterChain(a.ctx)), Group: g.name}
-	req.Keys, req.KeySizes = packKeys(p.Keys)
-	a.p, a.sg = p, g.env.Client.SendFrom(a.ctx, a.st.PeerAddr, a.st.Gone.Done(), req)
-}
-
-func (a *askMany[V]) Later() { a.sg.Later() }
-
-func (a *askMany[V]) Wait() error {
-	g, st := a.g, a.st
-	for {
-		resp, err := a.sg.Wait()
+	set func(at int, v V, cp *fill.Copy, tags []string, err error)) error {
+	for ask := p; len(ask.Keys) > 0; {
+		req := &peerpb.GetRequest{Header: g.env.Router.HeaderWith(fill.OuterChain(ctx)), Group: g.name}
+		req.Keys, req.KeySizes = packKeys(ask.Keys)
+		resp, err := g.env.Client.GetFrom(ctx, st.PeerAddr, st.Gone.Done(), req)
 		if err != nil {
 			return err
 		}
-		ask := a.p
 		g.batchesSent.Add(1)
 		g.batchKeysSent.Add(uint64(len(ask.Keys)))
 		b := resp.GetBatch()
 		if err := checkBatch(b, len(ask.Keys)); err != nil {
 			return fmt.Errorf("%w: %s answered a batch of %d keys: %v", transport.ErrInvalidArgument, st.Name, len(ask.Keys), err)
 		}
-		again, err := g.readBatch(st, ask, b, a.set)
+		again, err := g.readBatch(st, ask, b, set)
 		if err != nil {
 			return fmt.Errorf("%w: %s answered a batch of %d keys: %v", transport.ErrInvalidArgument, st.Name, len(ask.Keys), err)
 		}
 		if len(again.Keys) == len(ask.Keys) {
 			return fmt.Errorf("%w: %s answered no key of %d", transport.ErrInvalidArgument, st.Name, len(ask.Keys))
 		}
-		if len(again.Keys) == 0 {
-			return nil
-		}
-		a.send(again)
+		ask = again
 	}
+	return nil
 }
 
 // serveMany serves a peer's batch of keys (a GetRequest with Keys, unpacked by batchKeys) as

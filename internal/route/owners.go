@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/corralcache/corral/internal/view"
@@ -19,20 +20,20 @@ type Part struct {
 }
 
 // OnOwners is OnOwner for many keys at once (a batch): it groups keys by their owner on this
-// node's ring, sends each other owner its keys with remote, runs local with the keys this
-// node owns, and then waits for each owner's answer in turn (Asked.Wait) — all
-// on the caller's goroutine: every owner is asked before any answer is waited for, and on
-// streams nobody else reads, the caller reads each answer itself, with no goroutine per owner
-// and no hand-off to one and back. It fails over as OnOwner does, owner by owner: the keys of
-// an owner that cannot be reached, or that answers it is leaving or does not serve the group
-// yet, are grouped again on the ring without it and go to their next owners (or to local,
-// with Config.LocalFallback). local and the waits record each key's answer themselves; fail
-// is given the keys whose owner's call failed for good (or that have no owner), with the
-// error. OnOwners returns once every call has ended.
+// node's ring and runs, all at once, local with the keys this node owns and remote with each
+// other owner's keys, on the owner's stream. It fails over as OnOwner does, owner by owner:
+// the keys of an owner that cannot be reached, or that answers it is leaving or does not
+// serve the group yet, are grouped again on the ring without it and go to their next
+// owners (or to local, with Config.LocalFallback). local and remote record each key's
+// answer themselves; fail is given the keys whose owner's call failed for good (or that have
+// no owner), with the error. Each may be called from several goroutines at once, for
+// different keys: the last owner's on the caller's, the others' each run by spawn (nil: on
+// a goroutine of its own). OnOwners returns once every call has ended.
 func (r *Router) OnOwners(ctx context.Context, keys []string, local func(p Part),
-	remote func(ctx context.Context, st *view.MemberState, p Part) Asked, fail func(p Part, err error)) {
+	remote func(ctx context.Context, st *view.MemberState, p Part) error, fail func(p Part, err error),
+	spawn func(func())) {
 	v := r.cfg.View.Load()
-	b := &batchRoute{r: r, v: v, local: local, remote: remote, fail: fail, fallback: r.cfg.LocalFallback}
+	b := &batchRoute{r: r, v: v, local: local, remote: remote, fail: fail, spawn: spawn, fallback: r.cfg.LocalFallback}
 	rg := v.Ring
 	if v.Stopped {
 		// This node serves nothing itself any more: the keys' owners among the others.
@@ -43,6 +44,7 @@ func (r *Router) OnOwners(ctx context.Context, keys []string, local func(p Part)
 		at[i] = i
 	}
 	b.route(ctx, rg, Part{Keys: keys, At: at})
+	b.wg.Wait()
 }
 
 // batchRoute is one OnOwners.
@@ -50,30 +52,15 @@ type batchRoute struct {
 	r        *Router
 	v        *view.View
 	local    func(p Part)
-	remote   func(ctx context.Context, st *view.MemberState, p Part) Asked
+	remote   func(ctx context.Context, st *view.MemberState, p Part) error
 	fail     func(p Part, err error)
+	spawn    func(func()) // nil: go
 	fallback bool
+	wg       sync.WaitGroup
 }
 
-// Asked is an owner's part of an OnOwners, sent to it (remote).
-type Asked interface {
-	// Later, called before Wait, says that other owners' answers are waited for first.
-	Later()
-	// Wait waits for the owner's answer and records it; its error is the request's (the
-	// caller fails over on it).
-	Wait() error
-}
-
-// sent is an owner's part of a batch, sent to it, whose answer is waited for.
-type sent struct {
-	owner string
-	st    *view.MemberState
-	p     Part
-	asked Asked
-}
-
-// route sends the keys of p to their owners on rg, all before it waits for any: the keys of
-// each other owner first, then this node's own to local, then each owner's answer.
+// route sends the keys of p to their owners on rg, all at once: each owner's keys on a
+// goroutine of its own, but the last owner's, on this one.
 func (b *batchRoute) route(ctx context.Context, rg *ring.Ring, p Part) {
 	// Group the keys by owner (a few members: a list, looked through, is cheaper than a
 	// map), each owner's in one run of the same two arrays.
@@ -100,44 +87,27 @@ func (b *batchRoute) route(ctx context.Context, rg *ring.Ring, p Part) {
 		keys[next[j]], at[next[j]] = p.Keys[i], p.At[i]
 		next[j]++
 	}
-	sends := make([]sent, 0, len(owners))
-	var rest []func() // the parts not sent: run once the others are
 	for j, owner := range owners {
 		part := Part{Keys: keys[start[j] : start[j]+counts[j]], At: at[start[j] : start[j]+counts[j]]}
-		if s, ok := b.send(ctx, rg, owner, part); ok {
-			sends = append(sends, s)
+		if j == len(owners)-1 {
+			b.toOwner(ctx, rg, owner, part)
+			break
+		}
+		b.wg.Add(1)
+		call := func() {
+			defer b.wg.Done()
+			b.toOwner(ctx, rg, owner, part)
+		}
+		if b.spawn != nil {
+			b.spawn(call)
 		} else {
-			rest = append(rest, func() { b.notSent(ctx, rg, owner, part) })
+			go call()
 		}
 	}
-	for i := 1; i < len(sends); i++ {
-		sends[i].asked.Later()
-	}
-	for _, run := range rest {
-		run()
-	}
-	for _, s := range sends {
-		b.answered(ctx, rg, s)
-	}
 }
 
-// send sends the keys of p, which owner owns on rg, to owner, and reports true; or reports
-// false when owner is not to be asked (notSent does what is done instead).
-func (b *batchRoute) send(ctx context.Context, rg *ring.Ring, owner string, p Part) (sent, bool) {
-	r, v := b.r, b.v
-	if owner == "" || owner == v.Self {
-		return sent{}, false
-	}
-	st, ok := v.Members[owner]
-	if !ok || r.breakers.Skip(st.PeerAddr, time.Now()) {
-		return sent{}, false
-	}
-	return sent{owner: owner, st: st, p: p, asked: b.remote(ctx, st, p)}, true
-}
-
-// notSent does for the keys of p, which owner owns on rg, what OnOwner does when it does not
-// ask owner: fails them (no owner), runs local (this node's own), or fails over.
-func (b *batchRoute) notSent(ctx context.Context, rg *ring.Ring, owner string, p Part) {
+// toOwner runs the keys of p, which owner owns on rg, on owner, failing over as OnOwner does.
+func (b *batchRoute) toOwner(ctx context.Context, rg *ring.Ring, owner string, p Part) {
 	r, v := b.r, b.v
 	switch {
 	case owner == "" && v.Stopped:
@@ -150,34 +120,33 @@ func (b *batchRoute) notSent(ctx context.Context, rg *ring.Ring, owner string, p
 		b.local(p)
 		return
 	}
-	if _, ok := v.Members[owner]; !ok {
+	st, ok := v.Members[owner]
+	if !ok {
 		b.route(ctx, rg.Without(owner), p)
 		return
 	}
-	r.cfg.Log.Debug("corral: owner unreachable a moment ago, asking its successor", "owner", owner, "keys", len(p.Keys))
-	b.failover(ctx, rg, owner, p)
-}
-
-// answered waits for the answer of s, sent to its owner on rg, failing over as OnOwner does.
-func (b *batchRoute) answered(ctx context.Context, rg *ring.Ring, s sent) {
-	r, st := b.r, s.st
-	err := s.asked.Wait()
+	if r.breakers.Skip(st.PeerAddr, time.Now()) {
+		r.cfg.Log.Debug("corral: owner unreachable a moment ago, asking its successor", "owner", owner, "keys", len(p.Keys))
+		b.failover(ctx, rg, owner, p)
+		return
+	}
+	err := r.callPeer(ctx, st, true, func(ctx context.Context, st *view.MemberState) error { return b.remote(ctx, st, p) })
 	if err == nil || !r.failover(ctx, st, err) {
 		if ctx.Err() == nil {
 			r.breakers.Reset(st.PeerAddr) // it answered
 		}
 		if err != nil {
-			b.fail(s.p, err)
+			b.fail(p, err)
 		}
 		return
 	}
 	if errors.Is(err, transport.ErrLeaving) || errors.Is(err, transport.ErrUnknownGroup) || errors.Is(err, transport.ErrNotMember) {
-		r.cfg.Log.Debug("corral: owner does not serve the keys, asking its successor", "owner", s.owner, "keys", len(s.p.Keys), "err", err)
+		r.cfg.Log.Debug("corral: owner does not serve the keys, asking its successor", "owner", owner, "keys", len(p.Keys), "err", err)
 	} else {
-		r.cfg.Log.Warn("corral: owner unreachable, failing over", "owner", s.owner, "keys", len(s.p.Keys), "err", err)
+		r.cfg.Log.Warn("corral: owner unreachable, failing over", "owner", owner, "keys", len(p.Keys), "err", err)
 		r.peerDown(ctx, st)
 	}
-	b.failover(ctx, rg, s.owner, s.p)
+	b.failover(ctx, rg, owner, p)
 }
 
 // failover sends the keys of p, whose owner on rg could not take them, to local with

@@ -84,12 +84,13 @@ func NewTombstones(cfg TombstoneConfig) *Tombstones {
 	return &Tombstones{ttl: int64(cfg.TTL), maxBytes: cfg.MaxBytes, clock: cfg.Clock, byKey: make(map[string]tomb)}
 }
 
-// Record remembers a write of key at version. A key remembers its largest version. A write
-// already remembered at that very version is not recorded again: it is remembered for TTL
-// from when this node first learned of it, which bounds every copy that was on its way then.
-// (A write applied here is recorded by the store that applied it, and again by each cache
-// of the group that the writer then tells: three records a Set that made the same queue
-// three times as long.)
+// Record remembers a write of key at version for TTL from now. A key remembers its largest
+// version. A write recorded again at that very version within TTL/1024 of its last record
+// is not queued again (it is remembered at least TTL − TTL/1024 from now): a write applied
+// here is recorded by the store that applied it, and again at once by each cache of the
+// group that the writer then tells — three records a Set that made the queue three times as
+// long. One recorded again later, from a member that learned of it late, is remembered for
+// TTL from then: copies older than it may still be on their way from that member.
 func (t *Tombstones) Record(key string, version uint64) {
 	if version == 0 {
 		return
@@ -99,7 +100,7 @@ func (t *Tombstones) Record(key string, version uint64) {
 	defer t.mu.Unlock()
 	t.expireLocked(now)
 	expires := now + t.ttl
-	if old, ok := t.byKey[key]; ok && old.version == version {
+	if old, ok := t.byKey[key]; ok && old.version == version && old.expires >= expires-t.ttl/1024 {
 		return
 	} else if ok {
 		t.byKey[key] = tomb{version: max(old.version, version), expires: expires}

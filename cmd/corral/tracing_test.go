@@ -1,10 +1,8 @@
 package main
 
 import (
-	"context"
 	"encoding/hex"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -12,90 +10,25 @@ import (
 	"sync"
 	"testing"
 
-	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
-	"google.golang.org/grpc"
 
 	"github.com/corralcache/corral/internal/clustertest"
+	"github.com/corralcache/corral/internal/otlptest"
 )
 
-// collector is an OTLP/gRPC trace receiver in this process: what the daemons export lands
-// in spans, with the service.instance.id of the resource that sent it.
-type collector struct {
-	collectortrace.UnimplementedTraceServiceServer
-	addr string
-
-	mu    sync.Mutex // guards spans
-	spans []exported
-}
-
-type exported struct {
-	instance, service string
-	span              *tracepb.Span
-}
-
-func startCollector(tb testing.TB) *collector {
-	tb.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	c := &collector{addr: lis.Addr().String()}
-	srv := grpc.NewServer()
-	collectortrace.RegisterTraceServiceServer(srv, c)
-	go srv.Serve(lis)
-	tb.Cleanup(srv.Stop)
-	return c
-}
-
-func (c *collector) Export(_ context.Context, req *collectortrace.ExportTraceServiceRequest) (*collectortrace.ExportTraceServiceResponse, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, rs := range req.GetResourceSpans() {
-		var instance, service string
-		for _, kv := range rs.GetResource().GetAttributes() {
-			switch kv.GetKey() {
-			case "service.instance.id":
-				instance = kv.GetValue().GetStringValue()
-			case "service.name":
-				service = kv.GetValue().GetStringValue()
-			}
-		}
-		for _, ss := range rs.GetScopeSpans() {
-			for _, s := range ss.GetSpans() {
-				c.spans = append(c.spans, exported{instance: instance, service: service, span: s})
-			}
-		}
-	}
-	return &collectortrace.ExportTraceServiceResponse{}, nil
-}
-
-// of returns the spans of trace tid received so far.
-func (c *collector) of(tid []byte) []exported {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var out []exported
-	for _, e := range c.spans {
-		if string(e.span.GetTraceId()) == string(tid) {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
 // find returns the one span called name that instance sent, failing tb otherwise.
-func find(tb testing.TB, spans []exported, instance, name string) *tracepb.Span {
+func find(tb testing.TB, spans []otlptest.Span, instance, name string) *tracepb.Span {
 	tb.Helper()
 	var found []*tracepb.Span
 	for _, e := range spans {
-		if e.instance == instance && e.span.GetName() == name {
-			found = append(found, e.span)
+		if e.Instance == instance && e.Span.GetName() == name {
+			found = append(found, e.Span)
 		}
 	}
 	if len(found) != 1 {
 		var all []string
 		for _, e := range spans {
-			all = append(all, e.instance+":"+e.span.GetName())
+			all = append(all, e.Instance+":"+e.Span.GetName())
 		}
 		tb.Fatalf("%d spans %q from %s, want 1 (all: %v)", len(found), name, instance, all)
 	}
@@ -104,7 +37,7 @@ func find(tb testing.TB, spans []exported, instance, name string) *tracepb.Span 
 
 func TestServeTracesAGetThroughANonOwner(t *testing.T) {
 	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "50") // export within 50 ms, not 5 s
-	col := startCollector(t)
+	col := otlptest.Start(t, "127.0.0.1")
 	var originTrace sync.Map // the traceparent each fetch carried
 	originSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		originTrace.Store(r.URL.Path, r.Header.Get("traceparent"))
@@ -117,7 +50,7 @@ func TestServeTracesAGetThroughANonOwner(t *testing.T) {
 		daemons = append(daemons, startTestDaemon(t, func(c *serveConfig) {
 			c.name = fmt.Sprintf("traced-%d", i)
 			c.origin = originSrv.URL + "/items/{key}"
-			c.tracing.otlpEndpoint = col.addr
+			c.tracing.otlpEndpoint = col.Addr
 			if i > 0 {
 				c.join = []string{daemons[0].d.node.GossipAddr()}
 			}
@@ -150,11 +83,11 @@ func TestServeTracesAGetThroughANonOwner(t *testing.T) {
 		peer   = "corral.peer.v1.Peer/Get"
 		origin = "GET /items/{key}"
 	)
-	var spans []exported
+	var spans []otlptest.Span
 	clustertest.Eventually(t, "the owner's origin call exported", func() bool {
-		spans = col.of(traceID)
+		spans = col.Of(traceID)
 		for _, e := range spans {
-			if e.span.GetName() == origin {
+			if e.Span.GetName() == origin {
 				return true
 			}
 		}
@@ -162,9 +95,9 @@ func TestServeTracesAGetThroughANonOwner(t *testing.T) {
 	})
 	// Give the caller's spans, which end after the owner's, their turn to be exported.
 	clustertest.Eventually(t, "the front's span exported", func() bool {
-		spans = col.of(traceID)
+		spans = col.Of(traceID)
 		for _, e := range spans {
-			if e.span.GetName() == front {
+			if e.Span.GetName() == front {
 				return true
 			}
 		}
@@ -192,8 +125,8 @@ func TestServeTracesAGetThroughANonOwner(t *testing.T) {
 	parentOf(fillSpan, server)
 	parentOf(find(t, spans, "traced-0", origin), fillSpan)
 	for _, e := range spans {
-		if e.service != "corral" {
-			t.Errorf("span %s from service %q, want corral", e.span.GetName(), e.service)
+		if e.Service != "corral" {
+			t.Errorf("span %s from service %q, want corral", e.Span.GetName(), e.Service)
 		}
 	}
 }
@@ -220,7 +153,7 @@ func TestTracingFlagsRefused(t *testing.T) {
 // trace from a request's b3 header and sends it on to the origin in b3, not traceparent.
 func TestServeTraceContextFromOTELPropagators(t *testing.T) {
 	t.Setenv("OTEL_PROPAGATORS", "b3")
-	col := startCollector(t)
+	col := otlptest.Start(t, "127.0.0.1")
 	var originHeaders sync.Map // path → the fetch's headers
 	originSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		originHeaders.Store(r.URL.Path, r.Header.Clone())
@@ -230,7 +163,7 @@ func TestServeTraceContextFromOTELPropagators(t *testing.T) {
 	d := startTestDaemon(t, func(c *serveConfig) {
 		c.name = "b3"
 		c.origin = originSrv.URL + "/items/{key}"
-		c.tracing.otlpEndpoint = col.addr
+		c.tracing.otlpEndpoint = col.Addr
 	})
 	tid, sid := "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 	resp, body := d.do(t, "GET", "/v1/groups/g/keys/k", "", "b3", tid+"-"+sid+"-1")

@@ -1,18 +1,15 @@
 package node
 
 import (
-	"context"
 	"encoding/hex"
 	"fmt"
-	"net"
 	"net/http"
-	"sync"
 	"testing"
 	"time"
 
-	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
-	"google.golang.org/grpc"
+
+	"github.com/corralcache/corral/internal/otlptest"
 )
 
 // TestServerTrace installs the chart with server.otlpEndpoint pointing at an OTLP/gRPC
@@ -22,8 +19,8 @@ import (
 // the owner's server span and its origin call on another pod.
 func TestServerTrace(t *testing.T) {
 	needNode(t)
-	col := startTraceReceiver(t)
-	s := installServer(t, "dns", "trace", fmt.Sprintf("  otlpEndpoint: %q\n", col.addr))
+	col := otlptest.Start(t, bridgeIP)
+	s := installServer(t, "dns", "trace", fmt.Sprintf("  otlpEndpoint: %q\n", col.Addr))
 	start := time.Now()
 	ps := pods(t, s.ns, s.sel)
 	via := ps[0]
@@ -55,9 +52,9 @@ func TestServerTrace(t *testing.T) {
 		t.Fatalf("50 fresh keys read through %s, none answered by another pod", via.Name)
 	}
 	traceID, _ := hex.DecodeString(tid)
-	var spans []exportedSpan
+	var spans []otlptest.Span
 	waitFor(t, "the trace's spans exported", time.Minute, func() bool {
-		spans = col.of(traceID)
+		spans = col.Of(traceID)
 		return len(pick(spans, front, tracepb.Span_SPAN_KIND_SERVER)) > 0 && len(pick(spans, peer, tracepb.Span_SPAN_KIND_CLIENT)) > 0 &&
 			len(pick(spans, peer, tracepb.Span_SPAN_KIND_SERVER)) > 0 && len(pick(spans, fetched, tracepb.Span_SPAN_KIND_CLIENT)) > 0
 	})
@@ -65,12 +62,12 @@ func TestServerTrace(t *testing.T) {
 	// under it and its origin call (a new owner's fill may first ask the key's previous owner,
 	// in the same trace: more peer spans, on the owner's side).
 	fr := one(t, spans, front, tracepb.Span_SPAN_KIND_SERVER)
-	if fr.instance != via.Name {
-		t.Errorf("the front's span came from %s, want %s", fr.instance, via.Name)
+	if fr.Instance != via.Name {
+		t.Errorf("the front's span came from %s, want %s", fr.Instance, via.Name)
 	}
-	var cls []exportedSpan
+	var cls []otlptest.Span
 	for _, e := range pick(spans, peer, tracepb.Span_SPAN_KIND_CLIENT) {
-		if e.instance == via.Name {
+		if e.Instance == via.Name {
 			cls = append(cls, e)
 		}
 	}
@@ -78,95 +75,33 @@ func TestServerTrace(t *testing.T) {
 		t.Fatalf("%d client spans %q on %s, want 1 (all: %v)", len(cls), peer, via.Name, spanList(spans))
 	}
 	cl := cls[0]
-	var sv exportedSpan
+	var sv otlptest.Span
 	for _, e := range pick(spans, peer, tracepb.Span_SPAN_KIND_SERVER) {
-		if string(e.span.GetParentSpanId()) == string(cl.span.GetSpanId()) {
+		if string(e.Span.GetParentSpanId()) == string(cl.Span.GetSpanId()) {
 			sv = e
 		}
 	}
-	if sv.span == nil || sv.instance == via.Name {
+	if sv.Span == nil || sv.Instance == via.Name {
 		t.Fatalf("no server span under %s's client span on another pod (all: %v)", via.Name, spanList(spans))
 	}
-	var or exportedSpan
+	var or otlptest.Span
 	for _, e := range pick(spans, fetched, tracepb.Span_SPAN_KIND_CLIENT) {
-		if e.instance == sv.instance {
+		if e.Instance == sv.Instance {
 			or = e
 		}
 	}
-	if or.span == nil {
-		t.Errorf("no origin call from the owner %s (all: %v)", sv.instance, spanList(spans))
+	if or.Span == nil {
+		t.Errorf("no origin call from the owner %s (all: %v)", sv.Instance, spanList(spans))
 	}
 	record(result{Scenario: "server (dns): one GET traced through the pods", Took: time.Since(start),
-		Note: fmt.Sprintf("trace %s: %d spans, %s on %s, %s and its origin call on %s", tid, len(spans), front, via.Name, peer, sv.instance)})
-}
-
-// traceReceiver is an OTLP/gRPC trace receiver in this process, listening on the node's
-// address: it keeps the spans it is sent with the service.instance.id (the pod's name) of
-// their resource.
-type traceReceiver struct {
-	collectortrace.UnimplementedTraceServiceServer
-	addr string
-
-	mu    sync.Mutex // guards spans
-	spans []exportedSpan
-}
-
-type exportedSpan struct {
-	instance string
-	span     *tracepb.Span
-}
-
-func startTraceReceiver(t *testing.T) *traceReceiver {
-	t.Helper()
-	lis, err := net.Listen("tcp", net.JoinHostPort(bridgeIP, "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &traceReceiver{addr: lis.Addr().String()}
-	srv := grpc.NewServer()
-	collectortrace.RegisterTraceServiceServer(srv, r)
-	go srv.Serve(lis)
-	t.Cleanup(srv.Stop)
-	return r
-}
-
-func (r *traceReceiver) Export(_ context.Context, req *collectortrace.ExportTraceServiceRequest) (*collectortrace.ExportTraceServiceResponse, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, rs := range req.GetResourceSpans() {
-		var instance string
-		for _, kv := range rs.GetResource().GetAttributes() {
-			if kv.GetKey() == "service.instance.id" {
-				instance = kv.GetValue().GetStringValue()
-			}
-		}
-		for _, ss := range rs.GetScopeSpans() {
-			for _, s := range ss.GetSpans() {
-				r.spans = append(r.spans, exportedSpan{instance: instance, span: s})
-			}
-		}
-	}
-	return &collectortrace.ExportTraceServiceResponse{}, nil
-}
-
-// of returns the spans of trace tid received so far.
-func (r *traceReceiver) of(tid []byte) []exportedSpan {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []exportedSpan
-	for _, e := range r.spans {
-		if string(e.span.GetTraceId()) == string(tid) {
-			out = append(out, e)
-		}
-	}
-	return out
+		Note: fmt.Sprintf("trace %s: %d spans, %s on %s, %s and its origin call on %s", tid, len(spans), front, via.Name, peer, sv.Instance)})
 }
 
 // pick returns the spans called name of kind.
-func pick(spans []exportedSpan, name string, kind tracepb.Span_SpanKind) []exportedSpan {
-	var out []exportedSpan
+func pick(spans []otlptest.Span, name string, kind tracepb.Span_SpanKind) []otlptest.Span {
+	var out []otlptest.Span
 	for _, e := range spans {
-		if e.span.GetName() == name && e.span.GetKind() == kind {
+		if e.Span.GetName() == name && e.Span.GetKind() == kind {
 			out = append(out, e)
 		}
 	}
@@ -174,16 +109,16 @@ func pick(spans []exportedSpan, name string, kind tracepb.Span_SpanKind) []expor
 }
 
 // spanList lists spans as instance:name(kind), for a failure's message.
-func spanList(spans []exportedSpan) []string {
+func spanList(spans []otlptest.Span) []string {
 	var all []string
 	for _, e := range spans {
-		all = append(all, fmt.Sprintf("%s:%s(%v)", e.instance, e.span.GetName(), e.span.GetKind()))
+		all = append(all, fmt.Sprintf("%s:%s(%v)", e.Instance, e.Span.GetName(), e.Span.GetKind()))
 	}
 	return all
 }
 
 // one returns the one span called name of kind, failing t otherwise.
-func one(t *testing.T, spans []exportedSpan, name string, kind tracepb.Span_SpanKind) exportedSpan {
+func one(t *testing.T, spans []otlptest.Span, name string, kind tracepb.Span_SpanKind) otlptest.Span {
 	t.Helper()
 	found := pick(spans, name, kind)
 	if len(found) != 1 {

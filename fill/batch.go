@@ -151,7 +151,7 @@ func (c *Cache[V]) missBatched(ctx context.Context, key string, cl *call[V]) (En
 		if err := ctx.Err(); err != nil {
 			return Entry[V]{}, 0, err
 		}
-		e, src, err := c.wait(ctx, key, cl, false) // cl is done: its result
+		e, src, err := c.wait(ctx, key, cl, started) // cl is done: its result
 		if err == errAbandoned {
 			return c.miss(ctx, key) // the batch's runner left, or the value was purged as it came: fill again
 		}
@@ -160,7 +160,7 @@ func (c *Cache[V]) missBatched(ctx context.Context, key string, cl *call[V]) (En
 	if b != nil {
 		c.goRun(fillTask[V]{ctx: b.ctx, b: b})
 	}
-	e, src, err := c.waitFor(ctx, key, cl, false)
+	e, src, err := c.waitFor(ctx, key, cl, started)
 	if err == errAbandoned {
 		return c.miss(ctx, key)
 	}
@@ -466,9 +466,9 @@ func (c *Cache[V]) getEach(ctx context.Context, keys []string, count bool, answe
 		return
 	}
 	type waiting struct {
-		i      int32
-		shared bool
-		cl     *call[V]
+		i   int32
+		how waiter
+		cl  *call[V]
 	}
 	waits := make([]waiting, 0, len(misses))
 	var singles []fillTask[V]
@@ -487,6 +487,7 @@ func (c *Cache[V]) getEach(ctx context.Context, keys []string, count bool, answe
 		return
 	}
 	now := c.clock.NowNano()
+	purges := c.tags.purges.Load() // for the fills it starts, and for those it joins (see joinedAt)
 	for m, i := range misses {
 		key := keys[i]
 		if InChain(ctx, c.cfg.Name, key) {
@@ -495,7 +496,7 @@ func (c *Cache[V]) getEach(ctx context.Context, keys []string, count bool, answe
 		}
 		if cl, ok := c.calls[key]; ok {
 			c.stats.coalesced.Add(1)
-			waits = append(waits, waiting{i, true, cl})
+			waits = append(waits, waiting{i, c.joinedAt(cl, purges), cl})
 			continue
 		}
 		// Look again under mu, as miss does: a fill may have ended since the first look.
@@ -522,11 +523,11 @@ func (c *Cache[V]) getEach(ctx context.Context, keys []string, count bool, answe
 		if calls == nil {
 			calls = make([]call[V], 0, len(misses)-m) // never grown: the calls stay where they are
 		}
-		calls = append(calls, call[V]{version: max(known, c.tombs.Version(key)), born: c.versionNow()})
+		calls = append(calls, call[V]{version: max(known, c.tombs.Version(key)), born: c.versionNow(), purges: purges})
 		cl := &calls[len(calls)-1]
 		c.calls[key] = cl
 		c.wg.Add(1)
-		waits = append(waits, waiting{i, false, cl})
+		waits = append(waits, waiting{i, started, cl})
 		if c.batchLoad == nil {
 			singles = append(singles, fillTask[V]{ctx: ctx, key: key, cl: cl})
 			continue
@@ -576,7 +577,7 @@ func (c *Cache[V]) getEach(ctx context.Context, keys []string, count bool, answe
 	}
 	for _, w := range waits {
 		key := keys[w.i]
-		e, src, err := c.waitFor(ctx, key, w.cl, w.shared)
+		e, src, err := c.waitFor(ctx, key, w.cl, w.how)
 		if err == errAbandoned {
 			e, src, err = c.getEntry(ctx, key) // its fill was abandoned or purged: alone, again
 		}

@@ -30,6 +30,10 @@ type link struct {
 	choice  *choice        // the fill's SetExpiry and Tag choices; nil for links that came over the wire
 	refresh bool           // the fill refreshes a stored value (see IsRefresh)
 	loading []*atomic.Bool // the fill's calls', set by Loading; nil for links that came over the wire
+	// A fill of one key's: its cache's mu, and its call's asked (see LoadingUnlessAsked); nil
+	// for a batch and for links that came over the wire.
+	mu    *sync.Mutex
+	asked *string
 }
 
 // has reports whether l is a fill of name/key.
@@ -194,6 +198,30 @@ func Loading(ctx context.Context) {
 			b.Store(true)
 		}
 	}
+}
+
+// LoadingUnlessAsked is Loading, unless another member asked for the key while the fill
+// looked for a copy elsewhere and was told nothing of this fill (Replica.NoteAsked): then it
+// marks nothing and returns that member's name, and the loader should wait for that
+// member's fill of the key and take its value, calling Loading before it loads after all.
+// Either way is decided at once with NoteAsked's look, so a member is either told the fill
+// loads or named here. A batch's fill, or a ctx that is not a loader's, is Loading.
+func LoadingUnlessAsked(ctx context.Context) string {
+	l := chainOf(ctx)
+	if l == nil || l.mu == nil {
+		Loading(ctx)
+		return ""
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if a := *l.asked; a != "" {
+		*l.asked = ""
+		return a
+	}
+	for _, b := range l.loading {
+		b.Store(true)
+	}
+	return ""
 }
 
 // InChain reports whether the fill of name/key is part of ctx's fill chain.

@@ -51,13 +51,27 @@ type call[V any] struct {
 	// calls are one allocation, 100 of them a size class smaller.)
 	purged bool
 
+	// purgedCopy is set before done is closed when the value is a copy from elsewhere that
+	// carries a tag purged after it was made: it is not stored, and it goes only to the Gets
+	// that were waiting on the fill before a purge was recorded here (see joinedLate).
+	purgedCopy bool
+
 	// loading is set by the loader through Loading: it loads the value itself now, and waits
 	// on no other fill of the key (see AwaitFill).
 	loading atomic.Bool
 
+	// asked is the greatest name of the members that asked for the key while the fill had not
+	// begun to load (NoteAsked), and were told nothing; guarded by Cache.mu. Such a member
+	// loads the key, and LoadingUnlessAsked tells the loader to take its value instead.
+	asked string
+
 	// born is the version clock's reading when the fill started: its value's born version,
 	// unless the loader copied it from elsewhere (SetBorn).
 	born uint64
+
+	// purges is the count of purges recorded in the cache's Tags when the fill started: a Get
+	// that joins the fill once the count has moved joins it late (see joinedLate).
+	purges uint64
 
 	// span is the fill's span (ReplicaConfig.Tracing), or nil; written before the loader
 	// runs, by the goroutine that runs it. links are the spans of the Gets that joined the
@@ -78,9 +92,10 @@ func (c *Cache[V]) miss(ctx context.Context, key string) (Entry[V], Source, erro
 	}
 	if cl, ok := c.calls[key]; ok {
 		c.joinedLocked(ctx, cl)
+		how := c.joinedAt(cl, c.tags.purges.Load())
 		c.mu.Unlock()
 		c.stats.coalesced.Add(1)
-		e, src, err := c.waitFor(ctx, key, cl, true)
+		e, src, err := c.waitFor(ctx, key, cl, how)
 		if err == errAbandoned {
 			return c.miss(ctx, key) // the Get that ran the fill left, or its value was purged: start over
 		}
@@ -111,7 +126,8 @@ func (c *Cache[V]) miss(ctx context.Context, key string) (Entry[V], Source, erro
 		c.mu.Unlock()
 		return Entry[V]{}, 0, ErrNotFound
 	}
-	cl := &call[V]{done: make(chan struct{}), version: max(known, c.tombs.Version(key)), born: c.versionNow()}
+	cl := &call[V]{done: make(chan struct{}), version: max(known, c.tombs.Version(key)), born: c.versionNow(),
+		purges: c.tags.purges.Load()}
 	c.calls[key] = cl
 	c.wg.Add(1)
 	if c.batched() {
@@ -127,14 +143,14 @@ func (c *Cache[V]) miss(ctx context.Context, key string) (Entry[V], Source, erro
 		if err := ctx.Err(); err != nil {
 			return Entry[V]{}, 0, err
 		}
-		e, src, err := c.wait(ctx, key, cl, false) // cl is done: its result
+		e, src, err := c.wait(ctx, key, cl, started) // cl is done: its result
 		if err == errAbandoned && cl.purged {
 			return c.miss(ctx, key) // its value was purged as it came: fill again
 		}
 		return e, src, err
 	}
 	c.goRun(fillTask[V]{ctx: ctx, key: key, cl: cl})
-	e, src, err := c.waitFor(ctx, key, cl, false)
+	e, src, err := c.waitFor(ctx, key, cl, started)
 	if err == errAbandoned {
 		return c.miss(ctx, key) // its value was purged as it came (a worker's fill is never abandoned): fill again
 	}
@@ -144,13 +160,39 @@ func (c *Cache[V]) miss(ctx context.Context, key string) (Entry[V], Source, erro
 // waitFor is wait, made known to Config.Waits first when ctx is a fill's (a loader asking
 // for another key): the hook may find that this wait would close a cycle of fills waiting
 // on each other, here or through other nodes, and fail it at once with ErrFillCycle.
-func (c *Cache[V]) waitFor(ctx context.Context, key string, cl *call[V], shared bool) (Entry[V], Source, error) {
-	done, err := c.startWait(ctx, key, shared)
+func (c *Cache[V]) waitFor(ctx context.Context, key string, cl *call[V], how waiter) (Entry[V], Source, error) {
+	done, err := c.startWait(ctx, key, how != started)
 	if err != nil {
 		return Entry[V]{}, 0, err
 	}
 	defer done()
-	return c.wait(ctx, key, cl, shared)
+	return c.wait(ctx, key, cl, how)
+}
+
+// waiter is how a Get waits on a fill: as the Get that started it, or as one that joined it.
+type waiter uint8
+
+const (
+	started waiter = iota
+	joined
+	// joinedLate: joined once a purge had been recorded here since the fill started. A copy
+	// from elsewhere that comes back purged is not for it: its Get may have started after
+	// that purge returned, and the copy may have left its member before the purge reached
+	// it, an answer still on its way. The Gets that waited before the purge was recorded
+	// here get the copy — they asked before the purge returned. Those that joined late fill
+	// again, asking after the purge: the member they ask has applied it by then, or the
+	// purge did not return nil (it names the member unreached, or has not returned yet).
+	joinedLate
+)
+
+// joinedAt returns how a Get joining cl waits on it, given the count of purges recorded
+// here when it joined (or before, after its Get started: an earlier count only makes it
+// less late, and it was not late then).
+func (c *Cache[V]) joinedAt(cl *call[V], purges uint64) waiter {
+	if purges != cl.purges {
+		return joinedLate
+	}
+	return joined
 }
 
 func noWait() {}
@@ -165,7 +207,7 @@ func (c *Cache[V]) startWait(ctx context.Context, key string, joined bool) (func
 
 // wait waits for cl on behalf of one Get. A caller whose ctx ends leaves alone: the fill is
 // not cancelled and still serves the others and the store.
-func (c *Cache[V]) wait(ctx context.Context, key string, cl *call[V], shared bool) (Entry[V], Source, error) {
+func (c *Cache[V]) wait(ctx context.Context, key string, cl *call[V], how waiter) (Entry[V], Source, error) {
 	select {
 	case <-cl.done: // ended already (a GetMany's keys, once its batch has run): no select of two
 	default:
@@ -175,9 +217,10 @@ func (c *Cache[V]) wait(ctx context.Context, key string, cl *call[V], shared boo
 			return Entry[V]{}, 0, ctx.Err()
 		}
 	}
-	if cl.abandoned || cl.purged {
+	if cl.abandoned || cl.purged || cl.purgedCopy && how == joinedLate {
 		return Entry[V]{}, 0, errAbandoned
 	}
+	shared := how != started
 	if cl.err != nil {
 		return Entry[V]{}, 0, &FillError{Name: c.cfg.Name, Key: key, Err: cl.err, Shared: shared}
 	}
@@ -211,7 +254,8 @@ func (c *Cache[V]) refresh(ctx context.Context, key string, e *entry[V]) {
 	// The refresh keeps key, which may be part of a larger string (a peer's batch of keys,
 	// looked up one by one): it keeps a copy, not the whole.
 	key = strings.Clone(key)
-	cl := &call[V]{done: make(chan struct{}), stale: e, version: max(e.version, c.tombs.Version(key)), born: c.versionNow()}
+	cl := &call[V]{done: make(chan struct{}), stale: e, version: max(e.version, c.tombs.Version(key)), born: c.versionNow(),
+		purges: c.tags.purges.Load()}
 	c.calls[key] = cl
 	c.wg.Add(1)
 	if c.batched() {
@@ -260,7 +304,7 @@ func (c *Cache[V]) run(parent context.Context, key string, cl *call[V], slot *Li
 	fc := &fillCtx{Context: base, deadline: start.Add(c.cfg.FillTimeout)}
 	fc.one[0] = &cl.loading
 	fc.link = link{parent: chainOf(parent), name: c.cfg.Name, key: key, choice: &fc.choice, refresh: cl.stale != nil,
-		loading: fc.one[:]}
+		loading: fc.one[:], mu: &c.mu, asked: &cl.asked}
 	x := &fc.choice
 	var timer *time.Timer
 	if !inline {
@@ -424,13 +468,18 @@ func (c *Cache[V]) settleLocked(key string, s *settled[V]) bool {
 	cl.links = nil
 	// A value the loader gave no lifetime (SetExpiry(ctx, 0, 0)) is returned but not stored;
 	// nor is a copy older than a write known here (it was on its way when the write landed).
-	// A value with a tag purged since it was born is not stored either. One the loader made
-	// is not returned (purged): its callers fill again, from a source that has moved on. A copy
-	// from elsewhere is returned, as a copy older than a write is: the member it came from
-	// has not heard of the purge yet — it will before the purge returns, or the purge names
-	// it unreached — and asking it again would only bring the same copy back.
-	tagPurged := s.r.err == nil && e != nil && e.purged()
+	// A value with a tag purged since it was born is not stored either — and one that would
+	// not have been stored anyway (no lifetime; a near cache's copy of a key that is not hot)
+	// is checked all the same, as it is returned. One the loader made is not returned
+	// (purged): its callers fill again, from a source that has moved on. A copy from
+	// elsewhere is returned to the Gets that waited on the fill before the purge was
+	// recorded here, as a copy older than a write is: the member it came from had not heard
+	// of the purge when it answered — it will before the purge returns, or the purge names it
+	// unreached — and asking it again might only bring the same copy back. The Gets that
+	// joined later fill again (see joinedLate).
+	tagPurged := s.r.err == nil && (e != nil && e.purged() || e == nil && c.tags.Purged(s.tags, s.born))
 	s.purged = tagPurged && !s.copied
+	cl.purgedCopy = tagPurged && s.copied
 	s.stored = e != nil && !cl.revoked && !c.closed && !tagPurged &&
 		(!s.copied || s.version >= c.tombs.Floor(key))
 	if s.stored {

@@ -72,6 +72,16 @@ func (r *Replica[V]) GetStamped(ctx context.Context, key string, stamp uint32) (
 // GetStamped (a value a fill stores is stamped by the next hit). stamp must be in
 // [1, StampMask].
 func (r *Replica[V]) GetStamping(ctx context.Context, key string, stamp uint32) (V, error) {
+	if v, ok := r.HitStamping(ctx, key, stamp); ok {
+		return v, nil
+	}
+	return r.Cache.Get(ctx, key)
+}
+
+// HitStamping is GetStamping's hit: it returns the value and true when key is stored and
+// fresh (stamping its entry with stamp), and false otherwise, having done nothing. It never
+// waits.
+func (r *Replica[V]) HitStamping(ctx context.Context, key string, stamp uint32) (V, bool) {
 	c := r.Cache
 	if e, ok := c.store.GetIfPresent(key); ok {
 		now := c.clock.NowNano()
@@ -81,10 +91,11 @@ func (r *Replica[V]) GetStamping(ctx context.Context, key string, stamp uint32) 
 			if c.cfg.RefreshAhead > 0 && c.refreshEarly(e, now) {
 				c.refresh(ctx, key, e)
 			}
-			return e.value, nil
+			return e.value, true
 		}
 	}
-	return c.Get(ctx, key)
+	var zero V
+	return zero, false
 }
 
 // GetEntry is Get that also returns the entry's remaining lifetime and version, and how the

@@ -24,7 +24,9 @@ import (
 //
 // A fill in flight when the purge lands was born below it: its value is not stored, and the
 // Gets that wait on it start over. A copy from elsewhere (Put, a loader's SetBorn) keeps the
-// born of the node that made it, so a purge known here removes it on arrival too.
+// born of the node that made it, so a purge known here removes it on arrival too; a fill's
+// copy that arrives purged goes only to the Gets that waited on the fill before the purge
+// was recorded here, and the others start over (see joinedLate).
 
 // Limits of tags.
 const (
@@ -112,7 +114,7 @@ type Tags struct {
 	// guards byName and marked
 	byName map[string]weak.Pointer[tagState] // every tag some entry (or a recent purge) holds
 	marked map[*tagState]int64               // tags purged lately, until when (clock nanos): kept alive for copies on their way
-	purges atomic.Uint64                     // purges recorded, ever (Stats)
+	purges atomic.Uint64                     // purges recorded, ever (Stats); a fill's Gets compare it (see joinedLate)
 }
 
 // tagState is one tag: shared by every entry that carries it, so a read checks a purge with

@@ -56,7 +56,14 @@ func TestRemoveByTag(t *testing.T) {
 
 // A fill in flight when the purge lands, whose value carries the tag, is not stored, and no
 // Get that waits on it gets it: they fill again.
+// So too for a value the loader gives no lifetime, which is returned but never stored.
 func TestPurgeDuringFill(t *testing.T) {
+	for _, kept := range []bool{true, false} {
+		t.Run(fmt.Sprintf("kept=%v", kept), func(t *testing.T) { testPurgeDuringFill(t, kept) })
+	}
+}
+
+func testPurgeDuringFill(t *testing.T, kept bool) {
 	release := make(chan struct{})
 	var runs atomic.Int32
 	c, _ := newTest(t, func(ctx context.Context, key string) (string, error) {
@@ -65,6 +72,9 @@ func TestPurgeDuringFill(t *testing.T) {
 			<-release
 		}
 		Tag(ctx, "t")
+		if !kept {
+			SetExpiry(ctx, 0, 0)
+		}
 		return fmt.Sprint("v", n), nil
 	}, Config[string]{TTL: time.Hour, FillTimeout: 10 * time.Second})
 	ctx := context.Background()
@@ -89,7 +99,7 @@ func TestPurgeDuringFill(t *testing.T) {
 			t.Fatalf("Get %d after the purge = %q", i, v)
 		}
 	}
-	if e, ok := c.Peek("k"); !ok || e.Value == "v1" {
+	if e, ok := c.Peek("k"); kept && (!ok || e.Value == "v1") || !kept && ok {
 		t.Fatalf("stored after the purge: %+v, %v", e, ok)
 	}
 	if s := c.Stats(); s.Purged == 0 {
@@ -273,5 +283,103 @@ func BenchmarkRemoveByTag(b *testing.B) {
 	})
 	if got := c.Stats().Purged; got < tagged {
 		b.Fatalf("%d entries purged, want %d", got, tagged)
+	}
+}
+
+// A copy from elsewhere, asked for before a purge and answered after it landed here, may go
+// to the Gets that asked before the purge (the member it came from had not heard of it yet);
+// a Get that joined its fill after the purge landed must not get it — the purge may have
+// returned by then — and fills again. Through a LoadFunc and a batch loader, joined by Get
+// and by GetMany; a copy to keep, and one with no lifetime (a near cache's of a key that is
+// not hot), which is not stored but returned.
+func TestPurgeDuringCopy(t *testing.T) {
+	for _, batched := range []bool{false, true} {
+		for _, many := range []bool{false, true} {
+			for _, life := range []time.Duration{time.Hour, 0} {
+				t.Run(fmt.Sprintf("batched=%v/getmany=%v/life=%v", batched, many, life), func(t *testing.T) {
+					testPurgeDuringCopy(t, batched, many, life)
+				})
+			}
+		}
+	}
+}
+
+func testPurgeDuringCopy(t *testing.T, batched, many bool, life time.Duration) {
+	tags := NewTags(TagsConfig{})
+	release := make(chan struct{})
+	var runs atomic.Int32
+	// The first run answers a copy born below the purge, once released; later ones a copy
+	// born after it.
+	copyOf := func() (string, *Copy) {
+		if runs.Add(1) == 1 {
+			<-release
+			return "old", &Copy{FreshFor: life, StaleFor: life, Tags: []string{"t"}, Born: 5}
+		}
+		return "new", &Copy{FreshFor: life, StaleFor: life, Tags: []string{"t"}, Born: 200}
+	}
+	var load ReplicaLoadFunc[string]
+	var batchLoad ReplicaBatchLoadFunc[string]
+	if batched {
+		batchLoad = func(ctx context.Context, keys []string, out []Loaded[string]) error {
+			v, cp := copyOf()
+			for i := range keys {
+				out[i] = Loaded[string]{Value: v, Copy: cp}
+			}
+			return nil
+		}
+	} else {
+		load = func(ctx context.Context, key string) (string, *Copy, error) {
+			v, cp := copyOf()
+			return v, cp, nil
+		}
+	}
+	c, err := NewReplica(load, batchLoad, Config[string]{TTL: time.Hour, FillTimeout: 10 * time.Second, BatchWindow: -1},
+		ReplicaConfig{Tags: tags})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	ctx := context.Background()
+	get := func() string {
+		if many {
+			vals, errs := c.GetMany(ctx, []string{"k"})
+			if errs != nil {
+				return fmt.Sprint(errs)
+			}
+			return vals["k"]
+		}
+		v, err := c.Get(ctx, "k")
+		if err != nil {
+			return err.Error()
+		}
+		return v
+	}
+	first, before := make(chan string, 1), make(chan string, 1)
+	go func() { first <- get() }()
+	eventually(t, "the fill to start", func() bool { return runs.Load() == 1 })
+	go func() { before <- get() }()
+	eventually(t, "a Get to join the fill", func() bool { return c.Stats().Coalesced == 1 })
+	tags.Purge("t", 100)
+	after := make([]chan string, 5)
+	for i := range after {
+		after[i] = make(chan string, 1)
+		go func() { after[i] <- get() }()
+	}
+	eventually(t, "the Gets after the purge to join the fill", func() bool { return c.Stats().Coalesced == 6 })
+	close(release)
+	if v := <-first; v != "old" {
+		t.Errorf("the Get that started the fill = %q, want the copy it asked for", v)
+	}
+	if v := <-before; v != "old" {
+		t.Errorf("the Get that joined before the purge = %q, want the copy it asked for", v)
+	}
+	for i, ch := range after {
+		if v := <-ch; v != "new" {
+			t.Errorf("Get %d, joined after the purge = %q, want a new copy", i, v)
+		}
+	}
+	// A copy kept is filled again once for all the late Gets; one not kept, once or more.
+	if n := runs.Load(); n < 2 || life > 0 && n != 2 {
+		t.Errorf("%d loader runs, want 2: the Gets that joined after the purge fill again once", n)
 	}
 }

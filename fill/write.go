@@ -286,6 +286,57 @@ func (r *Replica[V]) Filling(key string) bool {
 	return ok && cl.loading.Load()
 }
 
+// Running reports whether a fill of key runs now: one that loads the value, or one whose
+// loader still looks for a copy elsewhere (corral's warm pull).
+func (r *Replica[V]) Running(key string) bool {
+	c := r.Cache
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.calls[key]
+	return ok
+}
+
+// NoteAsked answers the member called name, which asked for key and found nothing here: it
+// reports whether a fill of key runs that loads the value (Filling), which the member may
+// wait for. A fill that has not begun to load notes the member instead, in the same look:
+// its LoadingUnlessAsked then names the member (the greatest name of those that asked), so
+// that it takes the member's value rather than load too.
+func (r *Replica[V]) NoteAsked(key, name string) (loads bool) {
+	c := r.Cache
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cl, ok := c.calls[key]
+	switch {
+	case !ok:
+		return false
+	case cl.loading.Load():
+		return true
+	}
+	if name > cl.asked {
+		cl.asked = name
+	}
+	return false
+}
+
+// AwaitAny is AwaitFill that also waits for a fill whose loader has not begun to load: one
+// that may be waiting for a copy from elsewhere. It is for a caller that fill cannot be
+// waiting for — corral lets a member wait so only on a member whose name is greater than
+// its own, so that such waits never form a cycle.
+func (r *Replica[V]) AwaitAny(ctx context.Context, key string) (Entry[V], bool) {
+	c := r.Cache
+	c.mu.Lock()
+	cl, ok := c.calls[key]
+	c.mu.Unlock()
+	if ok {
+		select {
+		case <-cl.done:
+		case <-ctx.Done():
+			return Entry[V]{}, false
+		}
+	}
+	return r.PeekAny(key)
+}
+
 // AwaitFill waits, until ctx ends, for the fill of key that runs now, if its loader loads
 // the value itself (it called Loading), and then returns what the cache holds of key, as
 // PeekAny does. It never starts a fill, and never waits for a fill that may itself be

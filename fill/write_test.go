@@ -345,3 +345,55 @@ func TestAwaitFillWaitsOnlyForLoading(t *testing.T) {
 		t.Fatalf("AwaitFill = %+v, %v; want the fill's value", e, ok)
 	}
 }
+
+// Two fills of one key on two members that look for a copy on each other at once: the one
+// NoteAsked names (the other member asked while this fill had not begun to load) is told by
+// LoadingUnlessAsked to wait rather than load, and does not count as loading meanwhile; a
+// member that asks once the fill loads is told it loads, and not noted. Running says a fill
+// runs, loading or not; AwaitAny waits for one that has not begun to load all the same.
+func TestLoadingUnlessAsked(t *testing.T) {
+	looking, asked, loaded := make(chan struct{}), make(chan string, 1), make(chan struct{})
+	release := make(chan struct{})
+	c, _ := newTest(t, func(ctx context.Context, key string) (string, error) {
+		close(looking)
+		<-release // looking for a copy elsewhere
+		asked <- LoadingUnlessAsked(ctx)
+		<-release // waiting for the member it names, which has nothing
+		Loading(ctx)
+		close(loaded)
+		<-release // loading
+		return "v", nil
+	}, Config[string]{TTL: time.Hour, FillTimeout: 10 * time.Second})
+	if c.Running("k") || c.NoteAsked("k", "n9") {
+		t.Fatal("Running, or told a fill loads, with no fill running")
+	}
+	go c.Get(context.Background(), "k")
+	<-looking
+	if !c.Running("k") || c.Filling("k") {
+		t.Fatal("a fill looking for a copy is not Running, or is Filling")
+	}
+	if c.NoteAsked("k", "n2") || c.NoteAsked("k", "n7") || c.NoteAsked("k", "n5") {
+		t.Fatal("NoteAsked of a fill looking for a copy says it loads")
+	}
+	release <- struct{}{}
+	if got := <-asked; got != "n7" {
+		t.Fatalf("LoadingUnlessAsked = %q, want the greatest name that asked while the fill ran, n7", got)
+	}
+	if c.Filling("k") {
+		t.Fatal("Filling while the loader waits for the member that asked")
+	}
+	short, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+	defer cancel()
+	if _, ok := c.AwaitAny(short, "k"); ok {
+		t.Fatal("AwaitAny returned before the fill ended, within a ctx that ended")
+	}
+	release <- struct{}{}
+	<-loaded
+	if !c.NoteAsked("k", "n8") {
+		t.Fatal("NoteAsked of a fill that loads does not say it loads")
+	}
+	go func() { release <- struct{}{} }()
+	if e, ok := c.AwaitAny(context.Background(), "k"); !ok || e.Value != "v" {
+		t.Fatalf("AwaitAny = %+v, %v; want the fill's value", e, ok)
+	}
+}

@@ -40,6 +40,22 @@ func (g *Group[V]) Hit(ctx context.Context, key string) (V, bool) {
 	return g.local.GetStamped(ctx, key, g.env.View.Load().Stamp)
 }
 
+// Present is Hit for any fresh value this node holds as the key's owner under its current
+// view, stamped or not yet (a value a fill stored is stamped here, as by Miss): it returns
+// false, having done nothing, for anything Get would have to fill, refresh, wait for or ask a
+// peer for.
+func (g *Group[V]) Present(ctx context.Context, key string) (V, bool) {
+	if val, ok := g.Hit(ctx, key); ok {
+		return val, true
+	}
+	v := g.env.View.Load()
+	if v.Stopped || v.Owner(key) != v.Self {
+		var zero V
+		return zero, false
+	}
+	return g.local.HitStamping(ctx, key, v.Stamp)
+}
+
 // Miss is Get of a key that is no local hit (see Hit).
 func (g *Group[V]) Miss(ctx context.Context, key string) (V, error) {
 	v := g.env.View.Load()
@@ -246,21 +262,33 @@ func (g *Group[V]) fillLocal(ctx context.Context, key string) (V, *fill.Copy, er
 			return e.Value, cp, nil
 		}
 		if e, ok := handoff.Pull(ctx, g.env.Mover, g.name, key, g.tombs.Floor, g.decodeEntry); ok {
-			tracing.Event(ctx, "corral.warm_pull")
-			g.env.Received()
-			cp := copyOf(e)
-			if e.NotFound {
-				return e.Value, cp, fill.ErrNotFound
-			}
-			return e.Value, cp, nil
+			return g.pulled(ctx, e)
 		}
 	}
 	// From here on the fill waits for no other member: a member's warm pull may wait for it
-	// (see handoff.Pull).
-	fill.Loading(ctx)
+	// (see handoff.Pull) — unless a member with a greater name asked for the key while this
+	// fill looked for a copy: it was told nothing and loads, and this fill takes its value
+	// (see ServeGet).
+	if member := fill.LoadingUnlessAsked(ctx); member != "" {
+		if e, ok := handoff.Await(ctx, g.env.Mover, g.name, key, member, g.tombs.Floor, g.decodeEntry); ok {
+			return g.pulled(ctx, e)
+		}
+		fill.Loading(ctx)
+	}
 	g.loads.Add(1)
 	v, err := g.load(ctx, key)
 	return v, nil, err
+}
+
+// pulled is fillLocal's result for e, a copy another member held (a warm pull's).
+func (g *Group[V]) pulled(ctx context.Context, e fill.Entry[V]) (V, *fill.Copy, error) {
+	tracing.Event(ctx, "corral.warm_pull")
+	g.env.Received()
+	cp := copyOf(e)
+	if e.NotFound {
+		return e.Value, cp, fill.ErrNotFound
+	}
+	return e.Value, cp, nil
 }
 
 // copyOf describes e, an entry copied from another member, to the fill that takes it: its

@@ -423,8 +423,9 @@ func (fz *fuzzNode) forget(named []groupKey) {
 }
 
 // FuzzPeerAnswer feeds bytes to what a node does with an owner's answer to its Lease: the
-// lease state and the entry, whose value the group's codec decodes. An answer of no known
-// state, or whose value does not decode, is an error; none moves the version clock back.
+// lease state and the entry, whose value the group's codec decodes (a remembered not-found's
+// has none). An answer of no known state, or whose value does not decode, is an error; none
+// moves the version clock back.
 func FuzzPeerAnswer(f *testing.F) {
 	fz := newFuzzNode(f)
 	f.Fuzz(func(t *testing.T, jsonGroup bool, msg []byte) {
@@ -452,7 +453,8 @@ func FuzzPeerAnswer(f *testing.F) {
 		switch {
 		case resp.GetState() < peerpb.LeaseState_LEASE_STATE_HIT || resp.GetState() > peerpb.LeaseState_LEASE_STATE_MOVED:
 			bad = fmt.Sprintf("state %v", resp.GetState())
-		case valued && jsonGroup && json.Unmarshal(resp.GetEntry().GetValue(), new(fuzzValue)) != nil:
+		case valued && jsonGroup && !resp.GetEntry().GetNotFound() && json.Unmarshal(resp.GetEntry().GetValue(), new(fuzzValue)) != nil:
+			// (A remembered not-found has no value to decode, whatever bytes come with it.)
 			bad = "a value that is not JSON"
 		case valued && resp.GetEntry().GetVersion() > version.Max:
 			bad = "a version above version.Max"
@@ -703,5 +705,6 @@ func answerSeeds() []fuzzcorpus.Seed {
 		seed("unspecified", false, &peerpb.LeaseResponse{}),
 		seed("unknown-state", false, &peerpb.LeaseResponse{State: 9}),
 		seed("version-max", false, &peerpb.LeaseResponse{State: peerpb.LeaseState_LEASE_STATE_HIT, Entry: e("v", math.MaxUint64)}),
+		seed("hit-json-not-found", true, &peerpb.LeaseResponse{State: peerpb.LeaseState_LEASE_STATE_HIT, Entry: &peerpb.Entry{Key: []byte("page:7"), NotFound: true, Version: fuzzClock}}),
 	}
 }

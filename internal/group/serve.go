@@ -37,13 +37,37 @@ func (g *Group[V]) ServeGet(ctx context.Context, req *peerpb.GetRequest) (*peerp
 		if !ok && g.backup != nil {
 			e, ok = g.backup.PeekAny(key) // a warm pull finds the backups too
 		}
+		// Two members may pull one key from each other at once — a member back in place after
+		// it was declared dead and the successor that took its keys over — and each find
+		// nothing on the other, which has not begun to load: both would load. So the one with
+		// the smaller name waits for the other's fill, warm pull and all: told of the other's
+		// pull when it asks, or, when the other asks first, named to its own fill, which then
+		// waits rather than load (fill.LoadingUnlessAsked). The other is told nothing of the
+		// first's pull, and loads. A fill waits only on a member with a greater name or on one
+		// that loads, which waits on no one: never round a cycle.
+		from := sender(req)
+		lower := from != "" && from < g.env.Self
 		if !ok && req.GetWaitFill() {
-			e, ok = g.local.AwaitFill(ctx, key)
+			if lower {
+				e, ok = g.local.AwaitAny(ctx, key)
+			} else {
+				e, ok = g.local.AwaitFill(ctx, key)
+			}
 		}
 		if !ok {
 			// A fill of the key running here (this node is its acting owner since the owner
 			// failed) will hold it soon: the asker may wait for it rather than fill too.
-			return &peerpb.GetResponse{Filling: g.local.Filling(key)}, nil
+			// Each answer is one look at the fill, so that it cannot start to load between two.
+			var filling bool
+			switch {
+			case from == "" || from == g.env.Self:
+				filling = g.local.Filling(key)
+			case lower:
+				filling = g.local.Running(key)
+			default:
+				filling = g.local.NoteAsked(key, from)
+			}
+			return &peerpb.GetResponse{Filling: filling}, nil
 		}
 		pe, err := g.encodeEntry(key, e)
 		if err != nil {
@@ -68,6 +92,9 @@ func (g *Group[V]) ServeGet(ctx context.Context, req *peerpb.GetRequest) (*peerp
 	}
 	return &peerpb.GetResponse{Entry: pe, Found: true, Source: wireSource(src)}, nil
 }
+
+// sender is the name of the member that sent req.
+func sender(req *peerpb.GetRequest) string { return req.GetHeader().GetSender() }
 
 // ServeHeld is ServeGet for a key held here, which it answers without waiting, on the
 // goroutine that reads the peer's stream; false leaves the request to ServeGet.

@@ -56,6 +56,22 @@ func Pull[V any](ctx context.Context, m *Mover, group, key string, floor func(ke
 	return e, ok
 }
 
+// Await waits, within ctx, for the fill of key of group that the member called member runs,
+// through its own warm pull, and returns the value it holds after, if it may be taken as
+// Pull takes a copy: for a fill that asked member nothing, or was told nothing, and learnt
+// that member was looking for the key too (fill.LoadingUnlessAsked). False when member is not
+// in the view, or holds nothing it may take (its fill failed, say).
+func Await[V any](ctx context.Context, m *Mover, group, key, member string, floor func(key string) uint64,
+	decode func(*peerpb.Entry) (fill.Entry[V], error)) (fill.Entry[V], bool) {
+	st := m.cfg.View.Load().Members[member]
+	if st == nil {
+		return fill.Entry[V]{}, false
+	}
+	p := &pull[V]{m: m, group: group, key: key, floor: floor, decode: decode}
+	e, ok, _ := p.peek(ctx, st, true)
+	return e, ok && e.Version >= floor(key)
+}
+
 // pull is one warm pull of a key.
 type pull[V any] struct {
 	m          *Mover
@@ -149,6 +165,12 @@ func (p *pull[V]) peek(ctx context.Context, st *view.MemberState, waitFill bool)
 		resp, err = m.cfg.Client.Get(ctx, st.PeerAddr, req)
 	}
 	if err != nil {
+		if cur := m.cfg.View.Load().Members[st.Name]; cur != nil && cur != st && ctx.Err() == nil {
+			// The view took in a new life of st while it was asked — one back in place after
+			// it was declared dead, whose first view here ends the connection to its address
+			// (viewkeeper's connectNewLocked): ask the new life, which may be filling the key.
+			return p.peek(ctx, cur, waitFill)
+		}
 		return e, false, false
 	}
 	if !resp.GetFound() || resp.GetEntry().GetStaleForNanos() <= 0 || version.Check(resp.GetEntry().GetVersion()) != nil {

@@ -106,6 +106,16 @@ func (g *Group[V]) Get(ctx context.Context, key string) (V, error) {
 	return v, nil
 }
 
+// GetIfPresent returns the value of key when this node can answer a Get of it at once, as the
+// key's owner, from a fresh value in its store (Get's local hit), and false otherwise: a miss,
+// a stale value, a key owned elsewhere (a near copy included), a bad key, a draining node. It
+// never fills, refreshes in place, waits or asks a peer, and records no span: it is for code
+// that must not block — an event loop that answers what it can and hands the rest to Get.
+// A refresh ahead of expiry (WithRefreshAhead) still starts in the background, as for Get.
+func (g *Group[V]) GetIfPresent(ctx context.Context, key string) (V, bool) {
+	return g.g.Present(ctx, key)
+}
+
 // Source says how a Get was answered.
 type Source string
 

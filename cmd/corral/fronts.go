@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"runtime"
 
 	"github.com/corralcache/corral/cmd/corral/internal/clientlease"
 	"github.com/corralcache/corral/cmd/corral/internal/httpapi"
@@ -17,16 +18,20 @@ import (
 type frontConfig struct {
 	respPort      int
 	respGroup     string
+	respLoops     int
 	apiTokenFile  string
 	apiTokenReads bool
+	pprof         bool
 }
 
 // addFrontFlags binds frontConfig and the leases' limits, which default to their own.
 func addFrontFlags(fs *flag.FlagSet, c *frontConfig, lim *clientlease.Limits) {
 	fs.IntVar(&c.respPort, "resp-port", 0, "Redis protocol (RESP2/RESP3) port: GET, MGET, SET, DEL, EXISTS, TTL, PTTL, DELTAG, FILLGET, FILLSET, PING, HELLO, AUTH (0 = off)")
 	fs.StringVar(&c.respGroup, "resp-group", "resp", "the group that holds every key of the Redis protocol front")
+	fs.IntVar(&c.respLoops, "resp-loops", -1, "event loops that answer the Redis protocol's GETs of values this node holds fresh as their owner, as redis-server does, with no goroutine per connection (Linux; everything else goes to a goroutine of the connection's own, and back); -1 = one per 2 CPUs (GOMAXPROCS), and none with --otlp-endpoint, since a GET a loop answers records no span; 0 = none")
 	fs.StringVar(&c.apiTokenFile, "api-token-file", "", "file holding the API token: PUT, DELETE and leases (?lease=; without it a plain read), and the Redis protocol's SET, DEL, FILLGET and FILLSET, need it as Authorization: Bearer <token> (AUTH <token>); a read without it never creates a group")
 	fs.BoolVar(&c.apiTokenReads, "api-token-reads", false, "reads need the token too: GET (and POST …/keys:batch, a batch read), /v1/cluster, /debug/corral (and every Redis command but AUTH, HELLO and QUIT); /metrics, /healthz and /readyz stay open")
+	fs.BoolVar(&c.pprof, "pprof", false, "serve the Go runtime's profiles on the HTTP port at /debug/pprof/ (go tool pprof http://HOST:8080/debug/pprof/profile, …/heap, …/trace); with --api-token-file they need the token, reads or not")
 	d := clientlease.DefaultLimits()
 	fs.DurationVar(&lim.MaxLease, "max-lease", d.MaxLease, "longest lease (?lease=, FILLGET's fill_ms) granted; longer are refused (400, -ERR)")
 	fs.IntVar(&lim.MaxClientLeases, "max-client-leases", d.MaxClientLeases, "leases one client IP may hold at once through this node (more get 429, -BUSY); a lease counts until it is stored through this node or its time is up; 0 = no bound")
@@ -36,6 +41,8 @@ func (c *frontConfig) validate() error {
 	switch {
 	case c.respPort < 0 || c.respPort > 65535:
 		return fmt.Errorf("--resp-port %d out of range", c.respPort)
+	case c.respLoops < -1:
+		return fmt.Errorf("--resp-loops %d: want -1 (one per 2 CPUs), 0 (none) or more", c.respLoops)
 	case c.apiTokenReads && c.apiTokenFile == "":
 		return errors.New("--api-token-reads needs --api-token-file")
 	}
@@ -72,6 +79,7 @@ func (d *daemon) startRESP(ln net.Listener) error {
 		Group: g, Node: d.node, Leases: d.leases, Metrics: d.respMetrics, Hits: d.hits,
 		Token: d.token, TokenReads: d.cfg.apiTokenReads, Origin: d.origin,
 		MaxValueBytes: d.cfg.maxValueBytes, Log: d.log, Limits: d.cfg.resp,
+		Loops: respLoops(d.cfg.respLoops, runtime.GOMAXPROCS(0), d.cfg.tracing.otlpEndpoint != ""),
 	})
 	if err != nil {
 		return err
@@ -80,6 +88,18 @@ func (d *daemon) startRESP(ln net.Listener) error {
 	d.resp = s
 	d.mu.Unlock()
 	return nil
+}
+
+// respLoops is --resp-loops as the front takes it: flag, or for -1 one loop per 2 of
+// procs (at least one), none when the node traces.
+func respLoops(flag, procs int, tracing bool) int {
+	switch {
+	case flag >= 0:
+		return flag
+	case tracing:
+		return 0
+	}
+	return max(procs/2, 1)
 }
 
 // stopRESP stops the Redis protocol front and waits for its connections until ctx ends.

@@ -14,6 +14,27 @@ import (
 	"github.com/corralcache/corral/cmd/corral/internal/servetest"
 )
 
+// --resp-loops: a number given is taken as it is; the default is one loop per 2 CPUs, at
+// least one, and none when the node traces (a GET a loop answers records no span).
+func TestRESPLoops(t *testing.T) {
+	for _, tt := range []struct {
+		flag, procs int
+		tracing     bool
+		want        int
+	}{
+		{-1, 1, false, 1}, {-1, 2, false, 1}, {-1, 3, false, 1}, {-1, 8, false, 4},
+		{-1, 8, true, 0}, {0, 8, false, 0}, {3, 2, false, 3}, {2, 8, true, 2},
+	} {
+		if got := respLoops(tt.flag, tt.procs, tt.tracing); got != tt.want {
+			t.Errorf("respLoops(%d, %d procs, tracing %v) = %d, want %d", tt.flag, tt.procs, tt.tracing, got, tt.want)
+		}
+	}
+	_, c := serveFlags(io.Discard)
+	if c.respLoops != -1 {
+		t.Fatalf("--resp-loops defaults to %d, want -1", c.respLoops)
+	}
+}
+
 func TestAPITokenFlags(t *testing.T) {
 	for _, tt := range []struct {
 		name string
@@ -21,6 +42,7 @@ func TestAPITokenFlags(t *testing.T) {
 	}{
 		{"reads without a file", func(c *serveConfig) { c.apiTokenReads = true }},
 		{"resp port out of range", func(c *serveConfig) { c.respPort = 70000 }},
+		{"resp loops below -1", func(c *serveConfig) { c.respLoops = -2 }},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, c := serveFlags(io.Discard)

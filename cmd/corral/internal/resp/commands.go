@@ -284,6 +284,14 @@ func (s *Server) get(c *conn, args [][]byte) {
 			return
 		}
 	}
+	if c.loop != nil {
+		// As the connection's loop answers it (answerAtOnce), counted toward its return there.
+		if v, ok := s.cfg.Group.GetIfPresent(s.ctx, key); ok {
+			c.streak++
+			c.writeBulk(v.Body)
+			return
+		}
+	}
 	v, err := s.cfg.Group.Get(s.ctx, key)
 	switch {
 	case errors.Is(err, corral.ErrNotFound):

@@ -37,16 +37,47 @@ type conn struct {
 	setBytes int
 
 	mu    sync.Mutex // guards early
-	early []byte     // bytes a watch read ahead, which reads return first
+	early []byte     // bytes a watch (or the event loop) read ahead, which reads return first
+
+	remote string // the client's address, for the log
+
+	// A connection served by an event loop (loop_linux.go) is the loop's file descriptor fd
+	// there, and on its goroutine nc, a duplicate of it; fd is -1 and loop nil for a
+	// connection only ever served on its goroutine.
+	fd   int
+	loop *eventLoop
+	// lastActive is when the client last sent bytes to the loop (Unix nanoseconds); the
+	// loop's.
+	lastActive int64
+	// idleExpired says the loop handed the connection over for being idle: its goroutine's
+	// first wait times out at once, and the client is told as any idle client is.
+	idleExpired bool
+	// pending are replies the loop could not write yet, which the goroutine writes first.
+	pending []byte
+	// streak counts the GETs in a row the goroutine answered as the loop would have
+	// (handBackAfter).
+	streak int
+	ended  bool // end has run
 }
 
-func (s *Server) newConn(nc net.Conn) *conn {
-	c := &conn{s: s, nc: nc, proto: 2, client: clientlease.ClientOf(nc.RemoteAddr().String())}
+// newConn makes the state of nc, to be served on loop when it is not nil: nc's socket is then
+// taken from it (nc is closed), and the connection's buffers are made only when it goes to a
+// goroutine of its own.
+func (s *Server) newConn(nc net.Conn, loop *eventLoop) *conn {
+	c := &conn{s: s, nc: nc, proto: 2, client: clientlease.ClientOf(nc.RemoteAddr().String()),
+		remote: nc.RemoteAddr().String(), fd: -1}
+	if loop != nil {
+		if fd, err := takeFD(nc); err == nil {
+			c.nc, c.fd, c.loop = nil, fd, loop
+			c.rd = newReader(nil, s.lim, s.budget)
+			return c
+		}
+	}
 	// A pipeline's commands arrive in one read when they fit: 16 SETs of 512 bytes are 9.1 KiB,
 	// which an 8 KiB buffer read in two, applying and answering the pipeline in two halves
 	// (strace -c of corral serve under redis-benchmark -P16 SET: 2.2 reads and 2.2 writes a
 	// pipeline, now 1.2 and 1.1). Redis reads 16 KiB at a time too. An idle connection costs
-	// what it did (22.4 KiB, measured as in DefaultLimits): the pages no read reached are not
+	// what it did (about 18 KiB on a goroutine, as DefaultLimits says): the pages no read reached are not
 	// resident.
 	c.rd = newReader(bufio.NewReaderSize(c, 16<<10), s.lim, s.budget)
 	// A pipeline's replies leave in one write when they fit: 16 GETs of 512 bytes are 8.3 KiB,
@@ -76,8 +107,15 @@ func (c *conn) Read(p []byte) (int, error) {
 			return 0, err
 		}
 	}
+	if c.loop != nil && c.streak >= handBackAfter && !c.rd.reading && c.rd.r.Buffered() == 0 {
+		return 0, errHandBack // between commands, nothing held: the loop waits for the next
+	}
 	now := time.Now()
 	deadline := now.Add(c.s.cfg.Limits.IdleTimeout)
+	if c.idleExpired {
+		c.idleExpired = false
+		deadline = now // idle on the loop already
+	}
 	if c.rd.reading {
 		// A command's time runs from its first wait for bytes: its first bytes arrived a
 		// moment before (or, pipelined behind a command that blocked, while that one ran).
@@ -107,13 +145,12 @@ func (w connWriter) Write(p []byte) (int, error) {
 // bound, or the server stops.
 func (c *conn) serve() {
 	s := c.s
+	handedBack := false
 	defer func() {
-		c.rd.done()
-		s.mu.Lock()
-		delete(s.conns, c)
-		s.mu.Unlock()
-		s.cfg.Metrics.conns.Dec()
-		s.wg.Done()
+		if !handedBack { // else c is its loop's already
+			c.rd.done()
+			c.end()
+		}
 	}()
 	defer func() {
 		if p := recover(); p != nil {
@@ -122,7 +159,12 @@ func (c *conn) serve() {
 			c.nc.Close()
 		}
 	}()
+	if len(c.pending) > 0 { // replies the loop could not write: they go first
+		c.w.Write(c.pending)
+		c.pending = nil
+	}
 	for {
+		streak := c.streak
 		args, err := c.rd.command()
 		quit := false
 		if err == nil && s.batches(c, args) {
@@ -131,11 +173,18 @@ func (c *conn) serve() {
 			quit = s.serveCommand(c, args)
 		} else if ae, ok := err.(*argsError); ok {
 			s.refuseArgs(c, ae)
+		} else if err == errHandBack {
+			c.rd.done()
+			handedBack = c.handBack()
+			return
 		} else {
 			c.readFailed(err)
 			return
 		}
 		c.rd.done()
+		if c.streak == streak {
+			c.streak = 0 // not a GET the loop would have answered
+		}
 		if quit || c.werr != nil || c.hungUp.Load() {
 			c.applySets()
 			c.w.Flush()
@@ -145,11 +194,91 @@ func (c *conn) serve() {
 	}
 }
 
+// errHandBack is conn.Read's word that the connection goes back to its event loop.
+var errHandBack = errors.New("resp: the connection goes back to its event loop")
+
+// Buffers of connections that move between a loop and a goroutine: a connection on a loop
+// holds none.
+var (
+	readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 16<<10) }}
+	writers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 16<<10) }}
+)
+
+// goServe serves c, until now on its loop, on a goroutine of its own, through nc.
+func (c *conn) goServe(nc net.Conn) {
+	s := c.s
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		nc.Close()
+		c.end()
+		return
+	}
+	c.nc = nc
+	s.mu.Unlock()
+	c.rd.r = readers.Get().(*bufio.Reader)
+	c.rd.r.Reset(c)
+	c.w = writers.Get().(*bufio.Writer)
+	c.w.Reset(connWriter{c})
+	c.streak = 0
+	go c.serve()
+}
+
+// handBack gives c back to its loop from its goroutine, between commands, with nothing
+// buffered. It reports false when the server is stopping: c is to be ended.
+func (c *conn) handBack() bool {
+	s := c.s
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		return false
+	}
+	nc := c.nc
+	c.nc = nil
+	s.mu.Unlock()
+	nc.Close() // the duplicate: the loop's descriptor keeps the socket open
+	c.rd.r.Reset(nil)
+	readers.Put(c.rd.r)
+	c.rd.r = nil
+	c.w.Reset(nil)
+	writers.Put(c.w)
+	c.w = nil
+	if !c.loop.give(c) {
+		return false
+	}
+	if c.loop != nil { // else its loop broke, and c went on to another goroutine
+		s.cfg.Metrics.toLoop.Inc()
+	}
+	return true
+}
+
+// end ends c, on whichever side holds it: its socket closes, and it is no longer counted.
+// It does nothing the second time.
+func (c *conn) end() {
+	if c.ended {
+		return
+	}
+	c.ended = true
+	s := c.s
+	s.mu.Lock()
+	if c.nc != nil {
+		c.nc.Close()
+	}
+	delete(s.conns, c)
+	s.mu.Unlock()
+	if c.fd >= 0 {
+		closeFD(c.fd)
+		c.fd = -1
+	}
+	s.cfg.Metrics.conns.Dec()
+	s.wg.Done()
+}
+
 // panicked logs and counts a recovered panic.
 func (c *conn) panicked(p any) {
 	c.s.cfg.Metrics.panics.Inc()
 	c.s.cfg.Log.Error("Redis protocol: connection panicked; it is closed", "panic", fmt.Sprint(p),
-		"client", c.nc.RemoteAddr().String(), "stack", string(debug.Stack()))
+		"client", c.remote, "stack", string(debug.Stack()))
 }
 
 // tellPanicked tells the client its connection ends for an internal error, if it can be

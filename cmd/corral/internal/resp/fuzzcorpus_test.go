@@ -12,4 +12,5 @@ func TestFuzzCorpus(t *testing.T) {
 	fuzzcorpus.Check(t, "FuzzRESPCommand", respSeeds())
 	fuzzcorpus.Check(t, "FuzzRESPReader", readerSeeds())
 	fuzzcorpus.Check(t, "FuzzInlineArgs", inlineSeeds())
+	fuzzcorpus.Check(t, "FuzzParseCommand", loopSeeds())
 }

@@ -22,7 +22,8 @@ import (
 func TestMain(m *testing.M) { leakcheck.Main(m) }
 
 // testConfig is the Config corral serve gives the front by default, without its group and
-// node: its own metrics, hits and leases, serve's value limit and the default limits.
+// node: its own metrics, hits and leases, serve's value limit, the default limits and one
+// event loop (serve's on 2 cores).
 func testConfig(tb testing.TB, reg prometheus.Registerer) Config {
 	tb.Helper()
 	hits, leases := servetest.Leases(tb, reg)
@@ -31,7 +32,7 @@ func testConfig(tb testing.TB, reg prometheus.Registerer) Config {
 		tb.Fatal(err)
 	}
 	return Config{Leases: leases, Metrics: metrics, Hits: hits,
-		MaxValueBytes: corral.DefaultConfig().MaxValueBytes, Limits: DefaultLimits()}
+		MaxValueBytes: corral.DefaultConfig().MaxValueBytes, Limits: DefaultLimits(), Loops: 1}
 }
 
 // withGroup sets cfg's Node, a one-node corral, and its Group, "resp", made as corral serve

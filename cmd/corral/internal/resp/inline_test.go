@@ -206,3 +206,19 @@ func TestRESPInlineQuotes(t *testing.T) {
 		t.Errorf("GET greeting = %q: the bad line changed something", got)
 	}
 }
+
+// An inline command whose first word is an empty quote has no name: it is refused as a
+// multibulk command of an empty name is, and the connection is closed.
+func TestRESPInlineEmptyName(t *testing.T) {
+	td := startTestServer(t, nil)
+	c, err := net.Dial("tcp", td.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "PING\r\n\"\" k\r\nPING\r\n")
+	want := "+PONG\r\n-ERR Protocol error: empty command name\r\n"
+	if got := readAll(t, c); got != want {
+		t.Fatalf("replies %q, want %q and the connection closed (the last PING not answered)", got, want)
+	}
+}

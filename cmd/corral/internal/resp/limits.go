@@ -29,11 +29,13 @@ type Limits struct {
 
 // DefaultLimits returns the production limits. A client pool keeps a few connections per
 // process (go-redis: 10 per GOMAXPROCS, lazily), so 4096 connections serve hundreds of
-// application processes; an idle connection that has served a GET costs about 22 KiB
-// (measured: 2000 of them, RSS 25 → 68 MiB; the pages of its 16 KiB reply buffer that no
-// reply reached are not resident), 88 MiB at the bound. Five minutes idle is far past any
-// pool's use of a connection under load, and short enough that connections a client forgot
-// give their places back. Ten seconds to send one command (8 MiB at 0.8 MB/s) or to read a
+// application processes. An idle connection that has served a GET costs about 1 KiB on an
+// event loop, which holds no buffers of a connection's own (measured: 2000 of them, RSS
+// 26.2 → 28.3 MiB), 4 MiB at the bound; one on a goroutine of its own (--resp-loops 0, or
+// after a command the loop does not answer) about 18 KiB (26.3 → 61.3 MiB: the pages of its
+// 16 KiB reply buffer that no reply reached are not resident), 72 MiB at the bound. Five
+// minutes idle is far past any pool's use of a connection under load, and short enough that
+// connections a client forgot give their places back. Ten seconds to send one command (8 MiB at 0.8 MB/s) or to read a
 // reply is generous on a pod network, and the slowloris bound of the HTTP front. 64 MiB of
 // commands still being read is eight values of the largest default size arriving at once.
 func DefaultLimits() Limits {

@@ -426,6 +426,9 @@ func (rr *reader) inlineCommand() ([][]byte, error) {
 		// The line was read whole: the command is dropped, and the connection goes on.
 		rr.allocated += len(line)
 		return nil, &argsError{name: shortName(args[0])}
+	case len(args) > 0 && len(args[0]) == 0:
+		// "" or '' as the first word: as a multibulk command of an empty name is.
+		return nil, protoErr(limithits.RESPProtocol, "empty command name")
 	}
 	rr.allocated += len(line) // splitInline's scratch
 	for _, a := range args {

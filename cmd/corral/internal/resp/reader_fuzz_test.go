@@ -154,6 +154,7 @@ func readerSeeds() []fuzzcorpus.Seed {
 		seed("inline-tabs-and-spaces", "  SET\tk  v \r\n\r\n\n", 6),
 		seed("inline-quotes", "SET greeting \"hello\\x20world\\n\" EX 60\r\nECHO 'it\\'s'\r\n", 6),
 		seed("inline-unbalanced-quotes", "SET \"a b\r\nPING\r\n", 6),
+		seed("inline-empty-name", "\"\" k\r\n", 6),
 		// The attacks of issue 22.
 		seed("length-2^63-1", "*1\r\n$9223372036854775807\r\n", 6),
 		seed("count-2^40", "*1099511627776\r\n", 6),

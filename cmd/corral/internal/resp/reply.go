@@ -23,11 +23,15 @@ func (c *conn) writeError(s string) {
 func (c *conn) writeBulk(b []byte) {
 	// The header is appended into the writer's free space: strconv.Itoa allocates for a
 	// length of 100 or more.
-	hdr := append(c.w.AvailableBuffer(), '$')
-	hdr = strconv.AppendInt(hdr, int64(len(b)), 10)
-	c.w.Write(append(hdr, '\r', '\n'))
+	c.w.Write(appendBulkHeader(c.w.AvailableBuffer(), len(b)))
 	c.w.Write(b)
 	c.w.WriteString("\r\n")
+}
+
+// appendBulkHeader appends the header of a bulk string of n bytes to dst.
+func appendBulkHeader(dst []byte, n int) []byte {
+	dst = strconv.AppendInt(append(dst, '$'), int64(n), 10)
+	return append(dst, '\r', '\n')
 }
 
 func (c *conn) writeBulkString(s string) { c.writeBulk([]byte(s)) }

@@ -47,6 +47,10 @@ type Config struct {
 	Log *slog.Logger
 	// Limits bound what a connection may cost.
 	Limits Limits
+	// Loops is how many event loops answer the GETs of values this node holds, as
+	// redis-server answers every command (--resp-loops; loop_linux.go); 0 = none, a goroutine
+	// per connection. Linux only: elsewhere it is 0 whatever it says.
+	Loops int
 }
 
 // Server serves the Redis protocol on one listener, from Start until Close.
@@ -56,6 +60,8 @@ type Server struct {
 	lim    requestLimits
 	budget *pendingBudget
 	keys   intern.Strings // GET's keys as strings
+	loops  []*eventLoop   // none: every connection on a goroutine of its own
+	next   int            // the loop the next connection goes to; the accept loop's
 
 	ctx    context.Context // ends the commands still blocked when the server stops
 	cancel context.CancelFunc
@@ -79,6 +85,8 @@ func Start(ln net.Listener, cfg Config) (*Server, error) {
 		err = errors.New("resp: Config needs a Group, a Node, Leases and Metrics")
 	case cfg.MaxValueBytes <= 0:
 		err = fmt.Errorf("resp: MaxValueBytes %d: want at least 1", cfg.MaxValueBytes)
+	case cfg.Loops < 0:
+		err = fmt.Errorf("--resp-loops %d: want 0 or more", cfg.Loops)
 	default:
 		err = cfg.Limits.Validate()
 	}
@@ -97,10 +105,11 @@ func Start(ln net.Listener, cfg Config) (*Server, error) {
 		conns:  map[*conn]struct{}{},
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.loops = startLoops(s, cfg.Loops)
 	s.wg.Add(1)
 	go s.acceptLoop()
 	cfg.Log.Info("serving the Redis protocol", "addr", ln.Addr().String(), "group", cfg.Group.Name(),
-		"max_conns", cfg.Limits.MaxConns, "idle_timeout", cfg.Limits.IdleTimeout.String())
+		"max_conns", cfg.Limits.MaxConns, "idle_timeout", cfg.Limits.IdleTimeout.String(), "event_loops", len(s.loops))
 	return s, nil
 }
 
@@ -115,9 +124,14 @@ func (s *Server) Close(ctx context.Context) error {
 		s.mu.Lock()
 		s.stopped = true
 		for c := range s.conns {
-			c.nc.Close()
+			if c.nc != nil { // on a goroutine; a loop closes its own
+				c.nc.Close()
+			}
 		}
 		s.mu.Unlock()
+		for _, l := range s.loops {
+			l.stop()
+		}
 		done := make(chan struct{})
 		go func() { s.wg.Wait(); close(done) }()
 		select {
@@ -162,12 +176,21 @@ func (s *Server) acceptLoop() {
 			s.refuse(nc, fmt.Sprintf("-ERR max number of clients reached (%d, --resp-max-conns)\r\n", s.cfg.Limits.MaxConns))
 			continue
 		}
-		c := s.newConn(nc) // its buffers only for a connection that is served
+		var loop *eventLoop
+		if len(s.loops) > 0 {
+			loop = s.loops[s.next%len(s.loops)]
+			s.next++
+		}
+		c := s.newConn(nc, loop) // its buffers only for a connection that is served
 		s.conns[c] = struct{}{}
 		s.wg.Add(1)
 		s.mu.Unlock()
 		s.cfg.Metrics.conns.Inc()
-		go c.serve()
+		if c.loop == nil {
+			go c.serve()
+		} else if !c.loop.give(c) {
+			c.end() // the server is stopping
+		}
 	}
 }
 

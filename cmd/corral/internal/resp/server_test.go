@@ -135,7 +135,7 @@ func TestRESPPanicEndsTheConnection(t *testing.T) {
 		lim: requestLimits{command: 1 << 20, args: maxArgs, inline: maxInlineBytes, step: bulkStep}, conns: map[*conn]struct{}{}}
 	server, client := net.Pipe()
 	defer client.Close()
-	c := s.newConn(server)
+	c := s.newConn(server, nil)
 	s.conns[c] = struct{}{}
 	s.wg.Add(1)
 	s.cfg.Metrics.conns.Inc()

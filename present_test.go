@@ -1,0 +1,91 @@
+package corral_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/corralcache/corral"
+)
+
+// GetIfPresent answers exactly what a Get would answer from the owner's store at once — a
+// fresh value, right after its fill as on later reads — and nothing else: it never loads,
+// never asks the owner, and a near copy, a miss, an expired value and a bad key are false.
+func TestGetIfPresent(t *testing.T) {
+	nodes := newCluster(t, 2)
+	var loads atomic.Int64
+	gs := groups(t, nodes, "g", func(_ context.Context, key string) (string, error) {
+		loads.Add(1)
+		return "v:" + key, nil
+	}, corral.WithTTL(time.Hour))
+	ctx := context.Background()
+	owner, other := gs[0], gs[1]
+	key := keyOwnedBy(t, nodes[0], "present")
+
+	if v, ok := owner.GetIfPresent(ctx, key); ok {
+		t.Fatalf("GetIfPresent of a key never read = %q, true", v)
+	}
+	if n := loads.Load(); n != 0 {
+		t.Fatalf("GetIfPresent loaded %d times", n)
+	}
+	if _, err := owner.Get(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	// Right after the fill, and again (the first answer stamps the entry for the fast hit).
+	for range 2 {
+		if v, ok := owner.GetIfPresent(ctx, key); !ok || v != "v:"+key {
+			t.Fatalf("owner's GetIfPresent after the fill = %q, %v", v, ok)
+		}
+	}
+	// The other node reads through the owner and keeps a near copy; GetIfPresent there is
+	// still false: a near copy is not the owner's value.
+	for range 3 {
+		if _, err := other.Get(ctx, key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if v, ok := other.GetIfPresent(ctx, key); ok {
+		t.Fatalf("GetIfPresent on a node that does not own the key = %q, true", v)
+	}
+	if _, ok := owner.GetIfPresent(ctx, string(make([]byte, 1<<20))); ok {
+		t.Fatal("GetIfPresent of a key over the size limit = true")
+	}
+	if n := loads.Load(); n != 1 {
+		t.Fatalf("loads = %d, want the one fill", n)
+	}
+	// A removed value is gone at once.
+	if err := owner.Remove(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := owner.GetIfPresent(ctx, key); ok {
+		t.Fatalf("GetIfPresent after Remove = %q, true", v)
+	}
+}
+
+// An expired value is not present: GetIfPresent does not serve it stale nor refresh it.
+func TestGetIfPresentExpired(t *testing.T) {
+	nodes := newCluster(t, 1)
+	var loads atomic.Int64
+	gs := groups(t, nodes, "g", func(_ context.Context, key string) (string, error) {
+		loads.Add(1)
+		return "v", nil
+	}, corral.WithTTL(50*time.Millisecond), corral.WithStaleWhileRevalidate(time.Hour))
+	ctx := context.Background()
+	if _, err := gs[0].Get(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, ok := gs[0].GetIfPresent(ctx, "k"); !ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the value is still present 10 s after its 50 ms TTL")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := loads.Load(); n != 1 {
+		t.Fatalf("loads = %d: GetIfPresent refreshed a stale value", n)
+	}
+}

@@ -83,7 +83,7 @@ func TestServeHelpListsTheAPI(t *testing.T) {
 		"GET    /v1/groups/{group}/keys/{key}", "PUT    /v1/groups/{group}/keys/{key}",
 		"DELETE /v1/groups/{group}/keys/{key}", "GET    /v1/groups/{group}/keys?key=a&key=b",
 		"POST   /v1/groups/{group}/keys:batch", "?peek", "?lease=", "?ttl=", "DELETE /v1/tags/{tag}",
-		"GET    /v1/cluster", "/metrics", "/healthz", "/readyz", "/debug/corral", "Content-Type",
+		"GET    /v1/cluster", "/metrics", "/healthz", "/readyz", "/debug/corral", "/debug/pprof/", "Content-Type",
 		"GET (reads through --origin", "MGET", "SET [EX|PX] [TAGS]", "DEL,", "EXISTS", "TTL", "PTTL", "DELTAG", "FILLGET", "FILLSET", "PING", "HELLO", "AUTH",
 	} {
 		if !strings.Contains(stdout.String(), want) {

@@ -86,7 +86,7 @@ func serveFlags(out io.Writer) (*flag.FlagSet, *serveConfig) {
 	fs.Float64Var(&c.jitter, "jitter", 0.1, "spread each TTL uniformly over ±this fraction, in [0, 1)")
 	fs.DurationVar(&c.negativeTTL, "negative-ttl", 0, "remember an origin 404 this long (0 = not remembered)")
 	fs.DurationVar(&c.fillTimeout, "fill-timeout", 10*time.Second, "bound on one origin fetch")
-	fs.DurationVar(&c.silentPeerTimeout, "silent-peer-timeout", d.SilentPeerTimeout, "how long a peer may leave a question unanswered while requests wait on it before it is failed over, so a paused or cut-off owner costs a GET at most this (a write twice it); a node whose own timers run late (starved of CPU) waits twice their lateness longer. Raise it where an owner may stand still longer while the nodes asking it run on time (a CPU limit on its pod alone: a live owner failed over costs its key a fill); negative = never probe (wait for memberlist to declare the peer dead)")
+	fs.DurationVar(&c.silentPeerTimeout, "silent-peer-timeout", d.SilentPeerTimeout, "how long a peer may leave a question unanswered while requests wait on it before it is failed over, so a paused or cut-off owner costs a GET at most this (a write twice it); a node whose own timers run late (starved of CPU), or asking an owner whose answers say it runs late, waits twice that lateness longer. Raise it where an owner may stand still longer than this before it has answered anything late (a live owner failed over costs its key a fill); negative = never probe (wait for memberlist to declare the peer dead)")
 	fs.Int64Var(&c.maxBytes, "max-bytes", fill.DefaultMaxBytes, "memory bound of each group's store on this node, bytes")
 	fs.IntVar(&c.backups, "backups", 0, "backups of every group's entries, 0 to 2: each entry is also kept by the next members on the ring, so that an owner that crashes costs no origin call (memory per node ×(1+N))")
 	fs.IntVar(&c.maxValueBytes, "max-value-bytes", d.MaxValueBytes, "largest value accepted, bytes (larger PUT bodies get 413)")
@@ -132,7 +132,7 @@ HTTP API:
   PUT    …/keys/{key}?ttl=60s[&swr=30s]  store for a lifetime; with X-Corral-Lease, under the lease (204, 409)
   DELETE /v1/tags/{tag}                  purge every value stored with the tag, cluster-wide
   GET    /v1/cluster[?key=K]             members, ring shares, K's owner, seeds that refuse this node
-  /metrics  /healthz  /readyz  /debug/corral
+  /metrics  /healthz  /readyz  /debug/corral  /debug/pprof/ (with --pprof)
 
 Redis protocol (--resp-port), every key in --resp-group: GET (reads through --origin, as HTTP
 GET does, also after DEL), MGET (a batch read of up to 10000 keys: a key that failed fails
@@ -401,7 +401,7 @@ func (d *daemon) startNode() error {
 	}
 	if d.api, err = httpapi.New(httpapi.Config{
 		Node: node, Groups: d.groups, Leases: d.leases, Gatherer: d.reg, Ready: d.ready,
-		Debug: debugui.Handler("/debug/corral", d.debugState), Hits: d.hits,
+		Debug: debugui.Handler("/debug/corral", d.debugState), Pprof: c.pprof, Hits: d.hits,
 		Token: d.token, TokenReads: c.apiTokenReads, Origin: d.origin,
 		MaxValueBytes: c.maxValueBytes, TTL: c.ttl, SWR: c.swr, Log: log, Limits: c.limits,
 		TracerProvider: tp, Propagator: d.propagator,

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/corralcache/corral/cmd/corral/internal/limithits"
@@ -80,3 +81,16 @@ func writeTokenFile(tb testing.TB, token string) string {
 
 // limitHits reads corral_http_limit_hits_total{limit} of the daemon.
 func (td *testDaemon) limitHits(limit string) float64 { return td.d.hits.Count(limithits.Limit(limit)) }
+
+// --pprof serves the Go runtime's profiles on the HTTP port; without it they are not served.
+func TestServePprof(t *testing.T) {
+	off := startTestDaemon(t, nil)
+	if resp, _ := off.do(t, "GET", "/debug/pprof/goroutine?debug=1", ""); resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("without --pprof: %d, want 404", resp.StatusCode)
+	}
+	on := startTestDaemon(t, func(c *serveConfig) { c.pprof = true })
+	resp, body := on.do(t, "GET", "/debug/pprof/goroutine?debug=1", "")
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, "goroutine profile: total") {
+		t.Fatalf("with --pprof: %d, %.80q", resp.StatusCode, body)
+	}
+}

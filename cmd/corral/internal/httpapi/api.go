@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/pprof"
 	"net/textproto"
 	"slices"
 	"time"
@@ -37,6 +38,11 @@ type Config struct {
 	Ready func() (bool, string)
 	// Debug serves GET /debug/corral and below; nil = not served.
 	Debug http.Handler
+	// Pprof serves the Go runtime's profiles at /debug/pprof/ (--pprof), as net/http/pprof
+	// does: for `go tool pprof` and the execution tracer on a running node. With a Token they
+	// need it, reads or not: a profile costs the node CPU while it runs and tells its
+	// internals.
+	Pprof bool
 	// Hits counts the requests and connections turned away; nil = not counted.
 	Hits *limithits.Counter
 	// Token is the API token (--api-token-file): writes and leases need it as
@@ -157,6 +163,15 @@ func (a *API) routes() http.Handler {
 	if a.cfg.Debug != nil {
 		mux.Handle("GET /debug/corral", a.cfg.Debug)
 		mux.Handle("GET /debug/corral/", a.cfg.Debug)
+	}
+	if a.cfg.Pprof {
+		// pprof.Index serves the named profiles below it too (heap, goroutine, allocs, …).
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("POST /debug/pprof/symbol", pprof.Symbol) // go tool pprof POSTs to it
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if group, key, ok := keyPath(r); ok {

@@ -1,10 +1,13 @@
 package httpapi
 
-import "net/http"
+import (
+	"net/http"
+	"strings"
+)
 
 // authorize wraps the HTTP API: with a token, every request that changes something needs
-// it, and with --api-token-reads every other request too, except the probes and /metrics,
-// which a kubelet and a Prometheus scrape without credentials. A request without it gets
+// it, and so do the profiles (--pprof); with --api-token-reads every other request too,
+// except the probes and /metrics, which a kubelet and a Prometheus scrape without credentials. A request without it gets
 // 401 and changes nothing. POST …/keys:batch is a read, as the GET it stands for.
 func (a *API) authorize(next http.Handler) http.Handler {
 	if a.cfg.Token == nil {
@@ -17,6 +20,9 @@ func (a *API) authorize(next http.Handler) http.Handler {
 			return
 		}
 		read := r.Method == http.MethodGet || r.Method == http.MethodHead || isBatchRead(r)
+		if strings.HasPrefix(r.URL.Path, "/debug/pprof/") {
+			read = false // a profile costs CPU while it runs, and tells the node's internals
+		}
 		if (read && !a.cfg.TokenReads) || a.cfg.Token.Bearer(r.Header.Get("Authorization")) {
 			next.ServeHTTP(w, r)
 			return

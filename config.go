@@ -87,7 +87,8 @@ type Config struct {
 	// ping or probe unanswered, and sends nothing else, this long (paused, cut off) is taken
 	// as unreachable and the request fails over to the key's next owner; one that answers is
 	// filling slowly, and the request waits on. A node whose own timers fire late (starved of
-	// CPU) adds twice their recent lateness, so that it does not take a live peer for a silent
+	// CPU) adds twice their recent lateness, and so does a node asking a peer whose answers
+	// say it runs late (one starved alone), so that it does not take a live peer for a silent
 	// one. 0 = 300 ms: a silent owner costs a Get at most that before the successor is asked
 	// (a hit takes a millisecond), another request twice it, and a ping or probe survives one
 	// TCP retransmission (200 ms). Negative = never probe.

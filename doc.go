@@ -73,7 +73,8 @@
 // for SilentPeerTimeout fails over, so a silent owner costs a Get at most that (a quarter more
 // for one that falls silent as the Get waits; other requests twice it), not the request's
 // deadline. A node whose own timers run late (starved of CPU) adds twice their lateness to the
-// bound, so that a live owner is not taken for a silent one. A peer found unreachable is skipped
+// bound, and so does a node asking an owner that is starved alone (its answers tell its
+// lateness), so that a live owner is not taken for a silent one. A peer found unreachable is skipped
 // by the requests after it until it answers one of the probes the node sends it (a breaker, fed
 // by what requests see, long before failure detection by gossip agrees), and the first time
 // this happens the node probes every member at once: a node cut off from all of them learns it

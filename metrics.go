@@ -16,6 +16,7 @@ import (
 	"github.com/corralcache/corral/internal/view"
 	"github.com/corralcache/corral/internal/viewkeeper"
 	"github.com/corralcache/corral/peer"
+	"github.com/corralcache/corral/transport"
 )
 
 // metricSources are what the metrics read at scrape time, handed to newMetrics by the node:
@@ -39,6 +40,8 @@ type metrics struct {
 	refused      *prometheus.CounterVec
 	purges       prometheus.Counter
 	limits       limitCounts
+	// client is the node's peer client once made: corral_timer_lateness_seconds reads it.
+	client atomic.Pointer[transport.Client]
 }
 
 // limitCounts holds a counter per limit of limit.Counted.
@@ -225,6 +228,15 @@ func newMetrics(reg prometheus.Registerer, src *metricSources) (*metrics, error)
 		}
 		return float64(members.KeyCount())
 	})
+	lateness := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "corral_timer_lateness_seconds",
+		Help: "How late this node's timers fired lately: the largest delay of the last 15 to 30 seconds, 0 under 10 ms. Its answers tell it to peers, whose silence bounds for it stretch by twice it; hundreds of ms mean a node starved of CPU (throttled).",
+	}, func() float64 {
+		if c := m.client.Load(); c != nil {
+			return c.Lateness().Seconds()
+		}
+		return 0
+	})
 	excluded := &excludedCollector{src: src, desc: prometheus.NewDesc("corral_members_excluded",
 		"Live members this node keeps out of its ring, by reason (reconciling: back from the dead, exchanging the writes it missed; peer TLS differs: one of the two runs without TLS; peer TLS failed: no mutual TLS handshake completes with it; peer TLS not checked yet: a new member, checked at once).",
 		[]string{"reason"}, nil)}
@@ -234,7 +246,7 @@ func newMetrics(reg prometheus.Registerer, src *metricSources) (*metrics, error)
 	joinRefused := &joinRefusedCollector{src: src, desc: prometheus.NewDesc("corral_join_refused_total",
 		"Join attempts a seed turned away, each seed address of an attempt once, by this node's reading of why: label (the seed closed the connection unanswered, as a member of another cluster label does: likely, not certain), key (another gossip key), encryption (one side encrypts gossip, the other does not).",
 		[]string{"reason"}, nil)}
-	m.collectors = []prometheus.Collector{gc, m.fillDuration, m.peerRequests, m.handoff, m.refused, m.purges, members, gossipKeys, excluded, limits, joinRefused}
+	m.collectors = []prometheus.Collector{gc, m.fillDuration, m.peerRequests, m.handoff, m.refused, m.purges, members, gossipKeys, lateness, excluded, limits, joinRefused}
 	if reg == nil {
 		return m, nil
 	}

@@ -175,6 +175,7 @@ func (n *Node) buildParts() error {
 		n.stopClock()
 		return fmt.Errorf("corral: peer transport: %w", err)
 	}
+	n.metrics.client.Store(n.client)
 	n.router = route.New(route.Config{View: &n.view, Client: n.client, Clock: n.versions, Log: n.log,
 		LocalFallback: cfg.LocalFallback, PeerAddr: n.peerAddr, Started: n.started, Leaving: &n.state.Leaving})
 	n.writer = write.New(write.Config{Self: cfg.Name, View: &n.view, Router: n.router, Client: n.client,
@@ -198,7 +199,7 @@ func (n *Node) buildParts() error {
 		Log: n.log, PeekWindow: cfg.PeekWindow, PeekTimeout: cfg.PeekTimeout, AskedAt: n.owner.AskedAt,
 		Sent: n.metrics.sent, Tags: n.tags})
 	n.server, err = transport.NewServer(n.owner, transport.ServerConfig{TLS: serverTLS, MaxMessageSize: msgSize,
-		Logger: n.log, OnLimit: n.metrics.limits.hit, TracerProvider: cfg.TracerProvider})
+		Logger: n.log, OnLimit: n.metrics.limits.hit, TracerProvider: cfg.TracerProvider, Lateness: n.client.Lateness})
 	if err != nil {
 		n.client.Close()
 		n.stopClock()

@@ -98,7 +98,8 @@ type ClientConfig struct {
 	// silent peer costs a Get at most SilentPeerTimeout (a quarter more if it falls silent
 	// while the Get waits), not its deadline. A node whose own timers fire late — starved of
 	// CPU — waits longer: every silence bound is SilentPeerTimeout plus twice the largest
-	// lateness its timers showed lately (lateness.go). Gets the peer answers as unary calls are
+	// lateness its timers showed lately, or the peer told in its answers lately when that is
+	// larger (ServerConfig.Lateness; lateness.go). Gets the peer answers as unary calls are
 	// watched by probes instead, as UntilSilent watches any call (at most twice the bound).
 	// 0 = DefaultSilentPeerTimeout; negative = never.
 	SilentPeerTimeout time.Duration
@@ -289,6 +290,21 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		}
 	}
 	return c, nil
+}
+
+// Lateness returns how late this node has run its timers lately, as its answers tell it
+// (ServerConfig.Lateness): whole milliseconds, 0 under 10 ms or when peers are never judged
+// silent (the node then does not measure it).
+func (c *Client) Lateness() time.Duration {
+	return time.Duration(c.silence.late.toldMillis()) * time.Millisecond
+}
+
+// peerLate returns what the peer at addr told of its lateness (nil: no connection to it).
+func (c *Client) peerLate(addr string) *toldLateness {
+	if v, ok := c.conns.Load(addr); ok {
+		return &v.(*peerConn).late
+	}
+	return nil
 }
 
 // Get asks the peer at addr for a key (see Handler.Get). It travels on the one GetStream

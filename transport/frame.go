@@ -29,7 +29,8 @@ import (
 // answers with the same bytes, and from then on each side sends frames: a 4-byte big-endian
 // length and that many bytes of a GetCall (caller to Server) or GetReply (Server to
 // caller). A frame longer than the reader's MaxMessageSize ends the connection. A GetCall
-// with id 0 and no request is a ping, answered by a GetReply with id 0 and nothing else.
+// with id 0 and no request is a ping, answered by a GetReply with id 0 and nothing else but
+// the Server's lateness (late_millis), as every GetReply carries it.
 //
 // With TLS, the preface and its answer cross in clear — eight fixed bytes, which say only
 // that frames follow — and then the caller starts a TLS handshake on the connection, with

@@ -46,6 +46,10 @@ type peerConn struct {
 	backoff time.Duration // the wait after openErr before trying again
 	retryAt time.Time     // when an opening may be tried again
 	closed  error         // why closeStream closed p (Forget, Close); nil while open
+
+	// late is the lateness the peer told in its answers (lateness.go): the silence bounds of
+	// questions to it stretch by it.
+	late toldLateness
 }
 
 // getOnStream is Client.Get's call on p: on the stream, or as a unary call to a peer that
@@ -125,7 +129,7 @@ func (p *peerConn) stream(ctx context.Context) (*muxStream, error) {
 	var silent <-chan time.Time
 	var bound time.Duration
 	if sl := p.client.silence; sl.on() {
-		bound = sl.bound()
+		bound = sl.boundFor(&p.late)
 		t := time.NewTimer(bound)
 		defer t.Stop()
 		silent = t.C
@@ -207,7 +211,7 @@ func (p *peerConn) open() {
 		var st peerpb.Peer_GetStreamClient
 		st, err = p.rpc.GetStream(ctx)
 		if err == nil {
-			s = newMuxStream(st, cancel, p.client.maxMessage, p.client.maxStreamCalls, p.client.silence, &p.client.wg)
+			s = newMuxStream(st, cancel, p.client.maxMessage, p.client.maxStreamCalls, p.client.silence, &p.late, &p.client.wg)
 		} else {
 			cancel()
 		}
@@ -251,7 +255,7 @@ func (p *peerConn) openFramed() (*muxStream, error) {
 		}
 		return nil, unavailable("transport: framed stream to %s: %v", p.addr, err)
 	}
-	s := newMuxStream(f, func() { conn.Close() }, c.maxMessage, c.maxStreamCalls, c.silence, &c.wg)
+	s := newMuxStream(f, func() { conn.Close() }, c.maxMessage, c.maxStreamCalls, c.silence, &p.late, &c.wg)
 	s.startKeepalive(c.keepaliveTime, c.keepaliveTimeout)
 	return s, nil
 }

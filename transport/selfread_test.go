@@ -223,6 +223,12 @@ var streamPaths = []streamPath{{"framed", true, false}, {"grpc", false, false}, 
 // check the server's certificate: in a synctest bubble the clock says 2000.
 func serveOnMemnet(t *testing.T, h Handler, cfg ClientConfig, path streamPath) (*Client, string, *memnet.Host) {
 	t.Helper()
+	return serveOnMemnetWith(t, h, ServerConfig{}, cfg, path)
+}
+
+// serveOnMemnetWith is serveOnMemnet with the Server's config scfg.
+func serveOnMemnetWith(t *testing.T, h Handler, scfg ServerConfig, cfg ClientConfig, path streamPath) (*Client, string, *memnet.Host) {
+	t.Helper()
 	nw, err := memnet.New(memnet.Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -232,7 +238,6 @@ func serveOnMemnet(t *testing.T, h Handler, cfg ClientConfig, path streamPath) (
 	if err != nil {
 		t.Fatal(err)
 	}
-	var scfg ServerConfig
 	if path.tls {
 		scfg.TLS = &tls.Config{Certificates: []tls.Certificate{newTestCA(t).issue(t, "server")}}
 		cfg.TLS = &tls.Config{InsecureSkipVerify: true}

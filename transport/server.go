@@ -84,6 +84,13 @@ type ServerConfig struct {
 	// gRPC's to enforce, and the sender sees it.)
 	OnLimit func(limit string)
 
+	// Lateness, if set, says how late this node runs its timers lately (Client.Lateness):
+	// the Server tells it in its answers on Get streams, so that a caller waits longer
+	// before it calls a node starved of CPU silent (ClientConfig.SilentPeerTimeout). It is
+	// called for every answer and must be quick and safe for concurrent use. nil: the
+	// answers tell nothing.
+	Lateness func() time.Duration
+
 	// Logger receives recovered Handler panics (Error, with stack). nil =
 	// discard.
 	Logger *slog.Logger
@@ -218,7 +225,7 @@ func NewServer(h Handler, cfg ServerConfig) (*Server, error) {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
 	}
 	svc := &peerService{h: h, log: cfg.Logger, maxMessage: cfg.MaxMessageSize, tracer: newTracer(cfg.TracerProvider),
-		maxStreamCalls: cfg.MaxStreamCalls, onLimit: cfg.OnLimit, quit: make(chan struct{})}
+		maxStreamCalls: cfg.MaxStreamCalls, onLimit: cfg.OnLimit, lateness: cfg.Lateness, quit: make(chan struct{})}
 	if svc.tracer != nil {
 		opts = append(opts, grpc.UnaryInterceptor(svc.unaryInterceptor), grpc.StreamInterceptor(svc.streamInterceptor))
 	}
@@ -316,8 +323,9 @@ type peerService struct {
 	maxStreamCalls int // ServerConfig.MaxStreamCalls
 	// maxStreamAnswer is ServerConfig.MaxStreamAnswer, with "no limit" as MaxInt.
 	maxStreamAnswer int
-	onLimit         func(limit string) // ServerConfig.OnLimit
-	tracer          trace.Tracer       // nil: no spans (ServerConfig.TracerProvider)
+	onLimit         func(limit string)   // ServerConfig.OnLimit
+	lateness        func() time.Duration // ServerConfig.Lateness
+	tracer          trace.Tracer         // nil: no spans (ServerConfig.TracerProvider)
 
 	// quit is closed by Stop: GetStreams finish their calls and end, which GracefulStop
 	// waits for (a stream has no end of its own).

@@ -28,6 +28,16 @@ func (s *silence) on() bool { return s.timeout > 0 }
 // on time it is SilentPeerTimeout.
 func (s *silence) bound() time.Duration { return s.timeout + 2*s.late.recent() }
 
+// boundFor is bound for a peer that told the lateness kept in peer (nil: none): twice the
+// larger of this node's and the peer's (lateness.go).
+func (s *silence) boundFor(peer *toldLateness) time.Duration {
+	late := s.late.recent()
+	if peer != nil {
+		late = max(late, peer.recent())
+	}
+	return s.timeout + 2*late
+}
+
 // UntilSilent runs call, a call to the peer at addr, under a context that also ends once the
 // peer has gone silent: once call has waited the silence bound (SilentPeerTimeout, stretched
 // while this node runs late), and again after each such interval, the peer is asked probe (a
@@ -52,7 +62,8 @@ func (c *Client) UntilSilent(ctx context.Context, addr string, probe *peerpb.Get
 	var t *time.Timer
 	var tmu sync.Mutex // guards t's Reset against its Stop, every and due: the probe runs on the timer's goroutine
 	stopped := false
-	every := c.silence.bound()
+	peer := c.peerLate(addr)
+	every := c.silence.boundFor(peer)
 	due := time.Now().Add(every)
 	t = time.AfterFunc(every, func() {
 		tmu.Lock()
@@ -61,7 +72,7 @@ func (c *Client) UntilSilent(ctx context.Context, addr string, probe *peerpb.Get
 		if c.Answers(ctx, addr, probe) {
 			tmu.Lock()
 			if !stopped {
-				every = c.silence.bound()
+				every = c.silence.boundFor(peer)
 				due = time.Now().Add(every)
 				t.Reset(every)
 			}
@@ -90,7 +101,7 @@ func (c *Client) UntilSilent(ctx context.Context, addr string, probe *peerpb.Get
 func (c *Client) Answers(ctx context.Context, addr string, probe *peerpb.GetRequest) bool {
 	bound := c.silence.timeout
 	if c.silence.on() {
-		bound = c.silence.bound()
+		bound = c.silence.boundFor(c.peerLate(addr))
 	}
 	ctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()

@@ -87,6 +87,7 @@ type muxStream struct {
 	// which is while calls wait; seenReads was reads at seenAt, when the watch last saw the
 	// peer answer anything (or began).
 	sil       *silence
+	peerLate  *toldLateness // what the peer told of its lateness (its peerConn's; nil in tests)
 	watch     *time.Timer
 	watchDue  time.Time
 	watching  bool
@@ -125,18 +126,19 @@ type muxStream struct {
 }
 
 // newMuxStream starts the reader and writer of an open stream; wg counts them.
-func newMuxStream(stream callStream, cancel context.CancelFunc, maxSend, maxCalls int, sil *silence, wg *sync.WaitGroup) *muxStream {
+func newMuxStream(stream callStream, cancel context.CancelFunc, maxSend, maxCalls int, sil *silence, peerLate *toldLateness, wg *sync.WaitGroup) *muxStream {
 	s := &muxStream{
-		sil:     sil,
-		stream:  stream,
-		cancel:  cancel,
-		maxSend: maxSend,
-		slots:   make(chan struct{}, maxCalls),
-		wake:    make(chan struct{}, 1),
-		done:    make(chan struct{}),
-		rwake:   make(chan struct{}, 1),
-		reading: make(chan struct{}, 1),
-		pending: make(map[uint64]*streamCall),
+		sil:      sil,
+		peerLate: peerLate,
+		stream:   stream,
+		cancel:   cancel,
+		maxSend:  maxSend,
+		slots:    make(chan struct{}, maxCalls),
+		wake:     make(chan struct{}, 1),
+		done:     make(chan struct{}),
+		rwake:    make(chan struct{}, 1),
+		reading:  make(chan struct{}, 1),
+		pending:  make(map[uint64]*streamCall),
 	}
 	s.framed, _ = stream.(*clientFramed)
 	if s.framed != nil {

@@ -96,7 +96,7 @@ func (s *muxStream) checkSilence() {
 	if r := s.reads.Load(); r != s.seenReads {
 		s.seenReads, s.seenAt = r, now // it answered something since the last look
 	}
-	bound := s.sil.bound()
+	bound := s.sil.boundFor(s.peerLate)
 	wait := bound - s.sil.timeout/watchFirst // a ping's allowance
 	if len(s.pings) > 0 {
 		if since := now.Sub(later(s.pings[0], s.seenAt)); since >= wait {

@@ -61,6 +61,9 @@ func (s *muxStream) readOne() error {
 		return err
 	}
 	s.reads.Add(1)
+	if s.peerLate != nil {
+		s.peerLate.heard(r.GetLateMillis())
+	}
 	if r.GetId() == 0 {
 		s.pingAnswered()
 		return nil

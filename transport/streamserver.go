@@ -135,7 +135,7 @@ func (ss *serverStream) receive() {
 		}
 		req := call.GetRequest()
 		if req == nil && id == 0 {
-			ss.push(&peerpb.GetReply{}, 0) // a ping (frame.go)
+			ss.push(ss.reply(0), 0) // a ping (frame.go)
 			continue
 		}
 		if req == nil {
@@ -260,7 +260,8 @@ type serverStream struct {
 // (callerMax, 0 = no limit of its own): sent, it would end the stream for every call on it,
 // so the call gets a ResourceExhausted failure instead, as a unary call would.
 func (ss *serverStream) answer(id uint64, resp *peerpb.GetResponse, callerMax uint32) {
-	r := &peerpb.GetReply{Id: id, Response: resp}
+	r := ss.reply(id)
+	r.Response = resp
 	limit, side := ss.p.maxMessage, "the server's"
 	if callerMax > 0 && int64(callerMax) < int64(limit) {
 		limit, side = int(callerMax), "the caller's"
@@ -272,7 +273,8 @@ func (ss *serverStream) answer(id uint64, resp *peerpb.GetResponse, callerMax ui
 		// call, an HTTP/2 stream of its own whose frames interleave with the others'.
 		// (A value a fill just made goes on the stream: it may not be held, and asking
 		// again could fill again.)
-		ss.push(&peerpb.GetReply{Id: id, Unary: true}, 0)
+		r.Response, r.Unary = nil, true
+		ss.push(r, 0)
 		return
 	}
 	if size > limit {
@@ -288,7 +290,8 @@ func (ss *serverStream) answer(id uint64, resp *peerpb.GetResponse, callerMax ui
 // read 64 KiB of this stream's answers; then the loop would wait for the peer to read in
 // any case, as the writer would.
 func (ss *serverStream) answerHit(id uint64, resp *peerpb.GetResponse, callerMax uint32) {
-	r := &peerpb.GetReply{Id: id, Response: resp}
+	r := ss.reply(id)
+	r.Response = resp
 	limit := min(directSendBytes, ss.p.maxStreamAnswer, ss.p.maxMessage)
 	if callerMax > 0 {
 		limit = min(limit, int(min(callerMax, math.MaxInt32)))
@@ -344,8 +347,18 @@ func (ss *serverStream) flushHits() {
 
 // fail answers id with err, a status error (peerService.Get's) or any Handler error.
 func (ss *serverStream) fail(id uint64, err error) {
-	r := &peerpb.GetReply{Id: id, Failure: toFailure(ss.ctx, err)}
+	r := ss.reply(id)
+	r.Failure = toFailure(ss.ctx, err)
 	ss.push(r, proto.Size(r))
+}
+
+// reply returns a reply to call id that tells this node's lateness (ServerConfig.Lateness).
+func (ss *serverStream) reply(id uint64) *peerpb.GetReply {
+	r := &peerpb.GetReply{Id: id}
+	if late := ss.p.lateness; late != nil {
+		r.LateMillis = uint32(min(late(), time.Hour) / time.Millisecond)
+	}
+	return r
 }
 
 // push queues r, of size bytes (its proto.Size; 0 for one known to be a few bytes), for the

@@ -943,7 +943,11 @@ type GetReply struct {
 	// unary says the answer is a value the receiver holds that is larger than
 	// it sends on the stream (whose later answers would wait behind it): the
 	// sender asks again with a unary Get, which finds the value held.
-	Unary         bool `protobuf:"varint,4,opt,name=unary,proto3" json:"unary,omitempty"`
+	Unary bool `protobuf:"varint,4,opt,name=unary,proto3" json:"unary,omitempty"`
+	// late_millis is how late the answering node runs its timers lately, in
+	// milliseconds (0 when under 10 ms): a node starved of CPU answers late, and
+	// a caller that knows it waits longer before it calls that node silent.
+	LateMillis    uint32 `protobuf:"varint,5,opt,name=late_millis,json=lateMillis,proto3" json:"late_millis,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1004,6 +1008,13 @@ func (x *GetReply) GetUnary() bool {
 		return x.Unary
 	}
 	return false
+}
+
+func (x *GetReply) GetLateMillis() uint32 {
+	if x != nil {
+		return x.LateMillis
+	}
+	return 0
 }
 
 // Failure is an error inside a stream frame: what a unary call's status
@@ -2386,12 +2397,14 @@ const file_peer_proto_rawDesc = "" +
 	"\arequest\x18\x02 \x01(\v2\x1a.corral.peer.v1.GetRequestR\arequest\x12#\n" +
 	"\rtimeout_nanos\x18\x03 \x01(\x03R\ftimeoutNanos\x12\x16\n" +
 	"\x06cancel\x18\x04 \x01(\bR\x06cancel\x12$\n" +
-	"\x0emax_reply_size\x18\x05 \x01(\rR\fmaxReplySize\"\x9c\x01\n" +
+	"\x0emax_reply_size\x18\x05 \x01(\rR\fmaxReplySize\"\xbd\x01\n" +
 	"\bGetReply\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x127\n" +
 	"\bresponse\x18\x02 \x01(\v2\x1b.corral.peer.v1.GetResponseR\bresponse\x121\n" +
 	"\afailure\x18\x03 \x01(\v2\x17.corral.peer.v1.FailureR\afailure\x12\x14\n" +
-	"\x05unary\x18\x04 \x01(\bR\x05unary\"g\n" +
+	"\x05unary\x18\x04 \x01(\bR\x05unary\x12\x1f\n" +
+	"\vlate_millis\x18\x05 \x01(\rR\n" +
+	"lateMillis\"g\n" +
 	"\aFailure\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\rR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12.\n" +

@@ -12,12 +12,12 @@ import (
 )
 
 // designMetrics are the metrics whose names corral fixes (docs/operations.md),
-// corral_near_hits_total and corral_join_refused_total.
+// corral_near_hits_total, corral_join_refused_total and corral_timer_lateness_seconds.
 var designMetrics = []string{
 	"corral_gets_total", "corral_fills_total", "corral_fill_coalesced_total", "corral_fill_errors_total",
 	"corral_fill_duration_seconds", "corral_stale_served_total", "corral_refreshes_total",
 	"corral_peer_requests_total", "corral_members", "corral_handoff_keys_total", "corral_near_hits_total",
-	"corral_join_refused_total",
+	"corral_join_refused_total", "corral_timer_lateness_seconds",
 }
 
 // chartExprs renders the chart with every PromQL-bearing object on, in both modes, and returns

@@ -196,8 +196,12 @@ func (h *history) check() []violation {
 			if h.splitDuring(p.start, g.end) {
 				continue
 			}
-			add("purged", "Get(%s) on %s at %v returned %q, made at %v, tagged %s: the purge of %s at %v–%v had returned",
-				g.key, g.node, g.start, g.value, made, p.tag, p.tag, p.start, p.end)
+			call := "Get"
+			if g.batch {
+				call = "GetMany" // of this key and others
+			}
+			add("purged", "%s(%s) on %s at %v–%v returned %q, made at %v, tagged %s: the purge of %s at %v–%v had returned",
+				call, g.key, g.node, g.start, g.end, g.value, made, p.tag, p.tag, p.start, p.end)
 			break
 		}
 	}
@@ -270,9 +274,16 @@ func (h *history) crashFills() []string {
 		if r == nil {
 			continue
 		}
+		// The members that crashed before and are still down: a key whose backup is one of
+		// them lost its owner and its backup together (two adjacent members down at once,
+		// the one case the promise leaves out).
+		down := map[string]bool{}
+		for _, e := range h.life[:i] {
+			down[e.name] = e.gone && e.crash
+		}
 		for k := range keysPerRun {
 			key := key(k)
-			if r.Owner(key) != c.name || !h.quietBefore(key, c.name, c.at, end) {
+			if r.Owner(key) != c.name || !h.quietBefore(key, c.name, c.at, end) || h.backupDown(r, key, down) {
 				continue
 			}
 			for _, f := range h.fills {
@@ -285,6 +296,23 @@ func (h *history) crashFills() []string {
 		}
 	}
 	return out
+}
+
+// backupDown reports whether one of key's backups on r — the h.backups members after its
+// owner — is down.
+func (h *history) backupDown(r *ring.Ring, key string, down map[string]bool) bool {
+	rest := r.Without(r.Owner(key))
+	for range h.backups {
+		if rest.Len() == 0 {
+			return false
+		}
+		b := rest.Owner(key)
+		if down[b] {
+			return true
+		}
+		rest = rest.Without(b)
+	}
+	return false
 }
 
 // ringBefore returns the ring of the view a member other than name held just before t, in

@@ -40,21 +40,32 @@ func (l simLog) Handle(_ context.Context, r slog.Record) error {
 	if !strings.HasPrefix(r.Message, "corral: owner") {
 		return nil
 	}
-	var key, owner string
+	var keys []string
+	var owner string
 	r.Attrs(func(a slog.Attr) bool {
 		switch a.Key {
 		case "key":
-			key = a.Value.String()
+			keys = append(keys, a.Value.String())
+		case "keys":
+			// A batch's: its keys, behind the number the log shows.
+			if k, ok := a.Value.Any().(interface{ Keys() []string }); ok {
+				keys = append(keys, k.Keys()...)
+			}
 		case "owner":
 			owner = a.Value.String()
 		}
 		return true
 	})
+	if keys == nil {
+		keys = []string{""}
+	}
 	l.h.mu.Lock()
-	l.h.failovers[key]++
-	l.h.failoverAt[key] = append(l.h.failoverAt[key], l.h.now())
+	for _, key := range keys {
+		l.h.failovers[key]++
+		l.h.failoverAt[key] = append(l.h.failoverAt[key], l.h.now())
+	}
 	l.h.mu.Unlock()
-	l.h.logf(l.node, "failover %s from %s: %s", key, owner, strings.TrimPrefix(r.Message, "corral: "))
+	l.h.logf(l.node, "failover %s from %s: %s", strings.Join(keys, " "), owner, strings.TrimPrefix(r.Message, "corral: "))
 	return nil
 }
 

@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/corralcache/corral"
+	"github.com/corralcache/corral/corraltest"
 	"github.com/corralcache/corral/internal/clustertest"
 	"github.com/corralcache/corral/internal/leakcheck"
 )
@@ -69,6 +72,48 @@ func newCluster(tb testing.TB, size int) []*corral.Node {
 	}
 	waitMembers(tb, nodes, size)
 	return nodes
+}
+
+// newVirtualCluster starts size nodes, n0 … n(size-1), over an in-memory network in virtual
+// time (corraltest), and waits until every node's view holds all of them on the same ring; call
+// it inside a synctest bubble. A test that counts loads runs on it: on loopback, views that
+// agree at the start still split when a busy machine starves a node past its suspicion
+// timeout — it is declared dead and back, its keys move mid-test and are loaded again on
+// their successors, as the promises allow for a split of the views — while in virtual time
+// no timer fires before the node it judges has had its turn. config, if set, returns a
+// node's configuration (see corraltest.Config.Node); its warnings are printed if tb fails.
+func newVirtualCluster(tb testing.TB, size int, config func(name string) corral.Config) []*corral.Node {
+	tb.Helper()
+	logs := map[string]*clustertest.SyncBuffer{} // New configures the nodes one after the other
+	c, err := corraltest.New(corraltest.Config{Nodes: size, Node: func(name string) corral.Config {
+		var cfg corral.Config
+		if config != nil {
+			cfg = config(name)
+		}
+		if cfg.Logger == nil {
+			buf := &clustertest.SyncBuffer{}
+			cfg.Logger = slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelWarn}))
+			logs[name] = buf
+		}
+		return cfg
+	}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		c.Close(context.Background())
+		if tb.Failed() {
+			for _, name := range slices.Sorted(maps.Keys(logs)) {
+				tb.Logf("%s logged:\n%s", name, logs[name].String())
+			}
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // virtual
+	defer cancel()
+	if err := c.WaitConverged(ctx); err != nil {
+		tb.Fatal(err)
+	}
+	return c.Nodes()
 }
 
 func waitMembers(tb testing.TB, nodes []*corral.Node, want int) {

@@ -583,6 +583,8 @@ func TestTraceBatchLoadIsOneSpan(t *testing.T) {
 	if err := <-getDone; err != nil {
 		t.Fatal(err)
 	}
+	// The batch's span ends, and is recorded, just after its waiters have their values.
+	clustertest.Eventually(t, "the second batch's fill span", func() bool { return len(spansNamed(recs[owner], "corral.fill")) >= before+1 })
 	fills := spansNamed(recs[owner], "corral.fill")
 	if len(fills) != before+1 {
 		t.Fatalf("%d fill spans after the second batch, want %d", len(fills), before+1)

@@ -14,7 +14,7 @@ vet:
 	$(GO) vet ./...
 
 # Fuzzing: every fuzz target of the module (go test -list '^Fuzz'), one after the other for
-# FUZZTIME each (go test -fuzz takes one target at a time); 17 targets, so about 17 × FUZZTIME
+# FUZZTIME each (go test -fuzz takes one target at a time); 19 targets, so about 19 × FUZZTIME
 # plus one instrumented build per package. Their seed corpora (testdata/fuzz/<FuzzName>/) run
 # as ordinary tests in `make test`; an input that fails is written there by the go command,
 # to be kept as a regression once fixed. The go command also minimizes every input that finds

@@ -111,3 +111,63 @@ func TestRestartAfterDeathReadOnBothCostsOneRefill(t *testing.T) {
 		}
 	})
 }
+
+// A backup restarted in place — crashed and back under its name and address before the others
+// saw it die — has lost the copies it kept. Its owner gives them to it again, as to any new
+// backup, so that the owner's own crash after it still costs no refill. (Before, the owner
+// took the new life for the member it had given its copies to, and gave it nothing: every key
+// it backed up was loaded again after the owner's crash.)
+func TestBackupRestartedInPlaceGetsItsCopiesAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ec := newECluster(t, eclusterConfig{nodes: 4, opts: []corral.GroupOption{corral.WithTTL(time.Hour), corral.WithBackups(1)}})
+		keys := ownedBy(ec.Node("n3"), keyList(400, "b"), 20)
+		for _, k := range keys {
+			if _, err := ec.g("n0").Get(context.Background(), k); err != nil {
+				t.Fatal(err)
+			}
+		}
+		backs := map[string]int{} // each backup, and how many of the keys it keeps
+		for _, k := range keys {
+			b := ec.g("n3").Backups(k)
+			if len(b) != 1 {
+				t.Fatalf("%s has %d backups, want 1", k, len(b))
+			}
+			backs[b[0].Name]++
+		}
+		for _, name := range []string{"n0", "n1", "n2"} {
+			if backs[name] == 0 {
+				continue
+			}
+			if err := ec.Crash(name); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Second) // virtual: a new process, started later, before the others saw the crash
+			if _, err := ec.Restart(name); err != nil {
+				t.Fatal(err)
+			}
+			ec.converge(t)
+			deadline := time.Now().Add(time.Minute) // virtual
+			for ec.g(name).Stats().BackupEntries < backs[name] {
+				if time.Now().After(deadline) {
+					t.Fatalf("%s, restarted in place, keeps %d copies a minute later, want %d", name, ec.g(name).Stats().BackupEntries, backs[name])
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+		if err := ec.Crash("n3"); err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"n0", "n1", "n2"} {
+			for _, k := range keys {
+				if _, err := ec.g(name).Get(context.Background(), k); err != nil {
+					t.Fatalf("Get(%s) on %s after the owner's crash: %v", k, name, err)
+				}
+			}
+		}
+		for _, k := range keys {
+			if n := ec.count(k); n != 1 {
+				t.Errorf("%s loaded %d times, want 1: its backup serves it after the owner's crash", k, n)
+			}
+		}
+	})
+}

@@ -34,7 +34,8 @@ import (
 //     instead of loading it; and it answers warm pulls from its backups too.
 //   - Staying at n. After each membership change, the owner gives a copy of each entry it
 //     owns to the members that became its backups (rebackupView): a backup that left or died is
-//     replaced, and the new owner of a key — its owner crashed, or left and handed it off —
+//     replaced, one restarted in place (a new life under the old name and address) is given its
+//     copies again, and the new owner of a key — its owner crashed, or left and handed it off —
 //     gives its copy to every backup it has now.
 //
 // A member that missed a write (paused, cut off) is declared dead and kept out of the rings
@@ -238,10 +239,12 @@ func (g *Group[V]) rebackupView(ctx context.Context, prev, v *view.View) {
 			}
 			// The backups prev gave the key, leaving members included: a member's Leaving
 			// flag is shared by every view that holds it (view.Next), so prev's may have
-			// been set since, and a backup that is leaving now holds nothing for long.
+			// been set since, and a backup that is leaving now holds nothing for long. A
+			// member is the same backup only in the same life (view.Next keeps its state):
+			// one restarted in place, under its name and address, lost what it kept.
 			was := g.successors(prev, key, true, false)
 			return slices.DeleteFunc(now, func(st *view.MemberState) bool {
-				return slices.ContainsFunc(was, func(w *view.MemberState) bool { return w.Name == st.Name && w.PeerAddr == st.PeerAddr })
+				return slices.Contains(was, st)
 			})
 		})
 		cancel()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/corralcache/corral"
+	"github.com/corralcache/corral/memnet"
 )
 
 // A member that crashes and comes back in place while its successor is filling its keys
@@ -153,6 +154,59 @@ func TestBackupRestartedInPlaceGetsItsCopiesAgain(t *testing.T) {
 				}
 				time.Sleep(10 * time.Millisecond)
 			}
+		}
+		if err := ec.Crash("n3"); err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"n0", "n1", "n2"} {
+			for _, k := range keys {
+				if _, err := ec.g(name).Get(context.Background(), k); err != nil {
+					t.Fatalf("Get(%s) on %s after the owner's crash: %v", k, name, err)
+				}
+			}
+		}
+		for _, k := range keys {
+			if n := ec.count(k); n != 1 {
+				t.Errorf("%s loaded %d times, want 1: its backup serves it after the owner's crash", k, n)
+			}
+		}
+	})
+}
+
+// A backup the owner could not reach when it gave a key's entry — cut off from it for a
+// moment, back before anyone was declared dead — is given the entry again once it can be
+// reached, so that the owner's crash after it still costs no refill. (Before, the copy was
+// never given again: no membership change made the member a new backup.)
+func TestBackupCutOffAtTheFillIsGivenItsCopyLater(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ec := newECluster(t, eclusterConfig{nodes: 4, opts: []corral.GroupOption{corral.WithTTL(time.Hour), corral.WithBackups(1)}})
+		keys := ownedBy(ec.Node("n3"), keyList(400, "c"), 10)
+		owner := []*memnet.Host{ec.Host("n3")}
+		others := []*memnet.Host{ec.Host("n0"), ec.Host("n1"), ec.Host("n2")}
+		ec.Network.Cut(owner, others)
+		var wg sync.WaitGroup
+		for _, k := range keys {
+			wg.Go(func() {
+				if _, err := ec.g("n3").Get(context.Background(), k); err != nil {
+					t.Errorf("Get(%s) on its owner, cut off: %v", k, err)
+				}
+			})
+		}
+		wg.Wait()
+		ec.Network.Uncut(owner, others)
+		held := func() int {
+			n := 0
+			for _, name := range []string{"n0", "n1", "n2"} {
+				n += ec.g(name).Stats().BackupEntries
+			}
+			return n
+		}
+		deadline := time.Now().Add(time.Minute) // virtual
+		for held() < len(keys) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the backups keep %d of the %d copies a minute after the cut ended", held(), len(keys))
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
 		if err := ec.Crash("n3"); err != nil {
 			t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/corralcache/corral/fill"
 	"github.com/corralcache/corral/internal/route"
@@ -104,9 +105,79 @@ func (g *Group[V]) KeepsBackup(key string) bool {
 // the current view, one Backup call per member, all at once, and returns the names of the
 // backups it could not give them to, sorted. A backup that answers it is leaving is given
 // nothing and not named: it is no backup any more once it has left.
+//
+// The keys it could not give to every backup are owed (owe): follow gives them again, once a
+// second, until every backup has them or the key is no longer this node's.
 func (g *Group[V]) pushBackups(ctx context.Context, keys []string) []string {
 	v := g.env.View.Load()
-	return g.pushTo(ctx, v, keys, func(key string) []*view.MemberState { return g.backupsOf(v, key, true) })
+	unreached := g.pushTo(ctx, v, keys, func(key string) []*view.MemberState { return g.backupsOf(v, key, true) })
+	g.owe(v, keys, unreached)
+	return unreached
+}
+
+// Owed copies. A backup the owner could not reach when it gave a key's entry (cut off from it
+// for a moment, a partition that healed before anyone was declared dead) would otherwise
+// never be given it: no membership change makes it a new backup. Its owner's crash would then
+// cost the key a fill. So the owner remembers such keys and gives them again (payOwed).
+const (
+	owedRetry = time.Second // how often owed copies are given again
+	maxOwed   = 1 << 16     // keys remembered at most; past it a key is not (logged once a round)
+)
+
+// owe remembers the keys whose backups under v include a member named in unreached, and
+// wakes follow to give them again.
+func (g *Group[V]) owe(v *view.View, keys, unreached []string) {
+	if len(unreached) == 0 {
+		return
+	}
+	dropped := 0
+	g.owedMu.Lock()
+	for _, key := range keys {
+		if !slices.ContainsFunc(g.backupsOf(v, key, true), func(st *view.MemberState) bool { return slices.Contains(unreached, st.Name) }) {
+			continue
+		}
+		if len(g.owed) >= maxOwed {
+			dropped++
+			continue
+		}
+		if g.owed == nil {
+			g.owed = make(map[string]struct{})
+		}
+		g.owed[key] = struct{}{}
+	}
+	g.owedMu.Unlock()
+	if dropped > 0 {
+		g.env.Log.Warn("corral: too many copies owed to backups; some are not given again", "group", g.name, "dropped", dropped)
+	}
+	g.viewChanged() // follow sets its retry
+}
+
+// owing reports whether some copies are owed.
+func (g *Group[V]) owing() bool {
+	g.owedMu.Lock()
+	defer g.owedMu.Unlock()
+	return len(g.owed) > 0
+}
+
+// payOwed gives the owed keys this node still owns to their backups under the current view;
+// those it still cannot give to every backup stay owed (pushBackups).
+func (g *Group[V]) payOwed(ctx context.Context) {
+	g.owedMu.Lock()
+	keys := make([]string, 0, len(g.owed))
+	for key := range g.owed {
+		keys = append(keys, key)
+	}
+	clear(g.owed)
+	g.owedMu.Unlock()
+	v := g.env.View.Load()
+	keys = slices.DeleteFunc(keys, func(key string) bool { return v.Stopped || v.Owner(key) != v.Self })
+	for len(keys) > 0 && ctx.Err() == nil {
+		n := min(1024, len(keys))
+		pctx, cancel := context.WithTimeout(ctx, g.env.PeerTimeout)
+		g.pushBackups(pctx, keys[:n])
+		cancel()
+		keys = keys[n:]
+	}
 }
 
 // pushTo gives the entries of keys that this node's store holds to the members to(key) names.
@@ -232,7 +303,7 @@ func (g *Group[V]) rebackupView(ctx context.Context, prev, v *view.View) {
 		chunk := keys[:n]
 		keys = keys[n:]
 		pctx, cancel := context.WithTimeout(ctx, g.env.PeerTimeout)
-		g.pushTo(pctx, v, chunk, func(key string) []*view.MemberState {
+		unreached := g.pushTo(pctx, v, chunk, func(key string) []*view.MemberState {
 			now := g.backupsOf(v, key, true)
 			if prev == nil || taken[key] || prev.Owner(key) != v.Self {
 				return now
@@ -248,6 +319,7 @@ func (g *Group[V]) rebackupView(ctx context.Context, prev, v *view.View) {
 			})
 		})
 		cancel()
+		g.owe(v, chunk, unreached) // a backup not reached now (one restarted, its group not made yet) is given them later
 	}
 }
 

@@ -34,11 +34,22 @@ const moveBatch = 1024
 // works are taken together, from the newest view.
 func (g *Group[V]) follow(ctx context.Context, prev *view.View) {
 	defer close(g.followDone)
+	retry := time.NewTimer(owedRetry) // gives owed copies again (owe); runs only while some are
+	retry.Stop()
+	defer retry.Stop()
+	retrying := false
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-g.followKick:
+		case <-retry.C:
+			retrying = false
+			g.payOwed(ctx)
+		}
+		if !retrying && g.owing() {
+			retry.Reset(owedRetry)
+			retrying = true
 		}
 		v := g.env.View.Load()
 		if v.Stopped {

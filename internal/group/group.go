@@ -48,6 +48,9 @@ type Group[V any] struct {
 	backups               int
 	backup                *fill.Replica[V] // nil without backups
 	backupsSent, promoted atomic.Uint64
+	owedMu                sync.Mutex
+	// guards owed: keys whose entries a backup could not be given (owe)
+	owed map[string]struct{}
 
 	// Membership changes (follow.go): the goroutine that follows them, and the keys other
 	// members handed to this node, for its backups.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/corralcache/corral/cmd/corral/internal/clientlease"
 	"github.com/corralcache/corral/cmd/corral/internal/limithits"
+	"github.com/corralcache/corral/cmd/corral/internal/sockfd"
 )
 
 // conn is one connection and its state. Its fields are the serving goroutine's, but
@@ -67,7 +68,7 @@ func (s *Server) newConn(nc net.Conn, loop *eventLoop) *conn {
 	c := &conn{s: s, nc: nc, proto: 2, client: clientlease.ClientOf(nc.RemoteAddr().String()),
 		remote: nc.RemoteAddr().String(), fd: -1}
 	if loop != nil {
-		if fd, err := takeFD(nc); err == nil {
+		if fd, err := sockfd.Take(nc); err == nil {
 			c.nc, c.fd, c.loop = nil, fd, loop
 			c.rd = newReader(nil, s.lim, s.budget)
 			return c
@@ -267,7 +268,7 @@ func (c *conn) end() {
 	delete(s.conns, c)
 	s.mu.Unlock()
 	if c.fd >= 0 {
-		closeFD(c.fd)
+		sockfd.Close(c.fd)
 		c.fd = -1
 	}
 	s.cfg.Metrics.conns.Dec()

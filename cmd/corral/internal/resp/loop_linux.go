@@ -3,16 +3,14 @@
 package resp
 
 import (
-	"errors"
 	"fmt"
-	"net"
-	"os"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/corralcache/corral/cmd/corral/internal/sockfd"
 )
 
 // An event loop serves the connections that are only reading hits, as redis-server serves
@@ -129,7 +127,7 @@ func (l *eventLoop) give(c *conn) bool {
 // leave serves c, which the loop does not watch, on a goroutine of its own from now on: the
 // loop is broken. It reports false when it cannot (c is the caller's, to end).
 func (l *eventLoop) leave(c *conn) bool {
-	nc, err := connOf(c.fd)
+	nc, err := sockfd.Conn(c.fd)
 	if err != nil {
 		l.s.cfg.Log.Warn("Redis protocol: could not hand a connection to a goroutine; it is closed", "err", err, "client", c.remote)
 		return false
@@ -303,7 +301,7 @@ func (l *eventLoop) serveReady(c *conn) {
 			c.end()
 		}
 	}()
-	n, err := readFD(c.fd, l.in)
+	n, err := sockfd.Read(c.fd, l.in)
 	switch {
 	case err == unix.EAGAIN:
 		return
@@ -339,7 +337,7 @@ func (l *eventLoop) serveReady(c *conn) {
 		if cap(out) > loopOutKeep {
 			l.out = nil
 		}
-		written, err := writeFD(c.fd, out)
+		written, err := sockfd.Write(c.fd, out)
 		switch {
 		case err != nil && err != unix.EAGAIN:
 			l.unwatch(c)
@@ -359,7 +357,7 @@ func (l *eventLoop) serveReady(c *conn) {
 // has yet to read.
 func (l *eventLoop) handOff(c *conn, rest, pending []byte) {
 	l.unwatch(c)
-	nc, err := connOf(c.fd)
+	nc, err := sockfd.Conn(c.fd)
 	if err != nil {
 		l.s.cfg.Log.Warn("Redis protocol: could not hand a connection to a goroutine; it is closed", "err", err, "client", c.remote)
 		c.end()
@@ -372,66 +370,3 @@ func (l *eventLoop) handOff(c *conn, rest, pending []byte) {
 	l.s.cfg.Metrics.toConn.Inc()
 	c.goServe(nc)
 }
-
-// readFD reads from fd into p, again after an interrupted call.
-func readFD(fd int, p []byte) (int, error) {
-	for {
-		n, err := unix.Read(fd, p)
-		if err != unix.EINTR {
-			return n, err
-		}
-	}
-}
-
-// writeFD writes p to fd until it is all written or fd takes no more now (EAGAIN).
-func writeFD(fd int, p []byte) (int, error) {
-	written := 0
-	for written < len(p) {
-		n, err := unix.Write(fd, p[written:])
-		if n > 0 {
-			written += n
-		}
-		switch {
-		case err == unix.EINTR:
-		case err != nil:
-			return written, err
-		}
-	}
-	return written, nil
-}
-
-// takeFD takes nc's socket out of the Go runtime's poller as a file descriptor of the
-// caller's own (non-blocking, close-on-exec), and closes nc.
-func takeFD(nc net.Conn) (int, error) {
-	sc, ok := nc.(syscall.Conn)
-	if !ok {
-		return -1, errors.New("not a socket")
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return -1, err
-	}
-	fd, derr := -1, error(nil)
-	if err := rc.Control(func(s uintptr) { fd, derr = unix.FcntlInt(s, unix.F_DUPFD_CLOEXEC, 0) }); err != nil {
-		return -1, err
-	}
-	if derr != nil {
-		return -1, derr
-	}
-	nc.Close() // the socket stays open: fd refers to it
-	return fd, nil
-}
-
-// connOf is a net.Conn on a duplicate of fd, in the Go runtime's poller: closing it leaves
-// fd and the socket open.
-func connOf(fd int) (net.Conn, error) {
-	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
-	if err != nil {
-		return nil, err
-	}
-	f := os.NewFile(uintptr(dup), "resp")
-	defer f.Close()
-	return net.FileConn(f) // its own duplicate
-}
-
-func closeFD(fd int) { unix.Close(fd) }

@@ -116,6 +116,16 @@ func (g *Group[V]) GetIfPresent(ctx context.Context, key string) (V, bool) {
 	return g.g.Present(ctx, key)
 }
 
+// GetIfPresentWithInfo is GetIfPresent that also says what GetWithInfo would of the value:
+// its Source (SourceHit) and its tags.
+func (g *Group[V]) GetIfPresentWithInfo(ctx context.Context, key string) (V, EntryInfo, bool) {
+	v, tags, ok := g.g.PresentTags(ctx, key)
+	if !ok {
+		return v, EntryInfo{}, false
+	}
+	return v, EntryInfo{Source: SourceHit, Tags: tags}, true
+}
+
 // Source says how a Get was answered.
 type Source string
 

@@ -2,6 +2,7 @@ package corral_test
 
 import (
 	"context"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -87,5 +88,46 @@ func TestGetIfPresentExpired(t *testing.T) {
 	}
 	if n := loads.Load(); n != 1 {
 		t.Fatalf("loads = %d: GetIfPresent refreshed a stale value", n)
+	}
+}
+
+// GetIfPresentWithInfo says what GetWithInfo says of a value held fresh as the owner — the
+// source and the tags, before the entry is stamped and after — and is false where
+// GetIfPresent is, a value whose tag was purged included.
+func TestGetIfPresentWithInfo(t *testing.T) {
+	nodes := newCluster(t, 2)
+	gs := groups(t, nodes, "g", func(_ context.Context, key string) (string, error) {
+		return "v:" + key, nil
+	}, corral.WithTTL(time.Hour))
+	ctx := context.Background()
+	owner, other := gs[0], gs[1]
+	key := keyOwnedBy(t, nodes[0], "present")
+	if _, _, ok := owner.GetIfPresentWithInfo(ctx, key); ok {
+		t.Fatal("GetIfPresentWithInfo of a key never written = true")
+	}
+	if err := owner.SetWithTags(ctx, key, "tagged", "t1", "t2"); err != nil {
+		t.Fatal(err)
+	}
+	_, want, err := owner.GetWithInfo(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // the first stamps the entry
+		v, info, ok := owner.GetIfPresentWithInfo(ctx, key)
+		if !ok || v != "tagged" || info.Source != want.Source || !slices.Equal(info.Tags, want.Tags) {
+			t.Fatalf("GetIfPresentWithInfo = %q, %+v, %v; GetWithInfo says %+v", v, info, ok, want)
+		}
+	}
+	if want.Source != corral.SourceHit || !slices.Equal(want.Tags, []string{"t1", "t2"}) {
+		t.Fatalf("GetWithInfo of a tagged value held = %+v", want)
+	}
+	if _, _, ok := other.GetIfPresentWithInfo(ctx, key); ok {
+		t.Fatal("GetIfPresentWithInfo on a node that does not own the key = true")
+	}
+	if err := nodes[0].RemoveByTag(ctx, "t2"); err != nil {
+		t.Fatal(err)
+	}
+	if v, info, ok := owner.GetIfPresentWithInfo(ctx, key); ok {
+		t.Fatalf("GetIfPresentWithInfo after its tag's purge = %q, %+v, true", v, info)
 	}
 }

@@ -41,14 +41,32 @@ func (c *Cache[V]) Get(ctx context.Context, key string) (V, error) {
 // so that while that ring stands a hit skips the owner lookup. stamp must be in
 // [1, StampMask].
 func (r *Replica[V]) GetStamped(ctx context.Context, key string, stamp uint32) (V, bool) {
+	if e := r.stamped(ctx, key, stamp); e != nil {
+		return e.value, true
+	}
+	var zero V
+	return zero, false
+}
+
+// GetStampedTags is GetStamped that also returns the entry's tags (nil: none).
+func (r *Replica[V]) GetStampedTags(ctx context.Context, key string, stamp uint32) (V, []string, bool) {
+	if e := r.stamped(ctx, key, stamp); e != nil {
+		tags, _ := e.tagsOf()
+		return e.value, tags, true
+	}
+	var zero V
+	return zero, nil, false
+}
+
+// stamped is GetStamped's entry, nil for none.
+func (r *Replica[V]) stamped(ctx context.Context, key string, stamp uint32) *entry[V] {
 	c := r.Cache
 	// A stamped entry is never a remembered not-found (GetStamping stamps only values), so
 	// the stamp is the one flag word to read; a tagged entry checks its tags too.
 	if e, ok := c.store.GetIfPresent(key); ok {
 		f := e.flags.Load()
 		if f>>stampShift != stamp || f&flagTagged != 0 && e.purged() {
-			var zero V
-			return zero, false
+			return nil
 		}
 		var now int64
 		if c.coarse != nil {
@@ -61,11 +79,10 @@ func (r *Replica[V]) GetStamped(ctx context.Context, key string, stamp uint32) (
 			if c.cfg.RefreshAhead > 0 && c.refreshEarly(e, now) {
 				c.refresh(ctx, key, e)
 			}
-			return e.value, true
+			return e
 		}
 	}
-	var zero V
-	return zero, false
+	return nil
 }
 
 // GetStamping is Get that stamps the entry it answers a fresh hit from with stamp, for
@@ -82,6 +99,25 @@ func (r *Replica[V]) GetStamping(ctx context.Context, key string, stamp uint32) 
 // fresh (stamping its entry with stamp), and false otherwise, having done nothing. It never
 // waits.
 func (r *Replica[V]) HitStamping(ctx context.Context, key string, stamp uint32) (V, bool) {
+	if e := r.hitStamping(ctx, key, stamp); e != nil {
+		return e.value, true
+	}
+	var zero V
+	return zero, false
+}
+
+// HitStampingTags is HitStamping that also returns the entry's tags (nil: none).
+func (r *Replica[V]) HitStampingTags(ctx context.Context, key string, stamp uint32) (V, []string, bool) {
+	if e := r.hitStamping(ctx, key, stamp); e != nil {
+		tags, _ := e.tagsOf()
+		return e.value, tags, true
+	}
+	var zero V
+	return zero, nil, false
+}
+
+// hitStamping is HitStamping's entry, nil for none.
+func (r *Replica[V]) hitStamping(ctx context.Context, key string, stamp uint32) *entry[V] {
 	c := r.Cache
 	if e, ok := c.store.GetIfPresent(key); ok {
 		now := c.clock.NowNano()
@@ -91,11 +127,10 @@ func (r *Replica[V]) HitStamping(ctx context.Context, key string, stamp uint32) 
 			if c.cfg.RefreshAhead > 0 && c.refreshEarly(e, now) {
 				c.refresh(ctx, key, e)
 			}
-			return e.value, true
+			return e
 		}
 	}
-	var zero V
-	return zero, false
+	return nil
 }
 
 // GetEntry is Get that also returns the entry's remaining lifetime and version, and how the

@@ -56,6 +56,19 @@ func (g *Group[V]) Present(ctx context.Context, key string) (V, bool) {
 	return g.local.HitStamping(ctx, key, v.Stamp)
 }
 
+// PresentTags is Present that also returns the value's tags (nil: none).
+func (g *Group[V]) PresentTags(ctx context.Context, key string) (V, []string, bool) {
+	v := g.env.View.Load()
+	if val, tags, ok := g.local.GetStampedTags(ctx, key, v.Stamp); ok {
+		return val, tags, true
+	}
+	if v.Stopped || v.Owner(key) != v.Self {
+		var zero V
+		return zero, nil, false
+	}
+	return g.local.HitStampingTags(ctx, key, v.Stamp)
+}
+
 // Miss is Get of a key that is no local hit (see Hit).
 func (g *Group[V]) Miss(ctx context.Context, key string) (V, error) {
 	v := g.env.View.Load()

@@ -19,6 +19,7 @@ type frontConfig struct {
 	respPort      int
 	respGroup     string
 	respLoops     int
+	httpLoops     int
 	apiTokenFile  string
 	apiTokenReads bool
 	pprof         bool
@@ -29,6 +30,7 @@ func addFrontFlags(fs *flag.FlagSet, c *frontConfig, lim *clientlease.Limits) {
 	fs.IntVar(&c.respPort, "resp-port", 0, "Redis protocol (RESP2/RESP3) port: GET, MGET, SET, DEL, EXISTS, TTL, PTTL, DELTAG, FILLGET, FILLSET, PING, HELLO, AUTH (0 = off)")
 	fs.StringVar(&c.respGroup, "resp-group", "resp", "the group that holds every key of the Redis protocol front")
 	fs.IntVar(&c.respLoops, "resp-loops", -1, "event loops that answer the Redis protocol's GETs of values this node holds fresh as their owner, as redis-server does, with no goroutine per connection (Linux; everything else goes to a goroutine of the connection's own, and back); -1 = one per 2 CPUs (GOMAXPROCS), and none with --otlp-endpoint, since a GET a loop answers records no span; 0 = none")
+	fs.IntVar(&c.httpLoops, "http-loops", -1, "event loops that answer the HTTP API's GETs of values this node holds fresh as their owner, as nginx's workers do, with no goroutine per connection (Linux; everything else goes to a goroutine of the connection's own, and back); -1 = one per 2 CPUs (GOMAXPROCS), and none with --otlp-endpoint or --api-token-file; 0 = none")
 	fs.StringVar(&c.apiTokenFile, "api-token-file", "", "file holding the API token: PUT, DELETE and leases (?lease=; without it a plain read), and the Redis protocol's SET, DEL, FILLGET and FILLSET, need it as Authorization: Bearer <token> (AUTH <token>); a read without it never creates a group")
 	fs.BoolVar(&c.apiTokenReads, "api-token-reads", false, "reads need the token too: GET (and POST …/keys:batch, a batch read), /v1/cluster, /debug/corral (and every Redis command but AUTH, HELLO and QUIT); /metrics, /healthz and /readyz stay open")
 	fs.BoolVar(&c.pprof, "pprof", false, "serve the Go runtime's profiles on the HTTP port at /debug/pprof/ (go tool pprof http://HOST:8080/debug/pprof/profile, …/heap, …/trace); with --api-token-file they need the token, reads or not")
@@ -43,6 +45,8 @@ func (c *frontConfig) validate() error {
 		return fmt.Errorf("--resp-port %d out of range", c.respPort)
 	case c.respLoops < -1:
 		return fmt.Errorf("--resp-loops %d: want -1 (one per 2 CPUs), 0 (none) or more", c.respLoops)
+	case c.httpLoops < -1:
+		return fmt.Errorf("--http-loops %d: want -1 (one per 2 CPUs), 0 (none) or more", c.httpLoops)
 	case c.apiTokenReads && c.apiTokenFile == "":
 		return errors.New("--api-token-reads needs --api-token-file")
 	}
@@ -79,7 +83,7 @@ func (d *daemon) startRESP(ln net.Listener) error {
 		Group: g, Node: d.node, Leases: d.leases, Metrics: d.respMetrics, Hits: d.hits,
 		Token: d.token, TokenReads: d.cfg.apiTokenReads, Origin: d.origin,
 		MaxValueBytes: d.cfg.maxValueBytes, Log: d.log, Limits: d.cfg.resp,
-		Loops: respLoops(d.cfg.respLoops, runtime.GOMAXPROCS(0), d.cfg.tracing.otlpEndpoint != ""),
+		Loops: eventLoops(d.cfg.respLoops, runtime.GOMAXPROCS(0), d.cfg.tracing.otlpEndpoint != ""),
 	})
 	if err != nil {
 		return err
@@ -90,9 +94,10 @@ func (d *daemon) startRESP(ln net.Listener) error {
 	return nil
 }
 
-// respLoops is --resp-loops as the front takes it: flag, or for -1 one loop per 2 of
-// procs (at least one), none when the node traces.
-func respLoops(flag, procs int, tracing bool) int {
+// eventLoops is --resp-loops or --http-loops as the front takes it: flag, or for -1 one loop
+// per 2 of procs (at least one), none when the node traces (a request a loop answers records
+// no span).
+func eventLoops(flag, procs int, tracing bool) int {
 	switch {
 	case flag >= 0:
 		return flag

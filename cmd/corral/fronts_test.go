@@ -14,7 +14,7 @@ import (
 	"github.com/corralcache/corral/cmd/corral/internal/servetest"
 )
 
-// --resp-loops: a number given is taken as it is; the default is one loop per 2 CPUs, at
+// --resp-loops and --http-loops: a number given is taken as it is; the default is one loop per 2 CPUs, at
 // least one, and none when the node traces (a GET a loop answers records no span).
 func TestRESPLoops(t *testing.T) {
 	for _, tt := range []struct {
@@ -25,13 +25,13 @@ func TestRESPLoops(t *testing.T) {
 		{-1, 1, false, 1}, {-1, 2, false, 1}, {-1, 3, false, 1}, {-1, 8, false, 4},
 		{-1, 8, true, 0}, {0, 8, false, 0}, {3, 2, false, 3}, {2, 8, true, 2},
 	} {
-		if got := respLoops(tt.flag, tt.procs, tt.tracing); got != tt.want {
-			t.Errorf("respLoops(%d, %d procs, tracing %v) = %d, want %d", tt.flag, tt.procs, tt.tracing, got, tt.want)
+		if got := eventLoops(tt.flag, tt.procs, tt.tracing); got != tt.want {
+			t.Errorf("eventLoops(%d, %d procs, tracing %v) = %d, want %d", tt.flag, tt.procs, tt.tracing, got, tt.want)
 		}
 	}
 	_, c := serveFlags(io.Discard)
-	if c.respLoops != -1 {
-		t.Fatalf("--resp-loops defaults to %d, want -1", c.respLoops)
+	if c.respLoops != -1 || c.httpLoops != -1 {
+		t.Fatalf("--resp-loops and --http-loops default to %d and %d, want -1", c.respLoops, c.httpLoops)
 	}
 }
 

@@ -405,6 +405,8 @@ func (d *daemon) startNode() error {
 		Token: d.token, TokenReads: c.apiTokenReads, Origin: d.origin,
 		MaxValueBytes: c.maxValueBytes, TTL: c.ttl, SWR: c.swr, Log: log, Limits: c.limits,
 		TracerProvider: tp, Propagator: d.propagator,
+		// The API serves no loop with a token or a TracerProvider, whatever this says.
+		Loops: eventLoops(c.httpLoops, runtime.GOMAXPROCS(0), c.tracing.otlpEndpoint != ""),
 	}); err != nil {
 		node.Close(context.Background())
 		return err

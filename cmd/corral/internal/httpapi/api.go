@@ -69,6 +69,10 @@ type Config struct {
 	// the caller's trace from its traceparent header (trace.go). nil = no spans: the hit path
 	// allocates nothing more.
 	TracerProvider trace.TracerProvider
+	// Loops is how many event loops answer the hits of values this node holds fresh as their
+	// owner, with no goroutine per connection (--http-loops; loop_linux.go); 0 = none, a
+	// goroutine per connection. None with a Token or a TracerProvider, and none but on Linux.
+	Loops int
 	// Propagator reads the caller's trace context from a request's headers when the API
 	// traces (OTEL_PROPAGATORS); nil = W3C trace context (traceparent, tracestate).
 	Propagator propagation.TextMapPropagator
@@ -94,6 +98,8 @@ func New(cfg Config) (*API, error) {
 		return nil, errors.New("httpapi: Config needs a Node, Groups, Leases, a Gatherer and Ready")
 	case cfg.MaxValueBytes <= 0:
 		return nil, fmt.Errorf("httpapi: MaxValueBytes %d: want at least 1", cfg.MaxValueBytes)
+	case cfg.Loops < 0:
+		return nil, fmt.Errorf("--http-loops %d: want 0 or more", cfg.Loops)
 	}
 	if err := cfg.Limits.Validate(); err != nil {
 		return nil, err
@@ -175,6 +181,10 @@ func (a *API) routes() http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if group, key, ok := keyPath(r); ok {
+			if ao := atOnceOf(r); ao != nil {
+				a.getKeyAtOnce(w, r, ao, group, key) // on an event loop: loop.go
+				return
+			}
 			a.getKey(w, r, group, key) // the hit's own route: see keyPath
 			return
 		}

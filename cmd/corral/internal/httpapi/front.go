@@ -61,6 +61,17 @@ type frontConn struct {
 	// and a hit allocates nothing.
 	traced bool
 	trace  [][]byte // trace[i] is API.fields[i]'s value, empty for none
+	// A connection an event loop handed over (loop.go) goes back to loop after
+	// handBackAfter hits in a row (streak); pending are the responses the loop could not
+	// write, which go first.
+	loop    *httpLoop
+	streak  int
+	pending []byte
+	// kept says the connection served a request on its loop before it was handed over, and
+	// born, if it did not, when it was accepted: its first request's header is due
+	// --read-header-timeout after it.
+	kept bool
+	born time.Time
 }
 
 func newFrontConn(s *Server, c net.Conn) *frontConn {
@@ -95,6 +106,10 @@ func (fc *frontConn) serve() {
 	lim := s.api.cfg.Limits
 	fc.br = bufio.NewReaderSize(fc.c, 4<<10)
 	fc.bw = bufio.NewWriterSize(fc.c, 4<<10)
+	if len(fc.pending) > 0 {
+		fc.bw.Write(fc.pending)
+		fc.pending = nil
+	}
 	fc.req = (&http.Request{Method: http.MethodGet, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header: http.Header{}, Body: http.NoBody, RemoteAddr: fc.c.RemoteAddr().String(), URL: &fc.url}).WithContext(fc.ctx)
 	fc.w.fc, fc.w.h = fc, http.Header{}
@@ -104,12 +119,21 @@ func (fc *frontConn) serve() {
 	// kept-alive one idleTimeout to begin the next, and then --read-header-timeout. A deadline
 	// is set only before a read that waits (wait): most requests arrive whole in one read.
 	headerBy := time.Now().Add(lim.ReadHeaderTimeout)
-	for first := true; ; first = false {
+	if !fc.born.IsZero() {
+		headerBy = fc.born.Add(lim.ReadHeaderTimeout)
+	}
+	for first := !fc.kept; ; first = false {
 		if !s.setIdle(fc, true) {
 			return
 		}
 		begin := headerBy
 		if !first {
+			if fc.loop != nil && fc.streak >= handBackAfter && fc.br.Buffered() == 0 {
+				if handed = fc.handBack(); handed {
+					return
+				}
+				fc.streak = 0
+			}
 			begin = time.Now().Add(idleTimeout)
 		}
 		if !fc.wait(1, first, begin) || !s.setIdle(fc, false) {
@@ -131,6 +155,13 @@ func (fc *frontConn) serve() {
 			fc.traceHeaders()
 		}
 		s.serve.ServeHTTP(&fc.w, fc.req)
+		if fc.loop != nil {
+			if fc.w.status == http.StatusOK && isHit(fc.w.h) {
+				fc.streak++
+			} else {
+				fc.streak = 0
+			}
+		}
 		if !fc.respond() {
 			return
 		}
@@ -402,12 +433,18 @@ func (fc *frontConn) respond() bool {
 		fc.writeHeader(w, -1)
 	}
 	ok := w.err == nil
-	clear(w.h)
-	w.status, w.body, w.chunked, w.err = 0, w.body[:0], false, nil
-	if fc.br.Buffered() == 0 {
+	fc.resetWriter()
+	if fc.br == nil || fc.br.Buffered() == 0 { // a loop's writer flushes to its scratch
 		ok = ok && fc.bw.Flush() == nil
 	}
 	return ok
+}
+
+// resetWriter readies the writer for the next response.
+func (fc *frontConn) resetWriter() {
+	w := &fc.w
+	clear(w.h)
+	w.status, w.body, w.chunked, w.err = 0, w.body[:0], false, nil
 }
 
 // writeHeader writes the status line and header of w, with Content-Length length (-1: none,

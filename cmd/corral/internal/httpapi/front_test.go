@@ -64,9 +64,16 @@ func exchange(tb testing.TB, addr, raw string, n int) []answer {
 
 // TestFrontMatchesNetHTTP sends the same bytes to the API as served (the front before
 // net/http) and to net/http alone, and checks that a client reads the same answers: the
-// requests the front takes, those it hands over, and pipelines of both.
+// requests the front takes, those it hands over, and pipelines of both — with an event loop
+// before the front, and without.
 func TestFrontMatchesNetHTTP(t *testing.T) {
-	ts := startTestServer(t, nil)
+	for _, loops := range []int{0, 1} {
+		t.Run(fmt.Sprintf("loops=%d", loops), func(t *testing.T) { frontMatchesNetHTTP(t, loops) })
+	}
+}
+
+func frontMatchesNetHTTP(t *testing.T, loops int) {
+	ts := startTestServer(t, func(c *apiSetup) { c.Loops = loops })
 	g, err := ts.groups.Group(ts.a.cfg.Node, "g")
 	if err != nil {
 		t.Fatal(err)

@@ -48,6 +48,7 @@ func newTestAPI(tb testing.TB, mod func(*apiSetup)) *testAPI {
 		Ready:         func() (bool, string) { return true, "ready" },
 		Debug:         debugui.Handler("/debug/corral", func() debugui.State { return debugui.State{Self: "test", Ready: true} }),
 		MaxValueBytes: corral.DefaultConfig().MaxValueBytes, TTL: time.Minute, Limits: DefaultLimits(),
+		Loops: 1, // as corral serve runs on 2 CPUs
 	}}
 	if mod != nil {
 		mod(&s)
@@ -71,6 +72,7 @@ func newTestAPI(tb testing.TB, mod func(*apiSetup)) *testAPI {
 // testServer is a testAPI served on loopback.
 type testServer struct {
 	*testAPI
+	srv  *Server
 	http string // "127.0.0.1:port"
 }
 
@@ -97,7 +99,7 @@ func startTestServer(tb testing.TB, mod func(*apiSetup)) *testServer {
 			tb.Errorf("serve: %v", err)
 		}
 	})
-	return &testServer{testAPI: ta, http: lis.Addr().String()}
+	return &testServer{testAPI: ta, srv: srv, http: lis.Addr().String()}
 }
 
 // do sends an HTTP request and returns the response with its body read.

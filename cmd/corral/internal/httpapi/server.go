@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/corralcache/corral/cmd/corral/internal/sockfd"
 )
 
 // Server is the API served on a listener: net/http, with a front of the API's own before it
@@ -23,7 +25,10 @@ type Server struct {
 	hand  *handoff
 	serve http.Handler // the API as net/http serves it, for the front's requests too
 
-	mu     sync.Mutex // guards lis, conns and closed
+	loops []*httpLoop // event loops (loop.go); none: every connection on a goroutine of its own
+	next  int         // the loop the next connection goes to; Serve's
+
+	mu     sync.Mutex // guards lis, loops, conns and closed
 	lis    net.Listener
 	conns  map[*frontConn]bool // the front's connections; true while one waits for a request
 	closed bool
@@ -45,6 +50,10 @@ func (s *Server) Serve(lis net.Listener) error {
 	}
 	s.lis = lis
 	s.hand = &handoff{addr: lis.Addr(), ch: make(chan net.Conn), done: make(chan struct{})}
+	if n := s.api.cfg.Loops; n > 0 && s.api.cfg.Token == nil && s.api.tracer == nil {
+		s.loops = startLoops(s, n)
+	}
+	loops := s.loops
 	s.mu.Unlock()
 	served := make(chan error, 1)
 	go func() { served <- s.http.Serve(s.hand) }()
@@ -67,18 +76,40 @@ func (s *Server) Serve(lis net.Listener) error {
 			return err
 		}
 		backoff = 0
-		s.mu.Lock()
-		if s.closed {
-			s.mu.Unlock()
-			c.Close()
-			continue
+		if len(loops) > 0 {
+			l := loops[s.next%len(loops)]
+			s.next++
+			remote := c.RemoteAddr().String()
+			if fd, err := sockfd.Take(c); err == nil {
+				if l.give(fd, remote, false) {
+					continue
+				}
+				// The loop is stopping, or broke: a goroutine serves the connection.
+				c, err = sockfd.Conn(fd)
+				sockfd.Close(fd)
+				if err != nil {
+					continue
+				}
+			}
 		}
-		fc := newFrontConn(s, c)
-		s.conns[fc] = true
-		s.wg.Add(1)
-		s.mu.Unlock()
-		go fc.serve()
+		s.goServe(newFrontConn(s, c))
 	}
+}
+
+// goServe serves fc on a goroutine of its own, unless the server is closing (fc's
+// connection is closed then).
+func (s *Server) goServe(fc *frontConn) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		fc.cancel()
+		fc.c.Close()
+		return
+	}
+	s.conns[fc] = true
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go fc.serve()
 }
 
 func (s *Server) isClosed() bool {
@@ -97,6 +128,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		if idle {
 			fc.c.Close()
 		}
+	}
+	for _, l := range s.loops {
+		l.stop() // a loop's connections are idle between its reads: it closes them
 	}
 	s.mu.Unlock()
 	if lis != nil {
@@ -120,6 +154,9 @@ func (s *Server) Close() error {
 	lis := s.lis
 	for fc := range s.conns {
 		fc.c.Close()
+	}
+	for _, l := range s.loops {
+		l.stop()
 	}
 	s.mu.Unlock()
 	if lis != nil {

@@ -1,0 +1,81 @@
+package httpapi
+
+import (
+	"net"
+	"net/http"
+)
+
+// Event loops (loop_linux.go) answer the front's hits without a goroutine per connection:
+// a loop reads the requests of many connections, answers each GET of a key this node holds
+// fresh as its owner through the same handler as every request — the limits, the routes,
+// getKey, the headers — and hands a connection to a goroutine of its own, a frontConn with
+// the bytes not yet answered, at the first request it cannot answer at once. The goroutine
+// serves it as a connection that never was on a loop, and gives it back after handBackAfter
+// hits in a row, when it would wait for the client again.
+
+// handBackAfter is how many hits in a row a connection's goroutine answers, each of them
+// one a loop would have answered, before the connection goes back to its loop.
+const handBackAfter = 16
+
+// atOnce marks a request served on an event loop: getKey answers it only from a value this
+// node holds fresh as the key's owner, and otherwise declines it — it writes nothing, and
+// the request goes to the connection's goroutine, which answers it as any other.
+type atOnce struct{ declined bool }
+
+// atOnceKey keys a loop's request's *atOnce in its context.
+type atOnceKey struct{}
+
+// atOnceOf returns r's *atOnce when a loop serves r, nil otherwise.
+func atOnceOf(r *http.Request) *atOnce {
+	ao, _ := r.Context().Value(atOnceKey{}).(*atOnce)
+	return ao
+}
+
+// getKeyAtOnce is getKey on a loop: the answer getKey would give when this node holds the
+// key's value fresh as its owner, and nothing — the request declined — otherwise, or when
+// the answer would need anything else (a group not made yet, a key the origin refuses).
+func (a *API) getKeyAtOnce(w http.ResponseWriter, r *http.Request, ao *atOnce, group, key string) {
+	g, ok := a.cfg.Groups.Existing(group)
+	if !ok || a.cfg.Origin != nil && a.cfg.Origin.Check(g.Name(), key) != nil {
+		ao.declined = true
+		return
+	}
+	v, info, ok := g.GetIfPresentWithInfo(r.Context(), key)
+	if !ok {
+		ao.declined = true
+		return
+	}
+	a.entryHeaders(w, info.Source, info.Tags)
+	a.writeObject(w, v)
+}
+
+// isHit reports whether h is a response's header of a value held fresh as the key's owner:
+// one a loop would have answered.
+func isHit(h http.Header) bool {
+	v := h["X-Corral-Source"]
+	return len(v) == 1 && v[0] == "hit"
+}
+
+// earlyConn is a connection a loop handed to a goroutine: its reads return first the bytes
+// the loop read and did not answer.
+type earlyConn struct {
+	net.Conn
+	early []byte
+}
+
+func (c *earlyConn) Read(p []byte) (int, error) {
+	if len(c.early) > 0 {
+		n := copy(p, c.early)
+		c.early = c.early[n:]
+		return n, nil
+	}
+	return c.Conn.Read(p)
+}
+
+// CloseWrite lets net/http close the writing half first, as it does on a *net.TCPConn.
+func (c *earlyConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}

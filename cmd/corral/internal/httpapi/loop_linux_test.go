@@ -1,0 +1,188 @@
+//go:build linux
+
+package httpapi
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/corralcache/corral/cmd/corral/internal/objects"
+	"github.com/corralcache/corral/internal/clustertest"
+)
+
+// loops are ts's event loops.
+func (ts *testServer) loops() []*httpLoop {
+	ts.srv.mu.Lock()
+	defer ts.srv.mu.Unlock()
+	return ts.srv.loops
+}
+
+// loopAnswered is how many requests ts's event loops answered.
+func (ts *testServer) loopAnswered() uint64 {
+	var n uint64
+	for _, l := range ts.loops() {
+		n += l.answered.Load()
+	}
+	return n
+}
+
+// getOn sends a GET of path on c and returns its status, X-Corral-Source and body.
+func getOn(tb testing.TB, c net.Conn, br *bufio.Reader, path string) (int, string, string) {
+	tb.Helper()
+	if _, err := io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: corral\r\n\r\n"); err != nil {
+		tb.Fatal(err)
+	}
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return resp.StatusCode, resp.Header.Get("X-Corral-Source"), string(body)
+}
+
+// An event loop answers the hits of a kept-alive connection; a request it cannot answer at
+// once (a miss) moves the connection to a goroutine, which answers it, and after
+// handBackAfter hits in a row the connection is the loop's again.
+func TestLoopAnswersHitsAndHandsTheRestOver(t *testing.T) {
+	ts := startTestServer(t, nil)
+	ts.holdHit(t)
+	c, err := net.Dial("tcp", ts.http)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	br := bufio.NewReader(c)
+	hit := func(what string) {
+		t.Helper()
+		if status, src, body := getOn(t, c, br, "/v1/groups/g/keys/k"); status != http.StatusOK || src != "hit" || body != string(hitValue.Body) {
+			t.Fatalf("%s: %d %q %q", what, status, src, body)
+		}
+	}
+	for range 10 {
+		hit("a hit")
+	}
+	if got := ts.loopAnswered(); got != 10 {
+		t.Fatalf("the loop answered %d of 10 hits, want all", got)
+	}
+	// A key not held: the goroutine answers (404), and the hits after it, handBackAfter of
+	// them, before the connection goes back.
+	if status, _, _ := getOn(t, c, br, "/v1/groups/g/keys/missing"); status != http.StatusNotFound {
+		t.Fatalf("a missing key: %d", status)
+	}
+	for range handBackAfter {
+		hit("a hit on the goroutine")
+	}
+	if got := ts.loopAnswered(); got != 10 {
+		t.Fatalf("the loop answered %d, want 10: the goroutine answers a miss and the hits after it", got)
+	}
+	for range 10 {
+		hit("a hit after the hand-back")
+	}
+	clustertest.Eventually(t, "the connection back on its loop", func() bool { return ts.loopAnswered() == 20 })
+}
+
+// A pipeline of hits whose responses the client does not read fills the socket: the loop
+// hands the connection to its goroutine with the responses it could not write, and the
+// client reads every response, whole and in order.
+func TestLoopHandsOverWhatTheClientHasNotRead(t *testing.T) {
+	ts := startTestServer(t, nil)
+	g, err := ts.groups.Group(ts.a.cfg.Node, "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	const n = 1000
+	bodies := map[string][]byte{}
+	for i, k := range []string{"a", "b", "c", "d"} {
+		// Past frontBodyBuffer, but for one: chunked and Content-Length responses both.
+		bodies[k] = bytes.Repeat([]byte{byte('a' + i)}, 7<<10+i*8<<10)
+		if err := g.Set(ctx, k, objects.Object{Body: bodies[k], Type: "text/plain"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := net.Dial("tcp", ts.http)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	var pipeline strings.Builder
+	keys := []string{"a", "b", "c", "d"}
+	for i := range n {
+		pipeline.WriteString("GET /v1/groups/g/keys/" + keys[i%4] + " HTTP/1.1\r\nHost: corral\r\n\r\n")
+	}
+	if _, err := io.WriteString(c, pipeline.String()); err != nil {
+		t.Fatal(err)
+	}
+	// 1000 responses of 7 to 31 KiB are 19 MiB: more than the socket takes before the client
+	// reads.
+	clustertest.Eventually(t, "the loop to hand the connection over with responses unread", func() bool {
+		var n uint64
+		for _, l := range ts.loops() {
+			n += l.unread.Load()
+		}
+		return n > 0
+	})
+	br := bufio.NewReader(c)
+	for i := range n {
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("response %d: %v", i, err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK || !bytes.Equal(body, bodies[keys[i%4]]) {
+			t.Fatalf("response %d: %d, %d bytes, %v; want key %s's %d bytes", i, resp.StatusCode, len(body), err, keys[i%4], len(bodies[keys[i%4]]))
+		}
+	}
+	if got := ts.loopAnswered(); got == 0 {
+		t.Fatal("the loop answered none of the pipeline")
+	}
+}
+
+// A new connection on a loop that sends nothing within --read-header-timeout is closed and
+// counted as a slowloris, as on a goroutine; a kept-alive one is not closed for it.
+func TestLoopReadHeaderTimeout(t *testing.T) {
+	ts := startTestServer(t, func(c *apiSetup) { c.Limits.ReadHeaderTimeout = 300 * time.Millisecond })
+	ts.holdHit(t)
+	kept, err := net.Dial("tcp", ts.http)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kept.Close()
+	kept.SetDeadline(time.Now().Add(30 * time.Second))
+	keptBR := bufio.NewReader(kept)
+	if status, _, _ := getOn(t, kept, keptBR, "/v1/groups/g/keys/k"); status != http.StatusOK {
+		t.Fatalf("a hit: %d", status)
+	}
+	silent, err := net.Dial("tcp", ts.http)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	silent.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if n, err := silent.Read(make([]byte, 1)); err == nil {
+		t.Fatalf("a silent connection read %d bytes, want it closed", n)
+	} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatal("a silent connection was kept for 30 s")
+	}
+	clustertest.Eventually(t, "read_header_timeout counted", func() bool { return ts.limitHits("read_header_timeout") == 1 })
+	if status, _, _ := getOn(t, kept, keptBR, "/v1/groups/g/keys/k"); status != http.StatusOK {
+		t.Fatalf("a hit on the kept-alive connection after the timeout: %d", status)
+	}
+	if got := ts.limitHits("read_header_timeout"); got != 1 {
+		t.Fatalf("read_header_timeout counted %v times, want 1: the kept-alive connection is not a slowloris", got)
+	}
+}

@@ -42,7 +42,10 @@
 // is served by the API's handler without net/http, allocating nothing; at the first request
 // it does not take, the connection goes to net/http, with the bytes read, for good. The
 // answers are the same either way (TestFrontMatchesNetHTTP); the front saves net/http's
-// per-request goroutine, maps and contexts, most of a hit's CPU.
+// per-request goroutine, maps and contexts, most of a hit's CPU. With Config.Loops, event
+// loops come before the front (loop.go, loop_linux.go): they answer the hits of values held
+// here without a goroutine per connection, and hand a connection to the front's goroutine,
+// and take it back, as its requests need.
 //
 // # Status codes
 //

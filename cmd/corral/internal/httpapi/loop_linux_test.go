@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"strings"
@@ -184,5 +185,92 @@ func TestLoopReadHeaderTimeout(t *testing.T) {
 	}
 	if got := ts.limitHits("read_header_timeout"); got != 1 {
 		t.Fatalf("read_header_timeout counted %v times, want 1: the kept-alive connection is not a slowloris", got)
+	}
+}
+
+// Requests sent in pieces cut anywhere — hits, misses, a key with tags, a request net/http
+// answers — are each answered once, in order, whichever of the loop, the goroutine and
+// net/http answers them, as the connection moves between them.
+func TestLoopPipelinesInPieces(t *testing.T) {
+	ts := startTestServer(t, nil)
+	g, err := ts.groups.Group(ts.a.cfg.Node, "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := g.Set(ctx, "k", hitValue); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.SetWithTags(ctx, "tagged", objects.Object{Body: []byte("t"), Type: "text/plain"}, "t1"); err != nil {
+		t.Fatal(err)
+	}
+	type want struct {
+		status int
+		body   string
+		tags   string
+	}
+	kinds := []struct {
+		raw  string
+		want want
+	}{
+		{"GET /v1/groups/g/keys/k HTTP/1.1\r\nHost: corral\r\n\r\n", want{200, string(hitValue.Body), ""}},
+		{"GET /v1/groups/g/keys/k HTTP/1.1\r\nHost: corral\r\nUser-Agent: pieces\r\nAccept: */*\r\n\r\n", want{200, string(hitValue.Body), ""}},
+		{"GET /v1/groups/g/keys/tagged HTTP/1.1\r\nHost: corral\r\n\r\n", want{200, "t", "t1"}},
+		{"GET /v1/groups/g/keys/missing HTTP/1.1\r\nHost: corral\r\n\r\n", want{404, "", ""}},
+	}
+	for seed := range int64(4) {
+		rng := rand.New(rand.NewPCG(uint64(seed), 1))
+		var raw strings.Builder
+		var wants []want
+		for range 300 {
+			k := kinds[rng.IntN(len(kinds))]
+			raw.WriteString(k.raw)
+			wants = append(wants, k.want)
+		}
+		// The last connection of each seed meets net/http too, at its end.
+		if seed%2 == 1 {
+			raw.WriteString("GET /healthz HTTP/1.1\r\nHost: corral\r\n\r\n" + kinds[0].raw)
+			wants = append(wants, want{200, "ok\n", ""}, kinds[0].want)
+		}
+		c, err := net.Dial("tcp", ts.http)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(30 * time.Second))
+		sent := make(chan error, 1)
+		go func() {
+			b := []byte(raw.String())
+			for len(b) > 0 {
+				n := min(len(b), 1+rng.IntN(200))
+				if _, err := c.Write(b[:n]); err != nil {
+					sent <- err
+					return
+				}
+				b = b[n:]
+			}
+			sent <- nil
+		}()
+		br := bufio.NewReader(c)
+		for i, w := range wants {
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("seed %d, response %d: %v", seed, i, err)
+			}
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil {
+				t.Fatalf("seed %d, response %d: %v", seed, i, err)
+			}
+			if resp.StatusCode != w.status || (w.status == 200 && string(body) != w.body) || resp.Header.Get(objects.SurrogateKeyHeader) != w.tags {
+				t.Fatalf("seed %d, response %d: %d %q tags %q; want %d %q tags %q", seed, i, resp.StatusCode, body, resp.Header.Get(objects.SurrogateKeyHeader), w.status, w.body, w.tags)
+			}
+		}
+		if err := <-sent; err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+	}
+	if ts.loopAnswered() == 0 {
+		t.Fatal("the loop answered none of the requests")
 	}
 }

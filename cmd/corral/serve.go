@@ -227,6 +227,7 @@ type daemon struct {
 	token       *apitoken.Token // nil = no API token (--api-token-file)
 	api         *httpapi.API
 	respMetrics *resp.Metrics
+	httpMetrics *httpapi.Metrics
 
 	mu   sync.Mutex      // guards srv and resp
 	srv  *httpapi.Server // set when serving starts
@@ -321,6 +322,9 @@ func startDaemon(c *serveConfig, log *slog.Logger) (*daemon, error) {
 	if d.respMetrics, err = resp.NewMetrics(d.reg); err != nil {
 		return nil, err
 	}
+	if d.httpMetrics, err = httpapi.NewMetrics(d.reg); err != nil {
+		return nil, err
+	}
 	if c.tracing.otlpEndpoint != "" && c.name == "" {
 		c.name = memberName() // the spans name the member before the node exists
 	}
@@ -404,7 +408,7 @@ func (d *daemon) startNode() error {
 		Debug: debugui.Handler("/debug/corral", d.debugState), Pprof: c.pprof, Hits: d.hits,
 		Token: d.token, TokenReads: c.apiTokenReads, Origin: d.origin,
 		MaxValueBytes: c.maxValueBytes, TTL: c.ttl, SWR: c.swr, Log: log, Limits: c.limits,
-		TracerProvider: tp, Propagator: d.propagator,
+		TracerProvider: tp, Propagator: d.propagator, Metrics: d.httpMetrics,
 		// The API serves no loop with a token or a TracerProvider, whatever this says.
 		Loops: eventLoops(c.httpLoops, runtime.GOMAXPROCS(0), c.tracing.otlpEndpoint != ""),
 	}); err != nil {

@@ -69,6 +69,8 @@ type Config struct {
 	// the caller's trace from its traceparent header (trace.go). nil = no spans: the hit path
 	// allocates nothing more.
 	TracerProvider trace.TracerProvider
+	// Metrics are the event loops' metrics (NewMetrics); nil = counted where nobody reads them.
+	Metrics *Metrics
 	// Loops is how many event loops answer the hits of values this node holds fresh as their
 	// owner, with no goroutine per connection (--http-loops; loop_linux.go); 0 = none, a
 	// goroutine per connection. None with a Token or a TracerProvider, and none but on Linux.
@@ -106,6 +108,9 @@ func New(cfg Config) (*API, error) {
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics, _ = NewMetrics(prometheus.NewRegistry())
 	}
 	a := &API{cfg: cfg, limits: newHTTPLimits(cfg.Limits, cfg.Hits)}
 	if cfg.TracerProvider != nil {

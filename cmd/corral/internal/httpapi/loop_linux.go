@@ -74,8 +74,7 @@ type httpLoop struct {
 	now       int64 // Unix nanoseconds at the loop's last wake
 	nextSweep int64
 
-	answered atomic.Uint64 // requests answered on the loop, for tests
-	unread   atomic.Uint64 // hand-offs with responses the client had yet to read, for tests
+	unread atomic.Uint64 // hand-offs with responses the client had yet to read, for tests
 }
 
 // outBuffer is a loop's response scratch, which its frontConn's writer flushes to.
@@ -362,7 +361,7 @@ func (l *httpLoop) answer() bool {
 		return false
 	}
 	fc.respond()
-	l.answered.Add(1)
+	l.s.api.cfg.Metrics.loopHits.Inc()
 	return true
 }
 
@@ -390,6 +389,7 @@ func (l *httpLoop) handOff(c *loopConn, h *handed) {
 		ec.early = bytes.Clone(h.rest)
 		fc.pending = bytes.Clone(h.pending)
 	}
+	l.s.api.cfg.Metrics.toConn.Inc()
 	l.s.goServe(fc)
 }
 
@@ -417,6 +417,8 @@ func (fc *frontConn) handBack() bool {
 	fc.s.forget(fc)
 	if !fc.loop.give(fd, remote, true) {
 		sockfd.Close(fd) // the loop is stopping, or broke
+		return true
 	}
+	fc.s.api.cfg.Metrics.toLoop.Inc()
 	return true
 }

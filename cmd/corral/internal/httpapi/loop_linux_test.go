@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/corralcache/corral/cmd/corral/internal/objects"
 	"github.com/corralcache/corral/internal/clustertest"
 )
@@ -25,13 +27,14 @@ func (ts *testServer) loops() []*httpLoop {
 	return ts.srv.loops
 }
 
-// loopAnswered is how many requests ts's event loops answered.
+// loopAnswered is how many requests ts's event loops answered (corral_http_loop_hits_total).
 func (ts *testServer) loopAnswered() uint64 {
-	var n uint64
-	for _, l := range ts.loops() {
-		n += l.answered.Load()
-	}
-	return n
+	return uint64(testutil.ToFloat64(ts.a.cfg.Metrics.loopHits))
+}
+
+// moves are corral_http_moves_total's to="goroutine" and to="loop".
+func (ts *testServer) moves() (toConn, toLoop float64) {
+	return testutil.ToFloat64(ts.a.cfg.Metrics.toConn), testutil.ToFloat64(ts.a.cfg.Metrics.toLoop)
 }
 
 // getOn sends a GET of path on c and returns its status, X-Corral-Source and body.
@@ -92,6 +95,9 @@ func TestLoopAnswersHitsAndHandsTheRestOver(t *testing.T) {
 		hit("a hit after the hand-back")
 	}
 	clustertest.Eventually(t, "the connection back on its loop", func() bool { return ts.loopAnswered() == 20 })
+	if toConn, toLoop := ts.moves(); toConn != 1 || toLoop != 1 {
+		t.Fatalf("corral_http_moves_total: to goroutine %v, to loop %v; want 1 and 1", toConn, toLoop)
+	}
 }
 
 // A pipeline of hits whose responses the client does not read fills the socket: the loop

@@ -54,15 +54,14 @@ type loopConn struct {
 }
 
 type httpLoop struct {
-	s    *Server
-	ep   int // the loop's epoll instance
-	wake int // an eventfd: a connection was given, or the loop is to stop
+	s  *Server
+	ep *sockfd.Poller // woken when a connection was given, or the loop is to stop
 
-	mu       sync.Mutex // guards given, stopping and closed, and pokes wake
+	mu       sync.Mutex // guards given, stopping, broken and closed, and wakes ep
 	given    []*loopConn
 	stopping bool
 	broken   bool // its epoll instance failed: connections stay on their goroutines
-	closed   bool // ep and wake are closed: the loop has ended
+	closed   bool // ep is closed: the loop has ended
 
 	// The loop goroutine's own.
 	conns     map[int32]*loopConn // by file descriptor
@@ -106,21 +105,11 @@ func startLoops(s *Server, n int) []*httpLoop {
 }
 
 func newLoop(s *Server) (*httpLoop, error) {
-	ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	ep, err := sockfd.NewPoller()
 	if err != nil {
-		return nil, fmt.Errorf("epoll_create1: %w", err)
+		return nil, err
 	}
-	wake, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
-	if err != nil {
-		unix.Close(ep)
-		return nil, fmt.Errorf("eventfd: %w", err)
-	}
-	if err := unix.EpollCtl(ep, unix.EPOLL_CTL_ADD, wake, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(wake)}); err != nil {
-		unix.Close(ep)
-		unix.Close(wake)
-		return nil, fmt.Errorf("epoll_ctl: %w", err)
-	}
-	l := &httpLoop{s: s, ep: ep, wake: wake, conns: map[int32]*loopConn{},
+	l := &httpLoop{s: s, ep: ep, conns: map[int32]*loopConn{},
 		events: make([]unix.EpollEvent, 256), in: make([]byte, loopReadBytes)}
 	fc := &frontConn{s: s, trace: make([][]byte, len(s.api.fields))}
 	fc.bw = bufio.NewWriterSize(&l.out, loopWriteBytes)
@@ -163,15 +152,8 @@ func (l *httpLoop) stop() {
 
 // poke wakes the loop, if it has not ended; l.mu is held.
 func (l *httpLoop) poke() {
-	if l.closed {
-		return // wake is closed, and its number may be another file's by now
-	}
-	one := [8]byte{1}
-	for {
-		_, err := unix.Write(l.wake, one[:])
-		if err != unix.EINTR {
-			return // EAGAIN: the counter is full of pokes the loop has yet to see
-		}
+	if !l.closed {
+		l.ep.Wake()
 	}
 }
 
@@ -185,8 +167,7 @@ func (l *httpLoop) run() {
 		l.closed, l.stopping = true, true
 		given := l.given
 		l.given = nil
-		unix.Close(l.ep)
-		unix.Close(l.wake)
+		l.ep.Close()
 		l.mu.Unlock()
 		for _, c := range given {
 			sockfd.Close(c.fd)
@@ -197,7 +178,7 @@ func (l *httpLoop) run() {
 		if len(l.conns) > 0 {
 			timeout = int(max((l.nextSweep-time.Now().UnixNano())/int64(time.Millisecond), 1))
 		}
-		n, err := unix.EpollWait(l.ep, l.events, timeout)
+		n, err := l.ep.Wait(l.events, timeout)
 		if err != nil && err != unix.EINTR {
 			// Only a broken epoll instance fails so: its connections go to goroutines of
 			// their own, and so do those accepted from now on (give refuses them).
@@ -212,7 +193,7 @@ func (l *httpLoop) run() {
 		}
 		l.now = time.Now().UnixNano()
 		for _, ev := range l.events[:max(n, 0)] {
-			if ev.Fd == int32(l.wake) {
+			if l.ep.Woken(ev) {
 				if l.takeGiven() {
 					return
 				}
@@ -230,8 +211,7 @@ func (l *httpLoop) run() {
 
 // takeGiven watches the connections given to the loop, and reports whether it is to stop.
 func (l *httpLoop) takeGiven() (stopping bool) {
-	var b [8]byte
-	unix.Read(l.wake, b[:])
+	l.ep.Drain()
 	l.mu.Lock()
 	given, stopping := l.given, l.stopping
 	l.given = nil
@@ -241,7 +221,7 @@ func (l *httpLoop) takeGiven() (stopping bool) {
 			sockfd.Close(c.fd)
 			continue
 		}
-		if err := unix.EpollCtl(l.ep, unix.EPOLL_CTL_ADD, c.fd, &unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP, Fd: int32(c.fd)}); err != nil {
+		if err := l.ep.Add(c.fd); err != nil {
 			l.s.api.cfg.Log.Warn("HTTP: epoll_ctl failed; the connection is closed", "err", err, "client", c.remote)
 			sockfd.Close(c.fd)
 			continue
@@ -262,7 +242,7 @@ func (l *httpLoop) end(c *loopConn) {
 
 // unwatch stops reading c on the loop: c is the caller's from here.
 func (l *httpLoop) unwatch(c *loopConn) {
-	unix.EpollCtl(l.ep, unix.EPOLL_CTL_DEL, c.fd, nil)
+	l.ep.Del(c.fd)
 	delete(l.conns, int32(c.fd))
 }
 

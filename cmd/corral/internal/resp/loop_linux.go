@@ -3,7 +3,6 @@
 package resp
 
 import (
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,15 +43,14 @@ const (
 )
 
 type eventLoop struct {
-	s    *Server
-	ep   int // the loop's epoll instance
-	wake int // an eventfd: a connection was given, or the loop is to stop
+	s  *Server
+	ep *sockfd.Poller // woken when a connection was given, or the loop is to stop
 
 	mu       sync.Mutex // guards given, stopping, broken and closed, and pokes wake
 	given    []*conn
 	stopping bool
 	broken   bool // its epoll instance failed: its connections are served on goroutines
-	closed   bool // ep and wake are closed: the loop has ended
+	closed   bool // ep is closed: the loop has ended
 
 	failNext atomic.Bool // a test's: the loop's next wake is a failed epoll_wait
 
@@ -86,21 +84,11 @@ func startLoops(s *Server, n int) []*eventLoop {
 }
 
 func newLoop(s *Server) (*eventLoop, error) {
-	ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	ep, err := sockfd.NewPoller()
 	if err != nil {
-		return nil, fmt.Errorf("epoll_create1: %w", err)
+		return nil, err
 	}
-	wake, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
-	if err != nil {
-		unix.Close(ep)
-		return nil, fmt.Errorf("eventfd: %w", err)
-	}
-	if err := unix.EpollCtl(ep, unix.EPOLL_CTL_ADD, wake, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(wake)}); err != nil {
-		unix.Close(ep)
-		unix.Close(wake)
-		return nil, fmt.Errorf("epoll_ctl: %w", err)
-	}
-	return &eventLoop{s: s, ep: ep, wake: wake, conns: map[int32]*conn{},
+	return &eventLoop{s: s, ep: ep, conns: map[int32]*conn{},
 		events: make([]unix.EpollEvent, 256), in: make([]byte, loopReadBytes), args: make([][]byte, 0, 3)}, nil
 }
 
@@ -148,15 +136,8 @@ func (l *eventLoop) stop() {
 
 // poke wakes the loop, if it has not ended; l.mu is held.
 func (l *eventLoop) poke() {
-	if l.closed {
-		return // wake is closed, and its number may be another file's by now
-	}
-	one := [8]byte{1}
-	for {
-		_, err := unix.Write(l.wake, one[:])
-		if err != unix.EINTR {
-			return // EAGAIN: the counter is full of pokes the loop has yet to see
-		}
+	if !l.closed {
+		l.ep.Wake()
 	}
 }
 
@@ -165,8 +146,7 @@ func (l *eventLoop) run() {
 	defer func() {
 		l.mu.Lock()
 		l.closed = true
-		unix.Close(l.ep)
-		unix.Close(l.wake)
+		l.ep.Close()
 		l.mu.Unlock()
 	}()
 	for {
@@ -174,7 +154,7 @@ func (l *eventLoop) run() {
 		if len(l.conns) > 0 {
 			timeout = int(max((l.nextSweep-time.Now().UnixNano())/int64(time.Millisecond), 1))
 		}
-		n, err := unix.EpollWait(l.ep, l.events, timeout)
+		n, err := l.ep.Wait(l.events, timeout)
 		if l.failNext.Load() {
 			n, err = 0, unix.EBADF
 		}
@@ -187,7 +167,7 @@ func (l *eventLoop) run() {
 		}
 		l.now = time.Now().UnixNano()
 		for _, ev := range l.events[:max(n, 0)] {
-			if ev.Fd == int32(l.wake) {
+			if l.ep.Woken(ev) {
 				if l.takeGiven() {
 					l.closeAll()
 					return
@@ -207,8 +187,7 @@ func (l *eventLoop) run() {
 // takeGiven watches the connections given to the loop, and reports whether it is to stop
 // (and then closes them instead).
 func (l *eventLoop) takeGiven() (stopping bool) {
-	var b [8]byte
-	unix.Read(l.wake, b[:])
+	l.ep.Drain()
 	l.mu.Lock()
 	given, stopping := l.given, l.stopping
 	l.given = nil
@@ -247,7 +226,7 @@ func (l *eventLoop) abandon() {
 // watch starts reading c on the loop.
 func (l *eventLoop) watch(c *conn) {
 	c.lastActive = l.now
-	if err := unix.EpollCtl(l.ep, unix.EPOLL_CTL_ADD, c.fd, &unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP, Fd: int32(c.fd)}); err != nil {
+	if err := l.ep.Add(c.fd); err != nil {
 		l.s.cfg.Log.Warn("Redis protocol: epoll_ctl failed; the connection is closed", "err", err, "client", c.remote)
 		c.end()
 		return
@@ -260,7 +239,7 @@ func (l *eventLoop) watch(c *conn) {
 
 // unwatch stops reading c on the loop: c is the caller's from here.
 func (l *eventLoop) unwatch(c *conn) {
-	unix.EpollCtl(l.ep, unix.EPOLL_CTL_DEL, c.fd, nil)
+	l.ep.Del(c.fd)
 	delete(l.conns, int32(c.fd))
 }
 

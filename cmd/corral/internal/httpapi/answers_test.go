@@ -1,6 +1,9 @@
 package httpapi
 
 import (
+	"bufio"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -95,5 +98,35 @@ func TestPutKeepsItsContentType(t *testing.T) {
 				t.Errorf("GET: %d %q, Content-Type %q; want 200, the body and %q", resp.StatusCode, body, got, tt.answered)
 			}
 		})
+	}
+}
+
+// A client that closes only its writing half while its request waits still reads: it is told
+// that the request ended with its connection (503), never sent an empty 200 as if the key
+// held nothing.
+func TestHalfClosedClientIsNotSentAnEmpty200(t *testing.T) {
+	ts := startTestServer(t, nil)
+	// This test's first request takes the key's lease: the second waits for its fill.
+	if resp, _ := ts.do(t, "GET", "/v1/groups/g/keys/held?lease=10s", ""); resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("the lease: %d", resp.StatusCode)
+	}
+	c, err := net.Dial("tcp", ts.http)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := io.WriteString(c, "GET /v1/groups/g/keys/held?lease=10s&wait=20s HTTP/1.1\r\nHost: corral\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	c.(*net.TCPConn).CloseWrite()
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("the half-closed client read no answer: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "canceled") {
+		t.Fatalf("a request that ended with its client's writing half: %d %q, want 503 and why", resp.StatusCode, body)
 	}
 }

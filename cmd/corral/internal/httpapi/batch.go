@@ -160,9 +160,6 @@ func (a *API) readBatch(w http.ResponseWriter, r *http.Request, g *corral.Group[
 			bw.WriteByte(',')
 		}
 		status, reason := a.errorAnswer(r, f.Err)
-		if status == 0 {
-			status, reason = http.StatusServiceUnavailable, clip.Reason(f.Err) // canceled with the request
-		}
 		writeJSONString(bw, f.Key)
 		fmt.Fprintf(bw, `:{"status":%d,"error":`, status)
 		writeJSONString(bw, reason)

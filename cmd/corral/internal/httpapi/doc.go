@@ -59,7 +59,8 @@
 // then closed). 409: a lease that is busy or no longer live. 413: a body over MaxValueBytes (a
 // PUT's value, a batch read's keys). 429: a client over its bound of requests or leases, or a
 // new group past --max-groups. 431: a header over MaxHeaderBytes. 502: the origin failed. 503:
-// the owner's lease table is full, or the node is shutting down. 504: the peers did not answer.
+// the owner's lease table is full, the node is shutting down, or the client closed its
+// connection (or only its writing half) before the answer. 504: the peers did not answer.
 // 508: a fill that asked for its own key. 202: a write that stands although some member could
 // not be told. Each refusal of a limit counts in corral_http_limit_hits_total (package
 // limithits).

@@ -13,13 +13,11 @@ import (
 
 // writeError maps corral's errors to HTTP statuses with a short reason (errorAnswer).
 func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	if status, reason := a.errorAnswer(r, err); status != 0 {
-		httpError(w, status, reason)
-	}
+	status, reason := a.errorAnswer(r, err)
+	httpError(w, status, reason)
 }
 
-// errorAnswer is the status and short reason that answer one of corral's errors for r:
-// status 0 when nobody reads the answer (the client went away).
+// errorAnswer is the status and short reason that answer one of corral's errors for r.
 func (a *API) errorAnswer(r *http.Request, err error) (status int, reason string) {
 	var le *corral.LimitError
 	var ue *corral.UnreachedError
@@ -45,8 +43,10 @@ func (a *API) errorAnswer(r *http.Request, err error) (status int, reason string
 	case errors.Is(err, corral.ErrClosed):
 		return http.StatusServiceUnavailable, "node is shutting down"
 	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
-		// The client went away; nobody reads the answer.
-		return 0, ""
+		// The client went away, as net/http sees it: it closed its connection, or only its
+		// writing half — and then it still reads, so it is told, rather than sent the empty
+		// 200 a handler that writes nothing gets from net/http.
+		return http.StatusServiceUnavailable, "canceled: the client closed its connection before the answer"
 	case errors.Is(err, corral.ErrPeerTimeout):
 		// The time went to peers that did not answer, not to the origin.
 		return http.StatusGatewayTimeout, saying("peers", fe0(err))

@@ -25,8 +25,9 @@ type Server struct {
 	hand  *handoff
 	serve http.Handler // the API as net/http serves it, for the front's requests too
 
-	loops []*httpLoop // event loops (loop.go); none: every connection on a goroutine of its own
-	next  int         // the loop the next connection goes to; Serve's
+	nloops int         // the event loops Serve starts (Config.Loops)
+	loops  []*httpLoop // event loops (loop.go); none: every connection on a goroutine of its own
+	next   int         // the loop the next connection goes to; Serve's
 
 	mu     sync.Mutex // guards lis, loops, conns and closed
 	lis    net.Listener
@@ -36,7 +37,7 @@ type Server struct {
 }
 
 func newServer(a *API, srv *http.Server) *Server {
-	return &Server{api: a, http: srv, serve: srv.Handler, conns: map[*frontConn]bool{}}
+	return &Server{api: a, http: srv, serve: srv.Handler, nloops: a.cfg.Loops, conns: map[*frontConn]bool{}}
 }
 
 // Serve accepts connections on lis until Shutdown or Close, and returns http.ErrServerClosed
@@ -50,7 +51,7 @@ func (s *Server) Serve(lis net.Listener) error {
 	}
 	s.lis = lis
 	s.hand = &handoff{addr: lis.Addr(), ch: make(chan net.Conn), done: make(chan struct{})}
-	if n := s.api.cfg.Loops; n > 0 && s.api.cfg.Token == nil && s.api.tracer == nil {
+	if n := s.nloops; n > 0 && s.api.cfg.Token == nil && s.api.tracer == nil {
 		s.loops = startLoops(s, n)
 	}
 	loops := s.loops

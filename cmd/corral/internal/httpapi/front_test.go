@@ -67,7 +67,7 @@ func exchange(tb testing.TB, addr, raw string, n int) []answer {
 // requests the front takes, those it hands over, and pipelines of both — with an event loop
 // before the front, and without.
 func TestFrontMatchesNetHTTP(t *testing.T) {
-	for _, loops := range []int{0, 1} {
+	for _, loops := range []int{0, 1, 2} {
 		t.Run(fmt.Sprintf("loops=%d", loops), func(t *testing.T) { frontMatchesNetHTTP(t, loops) })
 	}
 }

@@ -80,11 +80,20 @@ type testServer struct {
 func startTestServer(tb testing.TB, mod func(*apiSetup)) *testServer {
 	tb.Helper()
 	ta := newTestAPI(tb, mod)
+	srv, addr := serveAPI(tb, ta, ta.a.cfg.Loops)
+	return &testServer{testAPI: ta, srv: srv, http: addr}
+}
+
+// serveAPI serves ta on loopback with loops event loops until tb's cleanup shuts it down,
+// and returns its Server and address. An API may be served by more than one at once.
+func serveAPI(tb testing.TB, ta *testAPI, loops int) (*Server, string) {
+	tb.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)
 	}
 	srv := ta.a.Server()
+	srv.nloops = loops
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(lis) }()
 	tb.Cleanup(func() {
@@ -99,7 +108,7 @@ func startTestServer(tb testing.TB, mod func(*apiSetup)) *testServer {
 			tb.Errorf("serve: %v", err)
 		}
 	})
-	return &testServer{testAPI: ta, srv: srv, http: lis.Addr().String()}
+	return srv, lis.Addr().String()
 }
 
 // do sends an HTTP request and returns the response with its body read.

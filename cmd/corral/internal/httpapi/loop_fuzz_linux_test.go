@@ -8,7 +8,6 @@ import (
 	"errors"
 	"io"
 	"net"
-	"net/http"
 	"net/url"
 	"regexp"
 	"strings"
@@ -44,7 +43,8 @@ func FuzzLoopMatchesFront(f *testing.F) {
 	if err := g.SetWithTags(ctx, "tagged", hitValue, "t1", "t2"); err != nil {
 		f.Fatal(err)
 	}
-	loop, front := serveAPI(f, ta, 1), serveAPI(f, ta, 0)
+	_, loop := serveAPI(f, ta, 1)
+	_, front := serveAPI(f, ta, 0)
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		if volatile(raw) {
 			return // answers that differ from one request to the next: a lease's token, the metrics
@@ -55,31 +55,6 @@ func FuzzLoopMatchesFront(f *testing.F) {
 			t.Fatalf("to %q\n with a loop the client reads %q\n without one %q", raw, got, want)
 		}
 	})
-}
-
-// serveAPI serves ta on loopback with loops event loops until tb's cleanup shuts it down,
-// and returns its address.
-func serveAPI(tb testing.TB, ta *testAPI, loops int) string {
-	tb.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	srv := ta.a.Server()
-	srv.nloops = loops
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(lis) }()
-	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			tb.Errorf("shutdown: %v", err)
-		}
-		if err := <-done; !errors.Is(err, http.ErrServerClosed) {
-			tb.Errorf("serve: %v", err)
-		}
-	})
-	return lis.Addr().String()
 }
 
 // volatile reports whether raw, unescaped, may ask for an answer that changes from one

@@ -326,23 +326,33 @@ func (fc *frontConn) handOver(br *bufio.Reader) bool {
 	fc.c.SetReadDeadline(time.Time{}) // net/http sets its own
 	var c net.Conn = fc.c
 	if br != nil && br.Buffered() > 0 {
-		c = &handedConn{Conn: fc.c, r: br}
+		buffered, _ := br.Peek(br.Buffered())
+		c = &earlyConn{Conn: fc.c, early: bytes.Clone(buffered)}
 	}
 	fc.s.forget(fc)
 	return fc.s.hand.give(c)
 }
 
-// handedConn is a connection handed to net/http: its reads return first what the front read.
-type handedConn struct {
+// earlyConn is a connection handed on — by the front to net/http, or by an event loop to the
+// front's goroutine — with bytes read from it and not yet served: its reads return those
+// first.
+type earlyConn struct {
 	net.Conn
-	r *bufio.Reader
+	early []byte
 }
 
-func (h *handedConn) Read(p []byte) (int, error) { return h.r.Read(p) }
+func (c *earlyConn) Read(p []byte) (int, error) {
+	if len(c.early) > 0 {
+		n := copy(p, c.early)
+		c.early = c.early[n:]
+		return n, nil
+	}
+	return c.Conn.Read(p)
+}
 
 // CloseWrite lets net/http close the writing half first, as it does on a *net.TCPConn.
-func (h *handedConn) CloseWrite() error {
-	if cw, ok := h.Conn.(interface{ CloseWrite() error }); ok {
+func (c *earlyConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
 		return cw.CloseWrite()
 	}
 	return nil

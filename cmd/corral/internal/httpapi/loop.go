@@ -1,9 +1,6 @@
 package httpapi
 
-import (
-	"net"
-	"net/http"
-)
+import "net/http"
 
 // Event loops (loop_linux.go) answer the front's hits without a goroutine per connection:
 // a loop reads the requests of many connections, answers each GET of a key this node holds
@@ -54,28 +51,4 @@ func (a *API) getKeyAtOnce(w http.ResponseWriter, r *http.Request, ao *atOnce, g
 func isHit(h http.Header) bool {
 	v := h["X-Corral-Source"]
 	return len(v) == 1 && v[0] == "hit"
-}
-
-// earlyConn is a connection a loop handed to a goroutine: its reads return first the bytes
-// the loop read and did not answer.
-type earlyConn struct {
-	net.Conn
-	early []byte
-}
-
-func (c *earlyConn) Read(p []byte) (int, error) {
-	if len(c.early) > 0 {
-		n := copy(p, c.early)
-		c.early = c.early[n:]
-		return n, nil
-	}
-	return c.Conn.Read(p)
-}
-
-// CloseWrite lets net/http close the writing half first, as it does on a *net.TCPConn.
-func (c *earlyConn) CloseWrite() error {
-	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
-		return cw.CloseWrite()
-	}
-	return nil
 }

@@ -186,10 +186,6 @@ func (a *API) routes() http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if group, key, ok := keyPath(r); ok {
-			if ao := atOnceOf(r); ao != nil {
-				a.getKeyAtOnce(w, r, ao, group, key) // on an event loop: loop.go
-				return
-			}
 			a.getKey(w, r, group, key) // the hit's own route: see keyPath
 			return
 		}

@@ -4,8 +4,8 @@ import "net/http"
 
 // Event loops (loop_linux.go) answer the front's hits without a goroutine per connection:
 // a loop reads the requests of many connections, answers each GET of a key this node holds
-// fresh as its owner through the same handler as every request — the limits, the routes,
-// getKey, the headers — and hands a connection to a goroutine of its own, a frontConn with
+// fresh as its owner through the API's own middleware — the limits, the token check — and
+// getKey's answer of a held value with its headers (atOnceHandler), and hands a connection to a goroutine of its own, a frontConn with
 // the bytes not yet answered, at the first request it cannot answer at once. The goroutine
 // serves it as a connection that never was on a loop, and gives it back after handBackAfter
 // hits in a row, when it would wait for the client again.
@@ -14,18 +14,27 @@ import "net/http"
 // one a loop would have answered, before the connection goes back to its loop.
 const handBackAfter = 16
 
-// atOnce marks a request served on an event loop: getKey answers it only from a value this
-// node holds fresh as the key's owner, and otherwise declines it — it writes nothing, and
-// the request goes to the connection's goroutine, which answers it as any other.
+// atOnce is a loop's word with its requests' handler (atOnceHandler): a request the handler
+// does not answer at once is declined — nothing is written, and the request goes to the
+// connection's goroutine, which answers it as any other.
 type atOnce struct{ declined bool }
 
-// atOnceKey keys a loop's request's *atOnce in its context.
+// atOnceKey keys a loop's *atOnce in its requests' context.
 type atOnceKey struct{}
 
-// atOnceOf returns r's *atOnce when a loop serves r, nil otherwise.
-func atOnceOf(r *http.Request) *atOnce {
-	ao, _ := r.Context().Value(atOnceKey{}).(*atOnce)
-	return ao
+// atOnceHandler is the handler of a loop's requests: the API's handler (see handler) with
+// the hit's route alone, answered by getKeyAtOnce. A loop's request's context holds its
+// *atOnce.
+func (a *API) atOnceHandler() http.Handler {
+	return a.traced(a.limits.middleware(a.authorize(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ao := r.Context().Value(atOnceKey{}).(*atOnce)
+		group, key, ok := keyPath(r)
+		if !ok {
+			ao.declined = true // the loop takes only the hit's paths: not reached
+			return
+		}
+		a.getKeyAtOnce(w, r, ao, group, key)
+	}))))
 }
 
 // getKeyAtOnce is getKey on a loop: the answer getKey would give when this node holds the

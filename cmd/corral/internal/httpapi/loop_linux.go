@@ -31,12 +31,12 @@ import (
 // not yet whole, a response the client does not read fast enough — hands the connection to
 // a goroutine of its own (a frontConn), with the bytes not yet answered and the responses
 // not yet written, which serves it exactly as a connection that never was on a loop. The
-// loop answers only what the goroutine would have answered the same way: the same handler
-// writes the response, and getKey declines on a loop (atOnce) what it could not answer at
-// once. Timeouts: a new connection that sends nothing within --read-header-timeout is closed
-// and counted as a slowloris, a kept-alive one idle for idleTimeout is closed, as on the
-// goroutine; a request's first bytes hand the connection to its goroutine unless the
-// request is whole.
+// loop answers only what the goroutine would have answered the same way: the API's
+// middleware and getKey's headers write the response (atOnceHandler), which declines what
+// it could not answer at once. Timeouts: a new connection that sends nothing within
+// --read-header-timeout is closed and counted as a slowloris, a kept-alive one idle for
+// idleTimeout is closed, as on the goroutine; a request's first bytes hand the connection to
+// its goroutine unless the request is whole.
 
 // Scratch sizes of a loop.
 const (
@@ -335,7 +335,7 @@ func (l *httpLoop) serveReady(c *loopConn) {
 func (l *httpLoop) answer() bool {
 	fc := l.fc
 	l.ao.declined = false
-	l.s.serve.ServeHTTP(&fc.w, fc.req)
+	l.s.atOnce.ServeHTTP(&fc.w, fc.req)
 	if l.ao.declined {
 		fc.resetWriter()
 		return false

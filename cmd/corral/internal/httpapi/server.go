@@ -24,6 +24,8 @@ type Server struct {
 	http  *http.Server
 	hand  *handoff
 	serve http.Handler // the API as net/http serves it, for the front's requests too
+	// atOnce is the handler of the event loops' requests (API.atOnceHandler).
+	atOnce http.Handler
 
 	nloops int         // the event loops Serve starts (Config.Loops)
 	loops  []*httpLoop // event loops (loop.go); none: every connection on a goroutine of its own
@@ -37,7 +39,7 @@ type Server struct {
 }
 
 func newServer(a *API, srv *http.Server) *Server {
-	return &Server{api: a, http: srv, serve: srv.Handler, nloops: a.cfg.Loops, conns: map[*frontConn]bool{}}
+	return &Server{api: a, http: srv, serve: srv.Handler, atOnce: a.atOnceHandler(), nloops: a.cfg.Loops, conns: map[*frontConn]bool{}}
 }
 
 // Serve accepts connections on lis until Shutdown or Close, and returns http.ErrServerClosed

@@ -42,6 +42,16 @@ import (
 // goes chunked, as net/http sends a body past its buffer.
 const frontBodyBuffer = 8 << 10
 
+// frontReadBuffer is the front's read buffer: a request header longer goes to net/http.
+const frontReadBuffer = 4 << 10
+
+// headerBound is the longest request header the front (and a loop) reads itself: within
+// its buffer, and short of --max-header-bytes by a margin, so that net/http answers one near
+// the bound as it always does.
+func (s *Server) headerBound() int {
+	return min(s.api.cfg.Limits.MaxHeaderBytes-64, frontReadBuffer)
+}
+
 // frontConn is one connection served by the front. Its fields are its goroutine's.
 type frontConn struct {
 	s        *Server
@@ -104,7 +114,7 @@ func (fc *frontConn) serve() {
 		return
 	}
 	lim := s.api.cfg.Limits
-	fc.br = bufio.NewReaderSize(fc.c, 4<<10)
+	fc.br = bufio.NewReaderSize(fc.c, frontReadBuffer)
 	fc.bw = bufio.NewWriterSize(fc.c, 4<<10)
 	if len(fc.pending) > 0 {
 		fc.bw.Write(fc.pending)
@@ -196,7 +206,7 @@ func (fc *frontConn) wait(n int, first bool, deadline time.Time) bool {
 // readHeader reads the next request's header, without consuming it. It returns the header's
 // length and whether the front takes the request; ok is false when the connection ends.
 func (fc *frontConn) readHeader(first bool, deadline time.Time) (n int, take, ok bool) {
-	max := min(fc.s.api.cfg.Limits.MaxHeaderBytes-64, fc.br.Size())
+	max := fc.s.headerBound()
 	for {
 		buf, _ := fc.br.Peek(fc.br.Buffered())
 		if end := bytes.Index(buf, []byte("\r\n\r\n")); end >= 0 {

@@ -292,7 +292,7 @@ func (l *httpLoop) serveReady(c *loopConn) {
 		return
 	}
 	data, done := l.in[:n], 0
-	limit := min(l.s.api.cfg.Limits.MaxHeaderBytes-64, 4<<10) // as the front's buffer takes
+	limit := l.s.headerBound()
 	l.out.b = l.out.b[:0]
 	fc.req.RemoteAddr = c.remote
 	for {

@@ -283,8 +283,20 @@ func measureBatch(ctx context.Context, b *bed, p plan, rep *report) error {
 			for k := range pageSystems {
 				sys := pageSystems[(k+round+ci)%len(pageSystems)]
 				key := fmt.Sprintf("%s/%d", sys, callers)
+				var stop func(context.Context) error
+				if p.ProfileDir != "" && round == 0 && sys == "corral-many" {
+					var err error
+					if stop, err = startProfiles(ctx, p.ProfileDir, fmt.Sprintf("%s-%d", sys, callers), b.c[0], b.c[1], b.c[2]); err != nil {
+						return err
+					}
+				}
 				cpu0 := b.cpu()
 				res, err := pageLoad(ctx, runs[sys], callers, p.BatchMaxOps, p.BatchDuration, want)
+				if stop != nil {
+					if err := stop(ctx); err != nil {
+						return err
+					}
+				}
 				if err != nil && res.Ops == 0 {
 					return fmt.Errorf("%s, %d callers: %w", sys, callers, err)
 				}

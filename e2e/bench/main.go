@@ -107,7 +107,7 @@ func main() {
 	out := flag.String("out", "RESULTS.md", "write the table as Markdown to this file (\"\" = don't)")
 	quick := flag.Bool("quick", false, "run every step briefly (checks the harness; the numbers mean nothing)")
 	only := flag.String("steps", strings.Join(allSteps, ","), "measurements to run, comma-separated")
-	profile := flag.String("profile", "", "write CPU profiles and execution traces of the caller and owner processes during corral's and the echo's remote-hit runs to this directory")
+	profile := flag.String("profile", "", "write CPU profiles and execution traces of the caller and owner processes during corral's and the echo's remote-hit runs, and of GetMany's first round (row 9), to this directory")
 	syscalls := flag.Bool("syscalls", false, "print the read and write system calls per Get of each process during each remote-hit run (from /proc/PID/io)")
 	callers := flag.String("callers", "", "concurrent callers of the remote-hit rows, comma-separated (default 1,16,64)")
 	peerTLS := flag.Bool("tls", false, "corral's peers speak mutual TLS (the others stay plaintext)")

@@ -340,20 +340,45 @@ func loadOnce(ctx context.Context, b *bed, p plan, r remoteRun, callers, maxOps 
 	return res, err
 }
 
+// startProfiles starts a CPU profile and an execution trace in each of workers, written to
+// dir/NAME-cI.cpu and .trace (I: the worker's place in workers); stop ends them.
+func startProfiles(ctx context.Context, dir, name string, workers ...*worker) (stop func(context.Context) error, err error) {
+	var started []*worker
+	stop = func(ctx context.Context) error {
+		for _, w := range started {
+			if err := w.call(ctx, "pprof.stop", nil, nil); err != nil {
+				return err
+			}
+			if err := w.call(ctx, "trace.stop", nil, nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for i, w := range workers {
+		path := filepath.Join(dir, fmt.Sprintf("%s-c%d", name, i))
+		if err := w.call(ctx, "pprof.start", path+".cpu", nil); err != nil {
+			stop(ctx)
+			return nil, err
+		}
+		if err := w.call(ctx, "trace.start", path+".trace", nil); err != nil {
+			w.call(ctx, "pprof.stop", nil, nil)
+			stop(ctx)
+			return nil, err
+		}
+		started = append(started, w)
+	}
+	return stop, nil
+}
+
 func measureRun(ctx context.Context, b *bed, p plan, rep *report, r remoteRun, callers int) error {
 	key := fmt.Sprintf("%s/%d", r.row, callers)
-	var profiled []*worker
+	var stop func(context.Context) error
 	if p.ProfileDir != "" && rep.remote[key] == nil && (r.row == "corral" || r.row == "echo" || r.row == "stream") {
 		// The caller's process and the owner's (the echo server lives in the owner's).
-		for i, w := range []*worker{b.c[0], b.c[1]} {
-			path := filepath.Join(p.ProfileDir, fmt.Sprintf("%s-%d-c%d", r.row, callers, i))
-			if err := w.call(ctx, "pprof.start", path+".cpu", nil); err != nil {
-				return err
-			}
-			if err := w.call(ctx, "trace.start", path+".trace", nil); err != nil {
-				return err
-			}
-			profiled = append(profiled, w)
+		var err error
+		if stop, err = startProfiles(ctx, p.ProfileDir, fmt.Sprintf("%s-%d", r.row, callers), b.c[0], b.c[1]); err != nil {
+			return err
 		}
 	}
 	cpu0, io0 := b.cpu(), b.syscalls()
@@ -362,11 +387,8 @@ func measureRun(ctx context.Context, b *bed, p plan, rep *report, r remoteRun, c
 	if p.Syscalls && res.Ops > 0 {
 		printSyscalls(key, io0, b.syscalls(), res.Ops)
 	}
-	for _, w := range profiled {
-		if err := w.call(ctx, "pprof.stop", nil, nil); err != nil {
-			return err
-		}
-		if err := w.call(ctx, "trace.stop", nil, nil); err != nil {
+	if stop != nil {
+		if err := stop(ctx); err != nil {
 			return err
 		}
 	}

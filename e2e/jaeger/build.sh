@@ -5,7 +5,8 @@
 # binary's path.
 #
 # Idempotent: a binary already in the cache is not rebuilt, and a build interrupted half-way
-# leaves nothing behind (written under a temporary name and renamed). Cold, on 2 busy cores:
+# leaves nothing behind (written under a temporary name and renamed); a second build.sh run at
+# the same time waits for the first instead of building again. Cold, on 2 busy cores:
 # about 17 minutes (e2e/doc.go); warm: well under a second. Jaeger's UI is not in its Go
 # module (a separate npm build): the binary serves a placeholder page in its place, and the
 # query API, which the test reads, as usual.
@@ -18,6 +19,10 @@ cache=${CORRAL_E2E_CACHE:-$HOME/.cache/corral-e2e}
 ver=$("$GO" list -m -f '{{.Version}}' github.com/jaegertracing/jaeger)
 dir=$cache/jaeger-$ver-$(cat go.mod go.sum | sha256sum | cut -c1-12)
 mkdir -p "$dir"
+# One build at a time: a second build.sh (make e2e while .ci/run builds in the background)
+# waits for the first, then finds the binary.
+exec 9>"$cache/.jaeger.lock"
+flock 9
 if [ ! -x "$dir/jaeger" ]; then
 	echo "build.sh: building jaeger $ver into $dir" >&2
 	start=$SECONDS

@@ -8,7 +8,8 @@
 #   clients         helm, kubectl
 #
 # Idempotent: a binary already in the cache is not rebuilt, and a build interrupted half-way
-# leaves nothing behind (each binary is written under a temporary name and renamed). Cold, on 2
+# leaves nothing behind (each binary is written under a temporary name and renamed); a second
+# build.sh run at the same time waits for the first instead of building again. Cold, on 2
 # busy cores: about 50 minutes, kube-controller-manager (built first of the Kubernetes binaries,
 # whose packages the others reuse) half of it — see e2e/k8s/node/doc.go; warm: well under a
 # second. CoreDNS has a directory of its own
@@ -29,6 +30,10 @@ dir=$cache/k8s-$k8s-etcd-$etcd-helm-$helm-$sum
 coredns=$(cd coredns && ver github.com/coredns/coredns)
 dnsdir=$cache/coredns-$coredns-$(cat coredns/go.mod coredns/go.sum coredns/main.go | sha256sum | cut -c1-12)
 mkdir -p "$dir" "$dnsdir"
+# One build at a time: a second build.sh (make e2e-k8s while .ci/run builds in the
+# background) waits for the first, then finds every binary built.
+exec 9>"$cache/.k8s.lock"
+flock 9
 
 # kubectl, helm and client-go parse the version the API server reports; a module build says
 # v0.0.0-master unless told.

@@ -126,6 +126,23 @@ func (g *Group[V]) GetIfPresentWithInfo(ctx context.Context, key string) (V, Ent
 	return v, EntryInfo{Source: SourceHit, Tags: tags}, true
 }
 
+// GetIfHeld is GetIfPresentWithInfo that also answers from a near copy: for a key another
+// member owns, the value of a fresh near copy this node holds (Source SourceNear), as
+// GetWithInfo would answer it. It is what an event loop can answer at once from this node's
+// memory, as owner or near cache; like GetIfPresent it never fills, refreshes in place,
+// waits or asks a peer, and records no span, and it is false for anything else (a stale
+// near copy included: Get serves it and starts its refresh).
+func (g *Group[V]) GetIfHeld(ctx context.Context, key string) (V, EntryInfo, bool) {
+	v, tags, near, ok := g.g.PresentHeld(ctx, key)
+	switch {
+	case !ok:
+		return v, EntryInfo{}, false
+	case near:
+		return v, EntryInfo{Source: SourceNear, Tags: tags}, true
+	}
+	return v, EntryInfo{Source: SourceHit, Tags: tags}, true
+}
+
 // Source says how a Get was answered.
 type Source string
 

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/corralcache/corral"
@@ -130,4 +131,81 @@ func TestGetIfPresentWithInfo(t *testing.T) {
 	if v, info, ok := owner.GetIfPresentWithInfo(ctx, key); ok {
 		t.Fatalf("GetIfPresentWithInfo after its tag's purge = %q, %+v, true", v, info)
 	}
+}
+
+// GetIfHeld answers what GetWithInfo answers at once from this node's memory: the owner's
+// fresh value (SourceHit) and, on another node, a fresh near copy (SourceNear, counted as a
+// near hit); and nothing else — a key not yet read often enough to be kept near, a copy a
+// write dropped, an expired copy. GetIfPresent still ignores near copies.
+func TestGetIfHeld(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		nodes := newVirtualCluster(t, 2, nil)
+		var loads atomic.Int64
+		gs := groups(t, nodes, "g", func(_ context.Context, key string) (string, error) {
+			loads.Add(1)
+			return "v:" + key, nil
+		}, corral.WithTTL(time.Hour))
+		ctx := context.Background()
+		owner, other := gs[0], gs[1]
+		key := keyOwnedBy(t, nodes[0], "held")
+		if v, _, ok := other.GetIfHeld(ctx, key); ok {
+			t.Fatalf("GetIfHeld of a key never read = %q, true", v)
+		}
+		// One read through the owner: not hot yet, so no near copy.
+		if _, err := other.Get(ctx, key); err != nil {
+			t.Fatal(err)
+		}
+		if v, info, ok := other.GetIfHeld(ctx, key); ok {
+			t.Fatalf("GetIfHeld after one read = %q, %+v, true", v, info)
+		}
+		if _, err := other.Get(ctx, key); err != nil { // the second keeps a near copy
+			t.Fatal(err)
+		}
+		_, want, err := other.GetWithInfo(ctx, key)
+		if err != nil || want.Source != corral.SourceNear {
+			t.Fatalf("GetWithInfo after two reads: %+v, %v; want a near hit", want, err)
+		}
+		before := other.Stats()
+		v, info, ok := other.GetIfHeld(ctx, key)
+		if !ok || v != "v:"+key || info.Source != want.Source || !slices.Equal(info.Tags, want.Tags) {
+			t.Fatalf("GetIfHeld = %q, %+v, %v; GetWithInfo says %+v", v, info, ok, want)
+		}
+		after := other.Stats()
+		if after.NearHits != before.NearHits+1 || after.Gets != before.Gets+1 {
+			t.Fatalf("GetIfHeld's near hit counted %d near hits and %d Gets, want 1 and 1",
+				after.NearHits-before.NearHits, after.Gets-before.Gets)
+		}
+		if v, ok := other.GetIfPresent(ctx, key); ok {
+			t.Fatalf("GetIfPresent of a near copy = %q, true", v)
+		}
+		if v, info, ok := owner.GetIfHeld(ctx, key); !ok || v != "v:"+key || info.Source != corral.SourceHit {
+			t.Fatalf("the owner's GetIfHeld = %q, %+v, %v", v, info, ok)
+		}
+		if _, _, ok := other.GetIfHeld(ctx, string(make([]byte, 1<<20))); ok {
+			t.Fatal("GetIfHeld of a key over the size limit = true")
+		}
+		// A write drops every near copy before it returns.
+		if err := owner.Set(ctx, key, "new"); err != nil {
+			t.Fatal(err)
+		}
+		if v, _, ok := other.GetIfHeld(ctx, key); ok {
+			t.Fatalf("GetIfHeld after a write = %q, true", v)
+		}
+		for range 2 {
+			if v, err := other.Get(ctx, key); err != nil || v != "new" {
+				t.Fatalf("Get after the write = %q, %v", v, err)
+			}
+		}
+		if v, info, ok := other.GetIfHeld(ctx, key); !ok || v != "new" || info.Source != corral.SourceNear {
+			t.Fatalf("GetIfHeld of the written value's near copy = %q, %+v, %v", v, info, ok)
+		}
+		// A near copy lives at most NearTTL (1 s by default).
+		time.Sleep(2 * time.Second)
+		if v, _, ok := other.GetIfHeld(ctx, key); ok {
+			t.Fatalf("GetIfHeld of a near copy past NearTTL = %q, true", v)
+		}
+		if n := loads.Load(); n != 1 {
+			t.Fatalf("loads = %d, want the one fill", n)
+		}
+	})
 }

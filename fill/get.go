@@ -133,6 +133,33 @@ func (r *Replica[V]) hitStamping(ctx context.Context, key string, stamp uint32) 
 	return nil
 }
 
+// GetFresh is GetEntry for a value stored here and fresh, and nothing else: it returns the
+// value and its tags (nil: none), counting the Get, when key's value is stored and fresh, and
+// false otherwise, having done nothing — a miss, a stale value, a remembered not-found, a
+// value whose tag was purged, a bad key. It never waits: a refresh ahead of expiry
+// (Config.RefreshAhead) starts in the background, as for GetEntry.
+func (r *Replica[V]) GetFresh(ctx context.Context, key string) (V, []string, bool) {
+	c := r.Cache
+	var zero V
+	if CheckKey(key) != nil {
+		return zero, nil, false
+	}
+	e, ok := c.store.GetIfPresent(key)
+	if !ok || e.notFound() || e.purged() {
+		return zero, nil, false
+	}
+	now := c.clock.NowNano()
+	if now >= e.fresh {
+		return zero, nil, false
+	}
+	c.stats.gets.Add()
+	if c.cfg.RefreshAhead > 0 && c.refreshEarly(e, now) {
+		c.refresh(ctx, key, e)
+	}
+	tags, _ := e.tagsOf()
+	return e.value, tags, true
+}
+
 // GetEntry is Get that also returns the entry's remaining lifetime and version, and how the
 // call was answered.
 func (c *Cache[V]) GetEntry(ctx context.Context, key string) (Entry[V], Source, error) {

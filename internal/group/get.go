@@ -58,15 +58,40 @@ func (g *Group[V]) Present(ctx context.Context, key string) (V, bool) {
 
 // PresentTags is Present that also returns the value's tags (nil: none).
 func (g *Group[V]) PresentTags(ctx context.Context, key string) (V, []string, bool) {
+	val, tags, _, ok := g.present(ctx, key, false)
+	return val, tags, ok
+}
+
+// PresentHeld is PresentTags that also answers, for a key another member owns under this
+// node's view, from a fresh near copy held here, as GetWithInfo would (Info.How SourceHit,
+// Remote: near is set) and counted as it counts one; false, having done nothing, for
+// anything else.
+func (g *Group[V]) PresentHeld(ctx context.Context, key string) (val V, tags []string, near, ok bool) {
+	return g.present(ctx, key, true)
+}
+
+// present is PresentTags, and with near PresentHeld.
+func (g *Group[V]) present(ctx context.Context, key string, near bool) (val V, tags []string, fromNear, ok bool) {
 	v := g.env.View.Load()
 	if val, tags, ok := g.local.GetStampedTags(ctx, key, v.Stamp); ok {
-		return val, tags, true
+		return val, tags, false, true
 	}
-	if v.Stopped || v.Owner(key) != v.Self {
-		var zero V
-		return zero, nil, false
+	if v.Stopped {
+		return val, nil, false, false
 	}
-	return g.local.HitStampingTags(ctx, key, v.Stamp)
+	if v.Owner(key) == v.Self {
+		val, tags, ok = g.local.HitStampingTags(ctx, key, v.Stamp)
+		return val, tags, false, ok
+	}
+	// As getRemote, which a Get of the key would run: a key past the limits is its error's.
+	if !near || g.near == nil || g.env.Limits.Key(key) != nil {
+		return val, nil, false, false
+	}
+	if val, tags, ok = g.near.GetFresh(ctx, key); ok {
+		g.remoteGets.Add(1)
+		g.nearHits.Add(1)
+	}
+	return val, tags, ok, ok
 }
 
 // Miss is Get of a key that is no local hit (see Hit).

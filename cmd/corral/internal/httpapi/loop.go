@@ -4,7 +4,7 @@ import "net/http"
 
 // Event loops (loop_linux.go) answer the front's hits without a goroutine per connection:
 // a loop reads the requests of many connections, answers each GET of a key this node holds
-// fresh as its owner through the API's own middleware — the limits, the token check — and
+// fresh (as its owner, or as a near copy of a hot key owned elsewhere) through the API's own middleware — the limits, the token check — and
 // getKey's answer of a held value with its headers (atOnceHandler), and hands a connection to a goroutine of its own, a frontConn with
 // the bytes not yet answered, at the first request it cannot answer at once. The goroutine
 // serves it as a connection that never was on a loop, and gives it back after handBackAfter
@@ -38,15 +38,16 @@ func (a *API) atOnceHandler() http.Handler {
 }
 
 // getKeyAtOnce is getKey on a loop: the answer getKey would give when this node holds the
-// key's value fresh as its owner, and nothing — the request declined — otherwise, or when
-// the answer would need anything else (a group not made yet, a key the origin refuses).
+// key's value fresh — as its owner, or as a near copy of a key owned elsewhere — and nothing
+// (the request declined) otherwise, or when the answer would need anything else (a group not
+// made yet, a key the origin refuses).
 func (a *API) getKeyAtOnce(w http.ResponseWriter, r *http.Request, ao *atOnce, group, key string) {
 	g, ok := a.cfg.Groups.Existing(group)
 	if !ok || a.cfg.Origin != nil && a.cfg.Origin.Check(g.Name(), key) != nil {
 		ao.declined = true
 		return
 	}
-	v, info, ok := g.GetIfPresentWithInfo(r.Context(), key)
+	v, info, ok := g.GetIfHeld(r.Context(), key)
 	if !ok {
 		ao.declined = true
 		return
@@ -55,9 +56,9 @@ func (a *API) getKeyAtOnce(w http.ResponseWriter, r *http.Request, ao *atOnce, g
 	a.writeObject(w, v)
 }
 
-// isHit reports whether h is a response's header of a value held fresh as the key's owner:
-// one a loop would have answered.
+// isHit reports whether h is a response's header of a value held fresh, as the key's owner
+// or as a near copy: one a loop would have answered.
 func isHit(h http.Header) bool {
 	v := h["X-Corral-Source"]
-	return len(v) == 1 && v[0] == "hit"
+	return len(v) == 1 && (v[0] == "hit" || v[0] == "near")
 }

@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -14,9 +15,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/corralcache/corral/cmd/corral/internal/objects"
+	"github.com/corralcache/corral/cmd/corral/internal/servetest"
 	"github.com/corralcache/corral/internal/clustertest"
 )
 
@@ -279,4 +282,63 @@ func TestLoopPipelinesInPieces(t *testing.T) {
 	if ts.loopAnswered() == 0 {
 		t.Fatal("the loop answered none of the requests")
 	}
+}
+
+// A near copy of a hot key another node owns is answered on the loop, as getKey answers it
+// (X-Corral-Source: near): a new connection's GET of it is the loop's, with no move to a
+// goroutine. (A near copy lives a second: each try reads the key through the API until it is
+// kept near again, then asks on a new connection.)
+func TestLoopAnswersNearCopies(t *testing.T) {
+	ts := startTestServer(t, nil)
+	self := ts.a.cfg.Node
+	owner := servetest.JoiningNode(t, prometheus.NewRegistry(), ts.a.cfg.MaxValueBytes, "owner", self.GossipAddr())
+	ownerGroups, err := objects.NewGroups(objects.GroupsConfig{MaxGroups: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := ownerGroups.Group(owner, "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clustertest.Eventually(t, "both nodes to see each other", func() bool {
+		return len(self.Members()) == 2 && len(owner.Members()) == 2
+	})
+	key := ""
+	for i := 0; key == ""; i++ {
+		if k := fmt.Sprint("near", i); self.Owner(k).Name == "owner" {
+			key = k
+		}
+	}
+	if err := g.Set(context.Background(), key, hitValue); err != nil {
+		t.Fatal(err)
+	}
+	path := "/v1/groups/g/keys/" + key
+	tries := 0
+	clustertest.Eventually(t, "a near copy answered on the loop", func() bool {
+		tries++
+		for range 3 { // the second read through the owner keeps a near copy
+			if resp, body := ts.do(t, http.MethodGet, path, ""); resp.StatusCode != http.StatusOK || body != string(hitValue.Body) {
+				t.Fatalf("GET through the owner: %d %q", resp.StatusCode, body)
+			}
+		}
+		c, err := net.Dial("tcp", ts.http)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(30 * time.Second))
+		answered, moved := ts.loopAnswered(), ts.movesToConn()
+		status, src, body := getOn(t, c, bufio.NewReader(c), path)
+		if status != http.StatusOK || body != string(hitValue.Body) {
+			t.Fatalf("GET on a new connection: %d %q %q", status, src, body)
+		}
+		return src == "near" && ts.loopAnswered() == answered+1 && ts.movesToConn() == moved
+	})
+	t.Logf("%d tries", tries)
+}
+
+// movesToConn is corral_http_moves_total{to="goroutine"}.
+func (ts *testServer) movesToConn() float64 {
+	toConn, _ := ts.moves()
+	return toConn
 }

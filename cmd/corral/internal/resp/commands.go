@@ -286,7 +286,7 @@ func (s *Server) get(c *conn, args [][]byte) {
 	}
 	if c.loop != nil {
 		// As the connection's loop answers it (answerAtOnce), counted toward its return there.
-		if v, ok := s.cfg.Group.GetIfPresent(s.ctx, key); ok {
+		if v, _, ok := s.cfg.Group.GetIfHeld(s.ctx, key); ok {
 			c.streak++
 			c.writeBulk(v.Body)
 			return

@@ -51,7 +51,8 @@ func headerAt(b []byte, at int, kind byte) (n, end int, ok bool) {
 }
 
 // answerAtOnce appends to out the reply of the command args on c when it is a GET that
-// serveCommand would answer at once with a value this node holds fresh as the key's owner,
+// serveCommand would answer at once with a value this node holds fresh (as the key's owner,
+// or a near copy of a key owned elsewhere: Group.GetIfHeld),
 // and reports whether it did; it does nothing else otherwise.
 func (s *Server) answerAtOnce(c *conn, args [][]byte, out []byte) ([]byte, bool) {
 	if len(args) != 2 || !isGet(args[0]) {
@@ -64,7 +65,7 @@ func (s *Server) answerAtOnce(c *conn, args [][]byte, out []byte) ([]byte, bool)
 	if s.cfg.Origin != nil && s.cfg.Origin.Check(s.cfg.Group.Name(), key) != nil {
 		return out, false
 	}
-	v, ok := s.cfg.Group.GetIfPresent(s.ctx, key)
+	v, _, ok := s.cfg.Group.GetIfHeld(s.ctx, key) // the owner's value, or a near copy
 	if !ok {
 		return out, false
 	}

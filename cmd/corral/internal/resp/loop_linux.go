@@ -15,7 +15,7 @@ import (
 // An event loop serves the connections that are only reading hits, as redis-server serves
 // every connection: one goroutine waits on an epoll instance of its own for any of its
 // connections to have bytes, reads them, answers every GET whose value this node holds
-// fresh as the key's owner (Group.GetIfPresent), and writes the replies, all without a
+// fresh as the key's owner or as a near copy (Group.GetIfHeld), and writes the replies, all without a
 // goroutine of the connection's own being woken through the netpoller — which is where a
 // goroutine per connection spends its time under redis-benchmark (the kernel's read, write
 // and futex wakeups, 60 % of its profile at -P16).

@@ -11,8 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/corralcache/corral/cmd/corral/internal/objects"
 	"github.com/corralcache/corral/cmd/corral/internal/servetest"
 	"github.com/corralcache/corral/internal/clustertest"
 )
@@ -305,4 +307,48 @@ func TestLoopBroken(t *testing.T) {
 	if n := counterGauge(ts); n != 3 {
 		t.Errorf("%v connections counted, want 3", n)
 	}
+}
+
+// A GET of a near copy of a hot key another node owns is answered on the loop: a new
+// connection's, with no move to a goroutine. (A near copy lives a second: each try reads the
+// key until it is kept near again, then asks on a new connection.)
+func TestLoopAnswersNearCopies(t *testing.T) {
+	ts := startTestServer(t, nil)
+	self := ts.s.cfg.Node
+	owner := servetest.JoiningNode(t, prometheus.NewRegistry(), ts.s.cfg.MaxValueBytes, "owner", self.GossipAddr())
+	groups, err := objects.NewGroups(objects.GroupsConfig{MaxGroups: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := groups.Group(owner, "resp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clustertest.Eventually(t, "both nodes to see each other", func() bool {
+		return len(self.Members()) == 2 && len(owner.Members()) == 2
+	})
+	key := ""
+	for i := 0; key == ""; i++ {
+		if k := fmt.Sprint("near", i); self.Owner(k).Name == "owner" {
+			key = k
+		}
+	}
+	if err := g.Set(context.Background(), key, objects.Object{Body: []byte("owned elsewhere")}); err != nil {
+		t.Fatal(err)
+	}
+	want := servetest.Bulk("owned elsewhere")
+	reader := servetest.DialRESP(t, ts.addr)
+	clustertest.Eventually(t, "a near copy answered on the loop", func() bool {
+		for range 3 { // the second read through the owner keeps a near copy
+			if got := reader.Do(t, "GET", key); got != want {
+				t.Fatalf("GET through the owner = %q", got)
+			}
+		}
+		c := servetest.DialRESP(t, ts.addr)
+		gets, moved := ts.loopGets(), ts.toGoroutine()
+		if got := c.Do(t, "GET", key); got != want {
+			t.Fatalf("GET on a new connection = %q", got)
+		}
+		return ts.loopGets() == gets+1 && ts.toGoroutine() == moved
+	})
 }

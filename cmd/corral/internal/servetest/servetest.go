@@ -29,8 +29,14 @@ import (
 // cleanup closes it.
 func Node(tb testing.TB, reg prometheus.Registerer, maxBodyBytes int) *corral.Node {
 	tb.Helper()
+	return JoiningNode(tb, reg, maxBodyBytes, "test")
+}
+
+// JoiningNode is Node named name, joining the members at seeds (gossip addresses).
+func JoiningNode(tb testing.TB, reg prometheus.Registerer, maxBodyBytes int, name string, seeds ...string) *corral.Node {
+	tb.Helper()
 	n, err := corral.New(corral.Config{
-		Name: "test", BindAddr: "127.0.0.1", DrainTimeout: -1,
+		Name: name, BindAddr: "127.0.0.1", DrainTimeout: -1, Join: seeds,
 		Registerer: reg, Logger: slog.New(slog.DiscardHandler),
 		MaxValueBytes: maxBodyBytes + objects.Overhead,
 	})

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -156,9 +157,13 @@ func (fb *frontBed) stop() {
 const nginxSummary = "worker_processes auto; proxy_cache (keys_zone 32m, max_size 1g) with proxy_cache_lock on, proxy_cache_valid 200 1h; upstream keepalive 64; access_log off"
 
 // warmHit asks url twice and checks that the second answer is a hit, as each system says it.
-func warmHit(ctx context.Context, sys, url string) error {
+func warmHit(ctx context.Context, sys, url string) error { return warmTo(ctx, sys, url, "hit", 2) }
+
+// warmTo asks url up to n times, until corral answers it from source (X-Corral-Source); it
+// checks the last answer as warmHit does for the other systems.
+func warmTo(ctx context.Context, sys, url, source string, n int) error {
 	var h http.Header
-	for range 2 {
+	for i := 0; i < n && (i < 2 || sys == "corral" && h.Get("X-Corral-Source") != source); i++ {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
 			return err
@@ -177,12 +182,12 @@ func warmHit(ctx context.Context, sys, url string) error {
 	hit := true
 	switch sys {
 	case "corral":
-		hit = h.Get("X-Corral-Source") == "hit"
+		hit = h.Get("X-Corral-Source") == source
 	case "varnish":
 		hit = len(strings.Fields(h.Get("X-Varnish"))) == 2 // the request's id and the object's
 	}
 	if !hit {
-		return fmt.Errorf("%s: the second GET of %s was not a hit: %v", sys, url, h)
+		return fmt.Errorf("%s: GET %s did not become a %s: %v", sys, url, source, h)
 	}
 	return nil
 }
@@ -223,14 +228,30 @@ func measureHops(ctx context.Context, dir, bin string, o *origin, one *corralSer
 			return err
 		}
 	}
+	// Row 7d: one hot key that another node owns, through the node of 3 (its near copy) and
+	// through the node alone (its own value).
+	hot, err := keyOwnedElsewhere(ctx, cluster[0], p.HopKeys)
+	if err != nil {
+		return err
+	}
+	if err := warmHit(ctx, "corral", targets["one"]+hot); err != nil {
+		return err
+	}
+	if err := warmTo(ctx, "corral", targets["three"]+hot, "near", 5); err != nil {
+		return err
+	}
+	targets["hot-one"], targets["hot-three"] = targets["one"]+hot, targets["three"]+hot
 	for round := range p.FrontReps {
-		for k, name := range []string{"one", "three"} {
+		for k, name := range []string{"one", "three", "hot-one", "hot-three"} {
 			if round%2 == 1 {
-				name = []string{"three", "one"}[k]
+				name = []string{"three", "one", "hot-three", "hot-one"}[k]
 			}
 			args := wrkArgs(2, 64, p.FrontDuration, targets[name], script, "/v1/groups/hops/keys/", fmt.Sprint(p.HopKeys))
+			if strings.HasPrefix(name, "hot-") {
+				args = wrkArgs(2, 64, p.FrontDuration, targets[name], "")
+			}
 			nodes := []*corralServe{one}
-			if name == "three" {
+			if strings.HasSuffix(name, "three") {
 				nodes = cluster
 			}
 			cpu := func() (t time.Duration) {
@@ -247,12 +268,41 @@ func measureHops(ctx context.Context, dir, bin string, o *origin, one *corralSer
 			if res.Requests > 0 {
 				res.CPU = (cpu() - cpu0) / time.Duration(res.Requests)
 			}
-			rep.command("wrk, random keys", strings.ReplaceAll("wrk "+shellJoin(args), dir, "DIR")+"   (random-keys.lua: GET PREFIX..k, k uniform in [0, N))")
+			if strings.HasPrefix(name, "hot-") {
+				rep.command("wrk, a hot key owned elsewhere", "wrk "+shellJoin(args))
+			} else {
+				rep.command("wrk, random keys", strings.ReplaceAll("wrk "+shellJoin(args), dir, "DIR")+"   (random-keys.lua: GET PREFIX..k, k uniform in [0, N))")
+			}
 			st := rep.front("hops/" + name)
 			st.wrk = append(st.wrk, res)
 		}
 	}
 	return nil
+}
+
+// keyOwnedElsewhere returns the first of the keys 0 … n-1 that node does not own, as its
+// /v1/cluster?key= says.
+func keyOwnedElsewhere(ctx context.Context, node *corralServe, n int) (string, error) {
+	for k := range n {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://%s/v1/cluster?key=%d", node.http, k), nil)
+		if err != nil {
+			return "", err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return "", err
+		}
+		var c struct{ Self, Owner string }
+		err = json.NewDecoder(resp.Body).Decode(&c)
+		resp.Body.Close()
+		if err != nil {
+			return "", fmt.Errorf("/v1/cluster?key=%d: %w", k, err)
+		}
+		if c.Owner != "" && c.Owner != c.Self {
+			return fmt.Sprint(k), nil
+		}
+	}
+	return "", fmt.Errorf("%s owns every key of %d", node.name, n)
 }
 
 // waitServeMembers waits until every node's /v1/cluster shows them all.
@@ -465,6 +515,15 @@ func (r *report) httpRows() []row {
 		baseline: "1 node", groupcache: "–", redis: "–",
 		goal:    "3 nodes ≥ 0.8× 1 node",
 		verdict: fmt.Sprintf("%s: %s", yes(ook && tok && three.RPS >= 0.8*one.RPS), ratio(three.RPS, one.RPS)),
+	})
+	hotOne, hok := r.frontWrk("hops/hot-one")
+	hotThree, htok := r.frontWrk("hops/hot-three")
+	rows = append(rows, row{
+		what: "7d · HTTP hit of one hot key another node owns, 64 connections (`wrk -t2 -c64`): through a node of 3, which answers from its near copy (a second's, then one peer hop), against the node alone, which owns it",
+		corral: fmt.Sprintf("3 nodes: %s; 1 node: %s = %s", wrkCell(hotThree, htok), wrkCell(hotOne, hok),
+			ratio(hotThree.RPS, hotOne.RPS)),
+		baseline: "1 node", groupcache: "–", redis: "–", goal: "–",
+		verdict: fmt.Sprintf("information: %s the node alone's hits a second, %s its p99", ratio(hotThree.RPS, hotOne.RPS), ratio(float64(hotThree.P99), float64(hotOne.P99))),
 	})
 	return rows
 }

@@ -17,7 +17,7 @@ func needFronts(tb testing.TB) {
 	}
 }
 
-// Rows 7 and 8, briefly: corral serve, nginx, Varnish, a 3-node cluster and Redis start, wrk
+// Rows 7 (7–7d) and 8, briefly: corral serve, nginx, Varnish, a 3-node cluster and Redis start, wrk
 // and redis-benchmark run against each, and every row has its figures.
 func TestQuickFronts(t *testing.T) {
 	if testing.Short() {
@@ -29,7 +29,7 @@ func TestQuickFronts(t *testing.T) {
 		t.Fatal(err)
 	}
 	rows := rep.rows()
-	if len(rows) != len(httpLoads)+1+len(respDepths) {
+	if len(rows) != len(httpLoads)+2+len(respDepths) { // 7, 7b; 7c, 7d; 8, 8b
 		t.Fatalf("%d rows:\n%s", len(rows), rep.table())
 	}
 	for key, st := range rep.fronts {
@@ -45,7 +45,7 @@ func TestQuickFronts(t *testing.T) {
 		}
 	}
 	md := rep.markdown()
-	for _, want := range []string{"wrk -t1 -c1", "wrk -t2 -c64", "redis-benchmark -h 127.0.0.1", "varnishd -F", "corral serve --name one"} {
+	for _, want := range []string{"wrk -t1 -c1", "wrk -t2 -c64", "redis-benchmark -h 127.0.0.1", "varnishd -F", "corral serve --name one", "a hot key owned elsewhere"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("RESULTS.md does not show the command %q", want)
 		}

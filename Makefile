@@ -56,13 +56,10 @@ demo:
 # End-to-end tests: real corral serve processes on loopback, signals, a real browser, a real
 # Jaeger (e2e/jaeger/build.sh builds it once per version into $HOME/.cache/corral-e2e); then the
 # Kubernetes tests.
-# The Docker failure suite first: it needs none of the tools build.sh scripts build, so in CI
-# it runs while they are still building in the background (each build.sh waits for a build of
-# its own already running, then finds the binaries).
 e2e:
-	$(MAKE) e2e-faults
 	e2e/jaeger/build.sh >/dev/null
 	cd e2e && $(GO) test -race -count=1 ./...
+	$(MAKE) e2e-faults
 	$(MAKE) e2e-k8s
 
 # The Docker failure suite of issue 10 (e2e/faults, its own module): builds the image, runs

@@ -10,9 +10,8 @@
 // $HOME/.cache/corral-e2e/ (CORRAL_E2E_CACHE), once per version and go.sum. Cold, it took
 // 16 min 37 s of wall time (6 min 17 s user, 43 s system) at nice 10 on 2 cores busy with
 // other builds and tests (load 10–13), after 1 min 44 s of module downloads; warm, under a
-// second. make e2e and .ci/run build it before the tests (.ci/run in the background, before
-// the Kubernetes tools; make e2e's build.sh then waits for that build); CORRAL_E2E_JAEGER
-// runs another binary instead.
+// second. make e2e and .ci/run build it before the tests (.ci/run in the background, after
+// the Kubernetes tools); CORRAL_E2E_JAEGER runs another binary instead.
 //
 // Run with `make e2e` from the repository root.
 package e2e

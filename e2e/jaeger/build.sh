@@ -19,7 +19,7 @@ cache=${CORRAL_E2E_CACHE:-$HOME/.cache/corral-e2e}
 ver=$("$GO" list -m -f '{{.Version}}' github.com/jaegertracing/jaeger)
 dir=$cache/jaeger-$ver-$(cat go.mod go.sum | sha256sum | cut -c1-12)
 mkdir -p "$dir"
-# One build at a time: a second build.sh (make e2e while .ci/run builds in the background)
+# One build at a time: a second build.sh (make e2e beside a build already running, say)
 # waits for the first, then finds the binary.
 exec 9>"$cache/.jaeger.lock"
 flock 9

@@ -30,8 +30,8 @@ dir=$cache/k8s-$k8s-etcd-$etcd-helm-$helm-$sum
 coredns=$(cd coredns && ver github.com/coredns/coredns)
 dnsdir=$cache/coredns-$coredns-$(cat coredns/go.mod coredns/go.sum coredns/main.go | sha256sum | cut -c1-12)
 mkdir -p "$dir" "$dnsdir"
-# One build at a time: a second build.sh (make e2e-k8s while .ci/run builds in the
-# background) waits for the first, then finds every binary built.
+# One build at a time: a second build.sh (make e2e-k8s beside a build already running,
+# say) waits for the first, then finds every binary built.
 exec 9>"$cache/.k8s.lock"
 flock 9
 

@@ -48,7 +48,10 @@ func refills(c *cluster, hot []string) (total, most int) {
 // most one extra fill per side; views merge; after the heal no node serves a value older
 // than a write made during the cut. On each side, every 250 ms, a GET of the watched key and
 // one of a key nobody has read yet (with --fill-timeout 5s, as issue 33 measured it): none
-// fails, and their p99 is within twice the silent-peer timeout and a fill.
+// fails, and their p99 is within twice the silent-peer timeout and a fill — each silent-peer
+// wait stretched by twice the timer lateness the nodes report, as the README promises for a
+// node that runs late (none on an idle machine: corral_timer_lateness_seconds is 0 under
+// 10 ms).
 func TestPartition(t *testing.T) {
 	c := newCluster(t, "part", "--ttl", "10m", "--fill-timeout", "5s")
 	nodes := c.start("n", 5)
@@ -61,7 +64,7 @@ func TestPartition(t *testing.T) {
 	if err := c.originPost("/delay?d=" + fill.String()); err != nil {
 		t.Fatal(err)
 	}
-	bound := 2*silentPeerTimeout(t) + fill
+	silent := silentPeerTimeout(t)
 	d := newDriver(c, hot, keys("w", 10))
 	d.start()
 	defer d.halt()
@@ -83,6 +86,10 @@ func TestPartition(t *testing.T) {
 			startRounds(d, tc.name+"-majority", others(nodes, tc.victim), watched),
 		}
 		time.Sleep(15 * time.Second) // the fault's length is the subject; the load runs meanwhile
+		// The largest delay of each node's timers over the last 15 to 30 s: the cut's.
+		late := time.Duration(metricMax(c, nodes, "corral_timer_lateness_seconds") * float64(time.Second))
+		bound := 2*(silent+2*late) + fill
+		t.Logf("%s's partition: the nodes' timers ran up to %v late; the GETs' p99 bound %v", tc.name, late, bound)
 		var reads []string
 		for _, r := range sides {
 			s := r.halt()
@@ -96,7 +103,7 @@ func TestPartition(t *testing.T) {
 				t.Errorf("%s's partition: %d of the %s side's GETs failed", tc.name, s.failed, side)
 			}
 			if s.p99 > bound {
-				t.Errorf("%s's partition: the %s side's GETs of %s and new keys took %v at p99, past %v (twice the silent-peer timeout and a fill)", tc.name, side, watched, s.p99, bound)
+				t.Errorf("%s's partition: the %s side's GETs of %s and new keys took %v at p99, past %v (twice the silent-peer timeout %v, each stretched by twice the nodes' lateness %v, and a fill)", tc.name, side, watched, s.p99, bound, silent, late)
 			}
 		}
 		c.heal(tc.victim)

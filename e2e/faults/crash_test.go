@@ -145,6 +145,28 @@ func metricSum(c *cluster, nodes []*node, name, match string) float64 {
 	return sum
 }
 
+// metricMax is the largest value over nodes' /metrics of the unlabeled series name (a node
+// that does not answer counts for nothing).
+func metricMax(c *cluster, nodes []*node, name string) float64 {
+	var most float64
+	for _, n := range nodes {
+		resp, err := client.Get("http://" + c.addrOf(n) + "/metrics")
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			if f := strings.Fields(sc.Text()); len(f) == 2 && f[0] == name {
+				v, _ := strconv.ParseFloat(f[1], 64)
+				most = max(most, v)
+			}
+		}
+		resp.Body.Close()
+	}
+	return most
+}
+
 // TestOwnerCrash SIGKILLs (docker kill) the member that owns the most of 1000 warm hot keys,
 // under load, and reads every hot key through the survivors at once — before they have
 // dropped it — and again after. Without backups it costs at most one refill per key it owned

@@ -86,7 +86,9 @@ partition is docker network disconnect from the cluster network, so an isolated 
 path to the origin. The hung-owner bound is 2 × SilentPeerTimeout (300 ms) + the 200 ms fill +
 700 ms for a busy 2-core machine. During a partition a reader on each side GETs, every 250 ms,
 the watched key and a key nobody has read yet (nodes with --fill-timeout 5s): none may fail, and
-their p99 must be within 2 × SilentPeerTimeout + the origin's 100 ms fill. During a cut each side is held only to the writes made
+their p99 must be within 2 × SilentPeerTimeout + the origin's 100 ms fill, each SilentPeerTimeout
+stretched by twice the largest timer lateness the nodes report (corral_timer_lateness_seconds, 0 on
+an idle machine), as the README promises for a node that runs late. During a cut each side is held only to the writes made
 through it (docs/design.md: the one exception); after the heal every write of the cut must be seen on
 every node, then every write counts everywhere. A node killed and started under its name at a
 new address waits out memberlist's DeadNodeReclaimTime (30 s), as documented in peer/doc.go.

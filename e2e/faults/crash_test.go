@@ -124,31 +124,28 @@ func (r crashRefills) check(t *testing.T, backups, perKey int) {
 // match.
 func metricSum(c *cluster, nodes []*node, name, match string) float64 {
 	var sum float64
-	for _, n := range nodes {
-		resp, err := client.Get("http://" + c.addrOf(n) + "/metrics")
-		if err != nil {
-			continue
+	scrape(c, nodes, func(series string, v float64) {
+		if strings.HasPrefix(series, name+"{") && strings.Contains(series, match) {
+			sum += v
 		}
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			if strings.HasPrefix(line, name+"{") && strings.Contains(line, match) {
-				if f := strings.Fields(line); len(f) == 2 {
-					v, _ := strconv.ParseFloat(f[1], 64)
-					sum += v
-				}
-			}
-		}
-		resp.Body.Close()
-	}
+	})
 	return sum
 }
 
-// metricMax is the largest value over nodes' /metrics of the unlabeled series name (a node
-// that does not answer counts for nothing).
+// metricMax is the largest value over nodes' /metrics of the unlabeled series name.
 func metricMax(c *cluster, nodes []*node, name string) float64 {
 	var most float64
+	scrape(c, nodes, func(series string, v float64) {
+		if series == name {
+			most = max(most, v)
+		}
+	})
+	return most
+}
+
+// scrape calls each with every series and value of each of nodes' /metrics (a node that does
+// not answer has none).
+func scrape(c *cluster, nodes []*node, each func(series string, v float64)) {
 	for _, n := range nodes {
 		resp, err := client.Get("http://" + c.addrOf(n) + "/metrics")
 		if err != nil {
@@ -157,14 +154,13 @@ func metricMax(c *cluster, nodes []*node, name string) float64 {
 		sc := bufio.NewScanner(resp.Body)
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		for sc.Scan() {
-			if f := strings.Fields(sc.Text()); len(f) == 2 && f[0] == name {
+			if f := strings.Fields(sc.Text()); len(f) == 2 && !strings.HasPrefix(f[0], "#") {
 				v, _ := strconv.ParseFloat(f[1], 64)
-				most = max(most, v)
+				each(f[0], v)
 			}
 		}
 		resp.Body.Close()
 	}
-	return most
 }
 
 // TestOwnerCrash SIGKILLs (docker kill) the member that owns the most of 1000 warm hot keys,

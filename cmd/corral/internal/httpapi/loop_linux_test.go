@@ -6,7 +6,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -15,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/corralcache/corral/cmd/corral/internal/objects"
@@ -290,25 +288,7 @@ func TestLoopPipelinesInPieces(t *testing.T) {
 // kept near again, then asks on a new connection.)
 func TestLoopAnswersNearCopies(t *testing.T) {
 	ts := startTestServer(t, nil)
-	self := ts.a.cfg.Node
-	owner := servetest.JoiningNode(t, prometheus.NewRegistry(), ts.a.cfg.MaxValueBytes, "owner", self.GossipAddr())
-	ownerGroups, err := objects.NewGroups(objects.GroupsConfig{MaxGroups: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := ownerGroups.Group(owner, "g")
-	if err != nil {
-		t.Fatal(err)
-	}
-	clustertest.Eventually(t, "both nodes to see each other", func() bool {
-		return len(self.Members()) == 2 && len(owner.Members()) == 2
-	})
-	key := ""
-	for i := 0; key == ""; i++ {
-		if k := fmt.Sprint("near", i); self.Owner(k).Name == "owner" {
-			key = k
-		}
-	}
+	g, key := servetest.OwnerElsewhere(t, ts.a.cfg.Node, ts.a.cfg.MaxValueBytes, "g")
 	if err := g.Set(context.Background(), key, hitValue); err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/corralcache/corral/cmd/corral/internal/objects"
@@ -314,25 +313,7 @@ func TestLoopBroken(t *testing.T) {
 // key until it is kept near again, then asks on a new connection.)
 func TestLoopAnswersNearCopies(t *testing.T) {
 	ts := startTestServer(t, nil)
-	self := ts.s.cfg.Node
-	owner := servetest.JoiningNode(t, prometheus.NewRegistry(), ts.s.cfg.MaxValueBytes, "owner", self.GossipAddr())
-	groups, err := objects.NewGroups(objects.GroupsConfig{MaxGroups: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := groups.Group(owner, "resp")
-	if err != nil {
-		t.Fatal(err)
-	}
-	clustertest.Eventually(t, "both nodes to see each other", func() bool {
-		return len(self.Members()) == 2 && len(owner.Members()) == 2
-	})
-	key := ""
-	for i := 0; key == ""; i++ {
-		if k := fmt.Sprint("near", i); self.Owner(k).Name == "owner" {
-			key = k
-		}
-	}
+	g, key := servetest.OwnerElsewhere(t, ts.s.cfg.Node, ts.s.cfg.MaxValueBytes, "resp")
 	if err := g.Set(context.Background(), key, objects.Object{Body: []byte("owned elsewhere")}); err != nil {
 		t.Fatal(err)
 	}

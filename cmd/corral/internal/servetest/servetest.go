@@ -22,6 +22,7 @@ import (
 	"github.com/corralcache/corral/cmd/corral/internal/clientlease"
 	"github.com/corralcache/corral/cmd/corral/internal/limithits"
 	"github.com/corralcache/corral/cmd/corral/internal/objects"
+	"github.com/corralcache/corral/internal/clustertest"
 )
 
 // Node starts a one-node corral on 127.0.0.1 (gossip and peer ports free ones, no drain)
@@ -49,6 +50,31 @@ func JoiningNode(tb testing.TB, reg prometheus.Registerer, maxBodyBytes int, nam
 		n.Close(ctx)
 	})
 	return n
+}
+
+// OwnerElsewhere starts a second node, "owner", joined to self, with the group named group
+// made as corral serve makes groups, waits until both see each other, and returns that group
+// and a key the owner owns: a key self reads through a peer, and keeps a near copy of once
+// hot. tb's cleanup closes the node.
+func OwnerElsewhere(tb testing.TB, self *corral.Node, maxBodyBytes int, group string) (*corral.Group[objects.Object], string) {
+	tb.Helper()
+	owner := JoiningNode(tb, prometheus.NewRegistry(), maxBodyBytes, "owner", self.GossipAddr())
+	groups, err := objects.NewGroups(objects.GroupsConfig{MaxGroups: 1})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	g, err := groups.Group(owner, group)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	clustertest.Eventually(tb, "both nodes to see each other", func() bool {
+		return len(self.Members()) == 2 && len(owner.Members()) == 2
+	})
+	for i := 0; ; i++ {
+		if k := fmt.Sprint("elsewhere", i); self.Owner(k).Name == owner.Name() {
+			return g, k
+		}
+	}
 }
 
 // Leases returns what both fronts share as corral serve makes it: the counter of the limits'

@@ -11,16 +11,22 @@ import (
 	"github.com/corralcache/corral"
 )
 
+// countedGroups are group "g" on nodes, an hour's TTL, whose loader answers "v:"+key and
+// counts its calls in loads.
+func countedGroups(t *testing.T, nodes []*corral.Node) ([]*corral.Group[string], *atomic.Int64) {
+	loads := new(atomic.Int64)
+	return groups(t, nodes, "g", func(_ context.Context, key string) (string, error) {
+		loads.Add(1)
+		return "v:" + key, nil
+	}, corral.WithTTL(time.Hour)), loads
+}
+
 // GetIfPresent answers exactly what a Get would answer from the owner's store at once — a
 // fresh value, right after its fill as on later reads — and nothing else: it never loads,
 // never asks the owner, and a near copy, a miss, an expired value and a bad key are false.
 func TestGetIfPresent(t *testing.T) {
 	nodes := newCluster(t, 2)
-	var loads atomic.Int64
-	gs := groups(t, nodes, "g", func(_ context.Context, key string) (string, error) {
-		loads.Add(1)
-		return "v:" + key, nil
-	}, corral.WithTTL(time.Hour))
+	gs, loads := countedGroups(t, nodes)
 	ctx := context.Background()
 	owner, other := gs[0], gs[1]
 	key := keyOwnedBy(t, nodes[0], "present")
@@ -140,11 +146,7 @@ func TestGetIfPresentWithInfo(t *testing.T) {
 func TestGetIfHeld(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		nodes := newVirtualCluster(t, 2, nil)
-		var loads atomic.Int64
-		gs := groups(t, nodes, "g", func(_ context.Context, key string) (string, error) {
-			loads.Add(1)
-			return "v:" + key, nil
-		}, corral.WithTTL(time.Hour))
+		gs, loads := countedGroups(t, nodes)
 		ctx := context.Background()
 		owner, other := gs[0], gs[1]
 		key := keyOwnedBy(t, nodes[0], "held")

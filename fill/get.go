@@ -118,19 +118,30 @@ func (r *Replica[V]) HitStampingTags(ctx context.Context, key string, stamp uint
 
 // hitStamping is HitStamping's entry, nil for none.
 func (r *Replica[V]) hitStamping(ctx context.Context, key string, stamp uint32) *entry[V] {
-	c := r.Cache
-	if e, ok := c.store.GetIfPresent(key); ok {
-		now := c.clock.NowNano()
-		if now < e.fresh && !e.notFound() && !e.purged() {
-			e.stamp(stamp)
-			c.stats.gets.Add()
-			if c.cfg.RefreshAhead > 0 && c.refreshEarly(e, now) {
-				c.refresh(ctx, key, e)
-			}
-			return e
-		}
+	e := r.Cache.freshHit(ctx, key)
+	if e != nil {
+		e.stamp(stamp)
 	}
-	return nil
+	return e
+}
+
+// freshHit returns key's entry when it is stored and fresh — a value, not a remembered
+// not-found, and not purged — counting the Get and starting a refresh ahead of expiry
+// (Config.RefreshAhead), as a hit does; nil, having done nothing, otherwise.
+func (c *Cache[V]) freshHit(ctx context.Context, key string) *entry[V] {
+	e, ok := c.store.GetIfPresent(key)
+	if !ok {
+		return nil
+	}
+	now := c.clock.NowNano()
+	if now >= e.fresh || e.notFound() || e.purged() {
+		return nil
+	}
+	c.stats.gets.Add()
+	if c.cfg.RefreshAhead > 0 && c.refreshEarly(e, now) {
+		c.refresh(ctx, key, e)
+	}
+	return e
 }
 
 // GetFresh is GetEntry for a value stored here and fresh, and nothing else: it returns the
@@ -139,25 +150,14 @@ func (r *Replica[V]) hitStamping(ctx context.Context, key string, stamp uint32) 
 // value whose tag was purged, a bad key. It never waits: a refresh ahead of expiry
 // (Config.RefreshAhead) starts in the background, as for GetEntry.
 func (r *Replica[V]) GetFresh(ctx context.Context, key string) (V, []string, bool) {
-	c := r.Cache
+	if CheckKey(key) == nil {
+		if e := r.Cache.freshHit(ctx, key); e != nil {
+			tags, _ := e.tagsOf()
+			return e.value, tags, true
+		}
+	}
 	var zero V
-	if CheckKey(key) != nil {
-		return zero, nil, false
-	}
-	e, ok := c.store.GetIfPresent(key)
-	if !ok || e.notFound() || e.purged() {
-		return zero, nil, false
-	}
-	now := c.clock.NowNano()
-	if now >= e.fresh {
-		return zero, nil, false
-	}
-	c.stats.gets.Add()
-	if c.cfg.RefreshAhead > 0 && c.refreshEarly(e, now) {
-		c.refresh(ctx, key, e)
-	}
-	tags, _ := e.tagsOf()
-	return e.value, tags, true
+	return zero, nil, false
 }
 
 // GetEntry is Get that also returns the entry's remaining lifetime and version, and how the

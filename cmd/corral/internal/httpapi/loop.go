@@ -4,9 +4,10 @@ import "net/http"
 
 // Event loops (loop_linux.go) answer the front's hits without a goroutine per connection:
 // a loop reads the requests of many connections, answers each GET of a key this node holds
-// fresh (as its owner, or as a near copy of a hot key owned elsewhere) through the API's own middleware — the limits, the token check — and
-// getKey's answer of a held value with its headers (atOnceHandler), and hands a connection to a goroutine of its own, a frontConn with
-// the bytes not yet answered, at the first request it cannot answer at once. The goroutine
+// fresh (as its owner, or as a near copy of a hot key owned elsewhere) through the API's own
+// middleware — the limits, the token check — and getKey's answer of a held value with its
+// headers (atOnceHandler), and hands a connection to a goroutine of its own, a frontConn
+// with the bytes not yet answered, at the first request it cannot answer at once. The goroutine
 // serves it as a connection that never was on a loop, and gives it back after handBackAfter
 // hits in a row, when it would wait for the client again.
 

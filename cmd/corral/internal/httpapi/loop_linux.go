@@ -22,8 +22,9 @@ import (
 // An event loop serves the connections that are only reading hits, as nginx's workers serve
 // every connection: one goroutine waits on an epoll instance of its own for any of its
 // connections to have bytes, reads them, answers every whole request the front takes (see
-// frontConn.parse) of a key this node holds fresh (as its owner, or a near copy), and writes the responses,
-// all without a goroutine of the connection's own being woken through the netpoller. Under
+// frontConn.parse) of a key this node holds fresh (as its owner, or a near copy), and
+// writes the responses, all without a goroutine of the connection's own being woken through
+// the netpoller. Under
 // wrk at 64 connections on 2 cores, a goroutine per connection had a p99 1.5–1.7× nginx's
 // with nothing of corral in it; a loop, nginx's (docs/performance.md).
 //

@@ -163,7 +163,10 @@ func warmHit(ctx context.Context, sys, url string) error { return warmTo(ctx, sy
 // checks the last answer as warmHit does for the other systems.
 func warmTo(ctx context.Context, sys, url, source string, n int) error {
 	var h http.Header
-	for i := 0; i < n && (i < 2 || sys == "corral" && h.Get("X-Corral-Source") != source); i++ {
+	for i := range n {
+		if i >= 2 && (sys != "corral" || h.Get("X-Corral-Source") == source) {
+			break
+		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
 			return err

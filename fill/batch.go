@@ -488,9 +488,13 @@ func (c *Cache[V]) getEach(ctx context.Context, keys []string, count bool, answe
 	}
 	now := c.clock.NowNano()
 	purges := c.tags.purges.Load() // for the fills it starts, and for those it joins (see joinedAt)
+	// The fills it starts are born now, all of them: one reading before any starts is no
+	// later than each one's own would be, which is what a born version must be (see Tags).
+	born := c.versionNow()
+	chain := chainOf(ctx)
 	for m, i := range misses {
 		key := keys[i]
-		if InChain(ctx, c.cfg.Name, key) {
+		if chain != nil && chain.inChain(c.cfg.Name, key) {
 			answer(int(i), Result[V]{Err: ErrFillCycle})
 			continue
 		}
@@ -523,8 +527,9 @@ func (c *Cache[V]) getEach(ctx context.Context, keys []string, count bool, answe
 		if calls == nil {
 			calls = make([]call[V], 0, len(misses)-m) // never grown: the calls stay where they are
 		}
-		calls = append(calls, call[V]{version: max(known, c.tombs.Version(key)), born: c.versionNow(), purges: purges})
+		calls = calls[:len(calls)+1] // set in place: a call is too large to copy in
 		cl := &calls[len(calls)-1]
+		cl.version, cl.born, cl.purges = max(known, c.tombs.Version(key)), born, purges
 		c.calls[key] = cl
 		c.wg.Add(1)
 		waits = append(waits, waiting{i, started, cl})

@@ -226,7 +226,12 @@ func LoadingUnlessAsked(ctx context.Context) string {
 
 // InChain reports whether the fill of name/key is part of ctx's fill chain.
 func InChain(ctx context.Context, name, key string) bool {
-	for l := chainOf(ctx); l != nil; l = l.parent {
+	return chainOf(ctx).inChain(name, key)
+}
+
+// inChain reports whether the fill of name/key is l or one of its parents (nil: none is).
+func (l *link) inChain(name, key string) bool {
+	for ; l != nil; l = l.parent {
 		if l.has(name, key) {
 			return true
 		}

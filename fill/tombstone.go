@@ -3,6 +3,7 @@ package fill
 import (
 	"iter"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -25,6 +26,10 @@ type Tombstones struct {
 	ttl      int64 // nanoseconds
 	maxBytes int64
 	clock    Clock
+
+	// live is len(byKey), for Version to answer a key without the lock while no write is
+	// remembered (a cache that is only read); written under mu.
+	live atomic.Int64
 
 	mu sync.Mutex
 	// guards everything below
@@ -106,6 +111,7 @@ func (t *Tombstones) Record(key string, version uint64) {
 		t.byKey[key] = tomb{version: max(old.version, version), expires: expires}
 	} else {
 		t.byKey[key] = tomb{version: version, expires: expires}
+		t.live.Store(int64(len(t.byKey)))
 		t.bytes += int64(len(key)) + tombOverhead
 	}
 	t.queue = append(t.queue, queued{key: key, expires: expires})
@@ -117,6 +123,9 @@ func (t *Tombstones) Record(key string, version uint64) {
 
 // Version returns the largest remembered write version of key, or 0.
 func (t *Tombstones) Version(key string) uint64 {
+	if t.live.Load() == 0 {
+		return 0
+	}
 	now := t.clock.NowNano()
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -184,6 +193,7 @@ func (t *Tombstones) popLocked(fold bool) {
 	t.bytes -= queuedOverhead
 	if tb, ok := t.byKey[q.key]; ok && tb.expires == q.expires {
 		delete(t.byKey, q.key)
+		t.live.Store(int64(len(t.byKey)))
 		t.bytes -= int64(len(q.key)) + tombOverhead
 		if fold {
 			b := floorBucket(q.key)

@@ -292,7 +292,42 @@ func TestLoopAnswersNearCopies(t *testing.T) {
 	if err := g.Set(context.Background(), key, hitValue); err != nil {
 		t.Fatal(err)
 	}
+	ts.nearCopyOnLoop(t, "/v1/groups/g/keys/"+key)
+}
+
+// A purge drops the near copies the loops answer: once DELETE /v1/tags/{tag} has answered,
+// no request through the node gets a near copy of a value stored with the tag before it.
+func TestLoopDropsPurgedNearCopies(t *testing.T) {
+	ts := startTestServer(t, nil)
+	g, key := servetest.OwnerElsewhere(t, ts.a.cfg.Node, ts.a.cfg.MaxValueBytes, "g")
+	if err := g.SetWithTags(context.Background(), key, hitValue, "page-7"); err != nil {
+		t.Fatal(err)
+	}
 	path := "/v1/groups/g/keys/" + key
+	ts.nearCopyOnLoop(t, path)
+	if resp, body := ts.do(t, http.MethodDelete, "/v1/tags/page-7", ""); resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("DELETE /v1/tags/page-7: %d %q", resp.StatusCode, body)
+	}
+	// The owner lost the value too, and the group has no origin: the key is not found now,
+	// on the loop as on a goroutine.
+	for i := range 3 {
+		c, err := net.Dial("tcp", ts.http)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(30 * time.Second))
+		status, src, body := getOn(t, c, bufio.NewReader(c), path)
+		c.Close()
+		if status != http.StatusNotFound {
+			t.Fatalf("GET %d after the purge, on a new connection: %d %q %q, want 404", i, status, src, body)
+		}
+	}
+}
+
+// nearCopyOnLoop waits until a GET of path, a key another node owns and holds, on a new
+// connection is answered on the loop from the node's near copy.
+func (ts *testServer) nearCopyOnLoop(t *testing.T, path string) {
+	t.Helper()
 	tries := 0
 	clustertest.Eventually(t, "a near copy answered on the loop", func() bool {
 		tries++

@@ -317,7 +317,33 @@ func TestLoopAnswersNearCopies(t *testing.T) {
 	if err := g.Set(context.Background(), key, objects.Object{Body: []byte("owned elsewhere")}); err != nil {
 		t.Fatal(err)
 	}
-	want := servetest.Bulk("owned elsewhere")
+	ts.nearCopyOnLoop(t, key, servetest.Bulk("owned elsewhere"))
+}
+
+// A purge drops the near copies the loops answer: once RemoveByTag has returned, no GET
+// through the node gets a near copy of a value stored with the tag before it.
+func TestLoopDropsPurgedNearCopies(t *testing.T) {
+	ts := startTestServer(t, nil)
+	g, key := servetest.OwnerElsewhere(t, ts.s.cfg.Node, ts.s.cfg.MaxValueBytes, "resp")
+	if err := g.SetWithTags(context.Background(), key, objects.Object{Body: []byte("owned elsewhere")}, "page-7"); err != nil {
+		t.Fatal(err)
+	}
+	ts.nearCopyOnLoop(t, key, servetest.Bulk("owned elsewhere"))
+	if err := ts.s.cfg.Node.RemoveByTag(context.Background(), "page-7"); err != nil {
+		t.Fatal(err)
+	}
+	// The owner lost the value too, and the group has no origin: the key is not found now.
+	for i := range 3 {
+		if got := servetest.DialRESP(t, ts.addr).Do(t, "GET", key); got != "$-1\r\n" {
+			t.Fatalf("GET %d after the purge, on a new connection = %q, want a null bulk string", i, got)
+		}
+	}
+}
+
+// nearCopyOnLoop waits until a GET of key, which another node owns and holds, on a new
+// connection is answered on the loop (want) from the node's near copy.
+func (ts *testServer) nearCopyOnLoop(t *testing.T, key, want string) {
+	t.Helper()
 	reader := servetest.DialRESP(t, ts.addr)
 	clustertest.Eventually(t, "a near copy answered on the loop", func() bool {
 		for range 3 { // the second read through the owner keeps a near copy

@@ -55,7 +55,7 @@ type getFunc func(ctx context.Context, key string) (int, error)
 
 func (w *workerState) getter(t target) (getFunc, error) {
 	switch t.System {
-	case "corral-many", "corral-gets", "gc-gets", "redis-mget", "redis-mget-fill":
+	case "corral-many", "corral-gets", "gc-gets", "redis-mget", "redis-mget-fill", "tcp-page":
 		return w.pager(t)
 	case "corral":
 		g, err := state[*corral.Group[[]byte]](w, "corral/"+t.Node+"/"+t.Group)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -332,6 +333,13 @@ func TestQuickBatch(t *testing.T) {
 	for key, st := range rep.batch {
 		if st.ops == 0 || st.errs != 0 {
 			t.Errorf("%s: %d pages, %d errors (%s)", key, st.ops, st.errs, st.firstErr)
+		}
+	}
+	for _, sys := range pageSystems { // the raw TCP floor among them
+		for _, c := range p.BatchCallers {
+			if rep.batch[fmt.Sprintf("%s/%d", sys, c)] == nil {
+				t.Errorf("no pages of %s with %d callers", sys, c)
+			}
 		}
 	}
 	for _, tt := range []struct {

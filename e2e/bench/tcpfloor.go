@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"time"
 )
@@ -44,7 +45,8 @@ func (s *tcpServer) serve() {
 				s.mu.Unlock()
 				c.Close()
 			}()
-			r, w := bufio.NewReader(c), bufio.NewWriter(c)
+			// Buffers that hold a whole answer: one write a request, a page's too.
+			r, w := bufio.NewReaderSize(c, len(s.value)+4), bufio.NewWriterSize(c, len(s.value)+4)
 			var key []byte
 			for {
 				var err error
@@ -174,6 +176,120 @@ func init() {
 		}
 		t := &tcpClient{addr: addr, pool: make(chan *tcpConn, 128)}
 		w.put("tcp.client", t, t.close)
+		return nil, nil
+	}
+}
+
+// The raw TCP floor of a page (row 9): each owner's share of a page's keys sent to a raw TCP
+// server standing in for it (c1's and c2's, each answering every request with a canned
+// buffer as large as its share of the page's values), every request written before any
+// answer is read, on the caller's goroutine. No cache that spreads a page over owners can
+// answer it faster on this machine.
+
+// tcpPager reads pages from its servers, one connection to each per caller.
+type tcpPager struct {
+	addrs []string
+	pool  chan []*tcpConn
+}
+
+func (t *tcpPager) read(ctx context.Context, keys []string) (int, error) {
+	var conns []*tcpConn
+	select {
+	case conns = <-t.pool:
+	default:
+		for _, addr := range t.addrs {
+			c, err := (&net.Dialer{Timeout: 2 * time.Second}).DialContext(ctx, "tcp", addr)
+			if err != nil {
+				closeConns(conns)
+				return 0, err
+			}
+			conns = append(conns, &tcpConn{c: c, r: bufio.NewReaderSize(c, 64<<10), w: bufio.NewWriter(c)})
+		}
+	}
+	n, err := t.roundTrip(ctx, conns, keys)
+	if err != nil {
+		closeConns(conns)
+		return 0, err
+	}
+	select {
+	case t.pool <- conns:
+	default:
+		closeConns(conns)
+	}
+	return n, nil
+}
+
+// roundTrip asks each of conns for its share of keys (the i-th of len(conns) equal runs),
+// all at once, and returns the bytes of their answers.
+func (t *tcpPager) roundTrip(ctx context.Context, conns []*tcpConn, keys []string) (int, error) {
+	for i, tc := range conns {
+		if dl, ok := ctx.Deadline(); ok {
+			tc.c.SetDeadline(dl)
+		}
+		share := keys[i*len(keys)/len(conns) : (i+1)*len(keys)/len(conns)]
+		if err := writeFrame(tc.w, []byte(strings.Join(share, "\n"))); err != nil {
+			return 0, err
+		}
+		if err := tc.w.Flush(); err != nil {
+			return 0, err
+		}
+	}
+	n := 0
+	for _, tc := range conns {
+		var err error
+		if tc.buf, err = readFrame(tc.r, tc.buf); err != nil {
+			return 0, err
+		}
+		n += len(tc.buf)
+	}
+	return n, nil
+}
+
+func (t *tcpPager) close() {
+	for {
+		select {
+		case conns := <-t.pool:
+			closeConns(conns)
+		default:
+			return
+		}
+	}
+}
+
+func closeConns(conns []*tcpConn) {
+	for _, tc := range conns {
+		tc.c.Close()
+	}
+}
+
+func init() {
+	// tcp.page.start starts a page floor's server, answering every request with a buffer
+	// of the given bytes.
+	ops["tcp.page.start"] = func(_ context.Context, w *workerState, raw json.RawMessage) (any, error) {
+		var size int
+		if err := json.Unmarshal(raw, &size); err != nil {
+			return nil, err
+		}
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		s := &tcpServer{lis: lis, value: payload(size), conns: map[net.Conn]struct{}{}}
+		go s.serve()
+		w.put("tcp.page.server", s, s.close)
+		return lis.Addr().String(), nil
+	}
+	// tcp.page.dial makes the page floor's client, of the servers at the given addresses.
+	ops["tcp.page.dial"] = func(_ context.Context, w *workerState, raw json.RawMessage) (any, error) {
+		var addrs []string
+		if err := json.Unmarshal(raw, &addrs); err != nil {
+			return nil, err
+		}
+		if len(addrs) == 0 {
+			return nil, errors.New("no addresses")
+		}
+		t := &tcpPager{addrs: addrs, pool: make(chan []*tcpConn, 128)}
+		w.put("tcp.pager", t, t.close)
 		return nil, nil
 	}
 }

@@ -188,8 +188,8 @@ type Cache[V any] struct {
 	batchLoad ReplicaBatchLoadFunc[V]
 	store     *otter.Cache[string, *entry[V]]
 	clock     Clock
-	coarse    *otter.CoarseClock // clock, when it is one: read without an interface call on hits
-	stop      func()             // stops an owned clock; nil when the clock is the caller's
+	coarse    *coarse // clock, when it is one: read without an interface call on hits
+	stop      func()  // stops an owned clock; nil when the clock is the caller's
 
 	// mu guards calls and closed, and orders every store write that must not race with a
 	// revocation: a fill's store, Set, Put and Remove.

@@ -183,8 +183,9 @@ func (g *Group[V]) Owner(key string) string { return g.env.ownerName(key) }
 // policy (for a debug page; it walks the store).
 func (g *Group[V]) HotKeys(n int) []string { return g.local.Hottest(n) }
 
-// otterClock gives an otter cache the node's clock: itself when it is otter's coarse clock,
-// else the clock without ticks (entries then expire when touched).
+// otterClock gives an otter cache the node's clock: itself when it is the coarse clock
+// (whose Tick serves otter too), else the clock without ticks (entries then expire when
+// touched).
 func otterClock(c fill.Clock) otter.Clock {
 	if cc, ok := c.(*fill.CoarseClock); ok {
 		return cc

@@ -42,11 +42,7 @@ func echoRequest(group, key string) *peerpb.GetRequest {
 
 func init() {
 	ops["echo.start"] = func(_ context.Context, w *workerState, raw json.RawMessage) (any, error) {
-		var size int
-		if err := json.Unmarshal(raw, &size); err != nil {
-			return nil, err
-		}
-		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		size, lis, err := listenSized(raw)
 		if err != nil {
 			return nil, err
 		}

@@ -153,18 +153,7 @@ func (t *tcpClient) close() {
 
 func init() {
 	ops["tcp.start"] = func(_ context.Context, w *workerState, raw json.RawMessage) (any, error) {
-		var size int
-		if err := json.Unmarshal(raw, &size); err != nil {
-			return nil, err
-		}
-		lis, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		s := &tcpServer{lis: lis, value: payload(size), conns: map[net.Conn]struct{}{}}
-		go s.serve()
-		w.put("tcp.server", s, s.close)
-		return lis.Addr().String(), nil
+		return startTCPServer(w, raw, "tcp.server")
 	}
 	ops["tcp.dial"] = func(_ context.Context, w *workerState, raw json.RawMessage) (any, error) {
 		var addr string
@@ -266,18 +255,7 @@ func init() {
 	// tcp.page.start starts a page floor's server, answering every request with a buffer
 	// of the given bytes.
 	ops["tcp.page.start"] = func(_ context.Context, w *workerState, raw json.RawMessage) (any, error) {
-		var size int
-		if err := json.Unmarshal(raw, &size); err != nil {
-			return nil, err
-		}
-		lis, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		s := &tcpServer{lis: lis, value: payload(size), conns: map[net.Conn]struct{}{}}
-		go s.serve()
-		w.put("tcp.page.server", s, s.close)
-		return lis.Addr().String(), nil
+		return startTCPServer(w, raw, "tcp.page.server")
 	}
 	// tcp.page.dial makes the page floor's client, of the servers at the given addresses.
 	ops["tcp.page.dial"] = func(_ context.Context, w *workerState, raw json.RawMessage) (any, error) {
@@ -292,4 +270,27 @@ func init() {
 		w.put("tcp.pager", t, t.close)
 		return nil, nil
 	}
+}
+
+// startTCPServer starts a raw TCP server answering every request with a buffer of the size
+// raw holds, kept in w's state as key, and returns its address.
+func startTCPServer(w *workerState, raw json.RawMessage, key string) (any, error) {
+	size, lis, err := listenSized(raw)
+	if err != nil {
+		return nil, err
+	}
+	s := &tcpServer{lis: lis, value: payload(size), conns: map[net.Conn]struct{}{}}
+	go s.serve()
+	w.put(key, s, s.close)
+	return lis.Addr().String(), nil
+}
+
+// listenSized decodes the value size a server op is given, and listens on loopback for it.
+func listenSized(raw json.RawMessage) (int, net.Listener, error) {
+	var size int
+	if err := json.Unmarshal(raw, &size); err != nil {
+		return 0, nil, err
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	return size, lis, err
 }

@@ -1,6 +1,7 @@
 package fill
 
 import (
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -74,5 +75,25 @@ func TestCoarseClockStopped(t *testing.T) {
 	time.Sleep(2 * time.Millisecond)
 	if b := c.NowNano(); b-a < int64(time.Millisecond) {
 		t.Fatalf("a stopped clock read %d, then %d 2 ms later", a, b)
+	}
+}
+
+// A clock dropped without Stop ends its goroutine once it is collected, asleep too.
+func TestCoarseClockCollectedAsleep(t *testing.T) {
+	c := NewCoarseClock(time.Millisecond)
+	done := c.c.done
+	waitState(t, c, asleep)
+	c = nil
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		runtime.GC()
+		select {
+		case <-done:
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the goroutine of a collected clock did not stop")
+		}
 	}
 }

@@ -108,36 +108,55 @@ type tcpClient struct {
 }
 
 func (t *tcpClient) get(ctx context.Context, key string) (int, error) {
-	var tc *tcpConn
-	select {
-	case tc = <-t.pool:
-	default:
-		c, err := (&net.Dialer{Timeout: 2 * time.Second}).DialContext(ctx, "tcp", t.addr)
-		if err != nil {
-			return 0, err
-		}
-		tc = &tcpConn{c: c, r: bufio.NewReader(c), w: bufio.NewWriter(c)}
+	tc, err := t.take(ctx)
+	if err != nil {
+		return 0, err
 	}
-	if dl, ok := ctx.Deadline(); ok {
-		tc.c.SetDeadline(dl)
-	}
-	var err error
-	if err = writeFrame(tc.w, []byte(key)); err == nil {
-		if err = tc.w.Flush(); err == nil {
-			tc.buf, err = readFrame(tc.r, tc.buf)
-		}
+	if err = tc.send(ctx, []byte(key)); err == nil {
+		tc.buf, err = readFrame(tc.r, tc.buf)
 	}
 	if err != nil {
 		tc.c.Close()
 		return 0, err
 	}
 	n := len(tc.buf) // tc is another caller's once back in the pool
+	t.put(tc)
+	return n, nil
+}
+
+// take takes a connection from the pool, or dials one when the pool is empty.
+func (t *tcpClient) take(ctx context.Context) (*tcpConn, error) {
+	select {
+	case tc := <-t.pool:
+		return tc, nil
+	default:
+	}
+	c, err := (&net.Dialer{Timeout: 2 * time.Second}).DialContext(ctx, "tcp", t.addr)
+	if err != nil {
+		return nil, err
+	}
+	// A reader that holds a page's answer (row 9) in one read.
+	return &tcpConn{c: c, r: bufio.NewReaderSize(c, 64<<10), w: bufio.NewWriter(c)}, nil
+}
+
+// put gives tc back to the pool, or closes it when the pool is full.
+func (t *tcpClient) put(tc *tcpConn) {
 	select {
 	case t.pool <- tc:
 	default:
 		tc.c.Close()
 	}
-	return n, nil
+}
+
+// send writes a request of b on tc, within ctx's deadline.
+func (tc *tcpConn) send(ctx context.Context, b []byte) error {
+	if dl, ok := ctx.Deadline(); ok {
+		tc.c.SetDeadline(dl)
+	}
+	if err := writeFrame(tc.w, b); err != nil {
+		return err
+	}
+	return tc.w.Flush()
 }
 
 func (t *tcpClient) close() {
@@ -175,79 +194,48 @@ func init() {
 // answer is read, on the caller's goroutine. No cache that spreads a page over owners can
 // answer it faster on this machine.
 
-// tcpPager reads pages from its servers, one connection to each per caller.
-type tcpPager struct {
-	addrs []string
-	pool  chan []*tcpConn
-}
+// tcpPager reads pages from its servers, a connection to each per caller.
+type tcpPager struct{ servers []*tcpClient }
 
 func (t *tcpPager) read(ctx context.Context, keys []string) (int, error) {
-	var conns []*tcpConn
-	select {
-	case conns = <-t.pool:
-	default:
-		for _, addr := range t.addrs {
-			c, err := (&net.Dialer{Timeout: 2 * time.Second}).DialContext(ctx, "tcp", addr)
-			if err != nil {
-				closeConns(conns)
-				return 0, err
+	conns := make([]*tcpConn, len(t.servers))
+	fail := func(err error) (int, error) {
+		for _, tc := range conns {
+			if tc != nil {
+				tc.c.Close()
 			}
-			conns = append(conns, &tcpConn{c: c, r: bufio.NewReaderSize(c, 64<<10), w: bufio.NewWriter(c)})
 		}
-	}
-	n, err := t.roundTrip(ctx, conns, keys)
-	if err != nil {
-		closeConns(conns)
 		return 0, err
 	}
-	select {
-	case t.pool <- conns:
-	default:
-		closeConns(conns)
-	}
-	return n, nil
-}
-
-// roundTrip asks each of conns for its share of keys (the i-th of len(conns) equal runs),
-// all at once, and returns the bytes of their answers.
-func (t *tcpPager) roundTrip(ctx context.Context, conns []*tcpConn, keys []string) (int, error) {
-	for i, tc := range conns {
-		if dl, ok := ctx.Deadline(); ok {
-			tc.c.SetDeadline(dl)
+	// Every server's share of the keys (the i-th of len(servers) equal runs) is asked before
+	// any answer is read.
+	for i, s := range t.servers {
+		tc, err := s.take(ctx)
+		if err != nil {
+			return fail(err)
 		}
-		share := keys[i*len(keys)/len(conns) : (i+1)*len(keys)/len(conns)]
-		if err := writeFrame(tc.w, []byte(strings.Join(share, "\n"))); err != nil {
-			return 0, err
-		}
-		if err := tc.w.Flush(); err != nil {
-			return 0, err
+		conns[i] = tc
+		if err := tc.send(ctx, []byte(strings.Join(keys[i*len(keys)/len(conns):(i+1)*len(keys)/len(conns)], "\n"))); err != nil {
+			return fail(err)
 		}
 	}
 	n := 0
 	for _, tc := range conns {
 		var err error
 		if tc.buf, err = readFrame(tc.r, tc.buf); err != nil {
-			return 0, err
+			return fail(err)
 		}
 		n += len(tc.buf)
+	}
+	for i, tc := range conns {
+		t.servers[i].put(tc)
 	}
 	return n, nil
 }
 
 func (t *tcpPager) close() {
-	for {
-		select {
-		case conns := <-t.pool:
-			closeConns(conns)
-		default:
-			return
-		}
-	}
-}
-
-func closeConns(conns []*tcpConn) {
-	for _, tc := range conns {
-		tc.c.Close()
+	for _, s := range t.servers {
+		s.close()
 	}
 }
 
@@ -266,7 +254,10 @@ func init() {
 		if len(addrs) == 0 {
 			return nil, errors.New("no addresses")
 		}
-		t := &tcpPager{addrs: addrs, pool: make(chan []*tcpConn, 128)}
+		t := &tcpPager{}
+		for _, addr := range addrs {
+			t.servers = append(t.servers, &tcpClient{addr: addr, pool: make(chan *tcpConn, 128)})
+		}
 		w.put("tcp.pager", t, t.close)
 		return nil, nil
 	}

@@ -491,10 +491,10 @@ func (c *Cache[V]) getEach(ctx context.Context, keys []string, count bool, answe
 	// The fills it starts are born now, all of them: one reading before any starts is no
 	// later than each one's own would be, which is what a born version must be (see Tags).
 	born := c.versionNow()
-	chain := chainOf(ctx)
+	chain := chainOf(ctx) // once: a nil chain (no fill above this GetMany) has no link
 	for m, i := range misses {
 		key := keys[i]
-		if chain != nil && chain.inChain(c.cfg.Name, key) {
+		if chain.inChain(c.cfg.Name, key) {
 			answer(int(i), Result[V]{Err: ErrFillCycle})
 			continue
 		}
